@@ -1,0 +1,45 @@
+//! Schema versions per event type and the upcasters that lift old payloads to the shape
+//! this build reads. Events are forever: every schema version ever written stays listed.
+//!
+//! To change a payload's shape: bump its entry in [`SCHEMAS`], add a step to [`upcast`]
+//! that turns version N-1 data into version N, and add a golden fixture of the old shape.
+
+use serde_json::Value;
+
+/// The newest schema version of each known event type.
+const SCHEMAS: &[(&str, u32)] = &[
+    ("run.created", 1),
+    ("message.appended", 1),
+    ("turn.requested", 1),
+    ("turn.started", 1),
+    ("turn.completed", 1),
+    ("turn.failed", 1),
+    ("run.cancel_requested", 1),
+    ("run.cancelled", 1),
+    ("run.completed", 1),
+    ("run.failed", 1),
+];
+
+/// The newest schema version of `event_type`, or `None` for a type this build does not know.
+pub fn current_schema(event_type: &str) -> Option<u32> {
+    SCHEMAS
+        .iter()
+        .find(|(t, _)| *t == event_type)
+        .map(|(_, v)| *v)
+}
+
+/// Lifts `data` written with `schema` to the current schema of `event_type`.
+/// Fails (with a reason) for an unknown type or a schema newer than this build knows:
+/// such events are left to a newer replica and served as raw JSON.
+pub fn upcast(event_type: &str, schema: u32, data: Value) -> Result<Value, String> {
+    let Some(current) = current_schema(event_type) else {
+        return Err(format!("unknown event type {event_type}"));
+    };
+    if schema == 0 || schema > current {
+        return Err(format!(
+            "{event_type} schema v{schema} is not supported by this build (knows up to v{current})"
+        ));
+    }
+    // No type has needed an upcaster yet: every known type is still at v1.
+    Ok(data)
+}

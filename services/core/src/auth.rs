@@ -1,0 +1,129 @@
+//! Who is calling and what they may do. Only the API's auth extractor builds a
+//! [`Principal`] from credentials; use cases ask [`Principal::require`] before acting.
+
+use crate::error::CoreError;
+use baton_events::TenantId;
+use serde::{Deserialize, Serialize};
+
+/// A role within one tenant, from most to least powerful.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Viewer,
+    Member,
+    Admin,
+    Owner,
+}
+
+impl Role {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Role::Viewer => "viewer",
+            Role::Member => "member",
+            Role::Admin => "admin",
+            Role::Owner => "owner",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Role> {
+        match s {
+            "viewer" => Some(Role::Viewer),
+            "member" => Some(Role::Member),
+            "admin" => Some(Role::Admin),
+            "owner" => Some(Role::Owner),
+            _ => None,
+        }
+    }
+}
+
+/// Everything a use case may be asked to do, for the authorization table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    ReadAgents,
+    ManageAgents,
+    ReadRuns,
+    CreateRuns,
+    PostMessages,
+    CancelRuns,
+}
+
+impl Action {
+    /// The least role allowed to perform the action.
+    pub fn min_role(&self) -> Role {
+        match self {
+            Action::ReadAgents | Action::ReadRuns => Role::Viewer,
+            Action::CreateRuns | Action::PostMessages | Action::CancelRuns => Role::Member,
+            Action::ManageAgents => Role::Admin,
+        }
+    }
+
+    fn describe(&self) -> &'static str {
+        match self {
+            Action::ReadAgents => "read agents",
+            Action::ManageAgents => "manage agents",
+            Action::ReadRuns => "read runs",
+            Action::CreateRuns => "create runs",
+            Action::PostMessages => "post messages",
+            Action::CancelRuns => "cancel runs",
+        }
+    }
+}
+
+/// An authenticated caller acting within one tenant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub tenant: TenantId,
+    pub role: Role,
+    /// Stable actor label recorded in event metadata: `key:<id>` or `local`.
+    pub actor: String,
+}
+
+impl Principal {
+    pub fn require(&self, action: Action) -> Result<(), CoreError> {
+        if self.role >= action.min_role() {
+            Ok(())
+        } else {
+            Err(CoreError::Forbidden(action.describe()))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn as_role(role: Role) -> Principal {
+        Principal {
+            tenant: TenantId::new(),
+            role,
+            actor: "test".into(),
+        }
+    }
+
+    #[test]
+    fn viewer_reads_but_does_not_write() {
+        let p = as_role(Role::Viewer);
+        assert!(p.require(Action::ReadRuns).is_ok());
+        assert!(p.require(Action::PostMessages).is_err());
+        assert!(p.require(Action::ManageAgents).is_err());
+    }
+
+    #[test]
+    fn member_drives_runs_but_does_not_manage_agents() {
+        let p = as_role(Role::Member);
+        assert!(p.require(Action::CreateRuns).is_ok());
+        assert!(p.require(Action::CancelRuns).is_ok());
+        assert!(p.require(Action::ManageAgents).is_err());
+    }
+
+    #[test]
+    fn admin_and_owner_may_do_everything_here() {
+        for role in [Role::Admin, Role::Owner] {
+            let p = as_role(role);
+            assert!(p.require(Action::ManageAgents).is_ok());
+            assert!(p.require(Action::PostMessages).is_ok());
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! Typed errors: what a store adapter may report, and what a use case may answer.
+//! The API maps [`CoreError`] to HTTP in exactly one place.
+
+use thiserror::Error;
+
+/// Errors a store adapter reports. Driver errors are classified by each adapter in one
+/// function; a unique violation on a stream version becomes [`StoreError::Conflict`].
+#[derive(Debug, Error)]
+pub enum StoreError {
+    #[error("version conflict: expected {expected}, stream is at {actual}")]
+    Conflict { expected: i64, actual: i64 },
+    #[error("not found")]
+    NotFound,
+    #[error("fenced: the lease on this run is held by another owner")]
+    Fenced,
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    #[error("store error: {0}")]
+    Other(String),
+}
+
+/// Errors a use case answers. Each variant has a stable public code in the API.
+#[derive(Debug, Error)]
+pub enum CoreError {
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("the caller's role may not {0}")]
+    Forbidden(&'static str),
+    #[error("the run is busy with a turn; wait for it to finish or cancel it")]
+    RunBusy,
+    #[error("the run has ended ({0}) and accepts no more commands")]
+    RunEnded(&'static str),
+    #[error("request_id {0:?} was already used for a different request")]
+    IdempotencyKeyReused(String),
+    #[error("the run changed concurrently; retry the request")]
+    Conflict,
+    #[error("service unavailable: {0}")]
+    Unavailable(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl From<StoreError> for CoreError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Conflict { .. } | StoreError::Fenced => CoreError::Conflict,
+            StoreError::NotFound => CoreError::NotFound("resource"),
+            StoreError::Unavailable(m) => CoreError::Unavailable(m),
+            StoreError::Other(m) => CoreError::Internal(m),
+        }
+    }
+}
+
+impl CoreError {
+    pub fn invalid(msg: impl Into<String>) -> Self {
+        CoreError::Invalid(msg.into())
+    }
+}

@@ -1,0 +1,217 @@
+//! The run model: status, the runs projection and how each event changes it, messages,
+//! and agent definitions. Pure data and pure functions; the store adapters call
+//! [`RunSummary::apply`] inside the append transaction so projections never drift.
+
+use baton_events::{AgentId, ErrorInfo, MessageId, MessageRole, RunEvent, RunId, TenantId};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Where a run stands. `queued` and `running` mean a turn is in progress (busy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Queued,
+    Running,
+    Waiting,
+    RequiresAction,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl RunStatus {
+    pub const ALL: [RunStatus; 7] = [
+        RunStatus::Queued,
+        RunStatus::Running,
+        RunStatus::Waiting,
+        RunStatus::RequiresAction,
+        RunStatus::Completed,
+        RunStatus::Failed,
+        RunStatus::Cancelled,
+    ];
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RunStatus::Queued => "queued",
+            RunStatus::Running => "running",
+            RunStatus::Waiting => "waiting",
+            RunStatus::RequiresAction => "requires_action",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RunStatus> {
+        RunStatus::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    /// A turn is in progress: new messages are refused.
+    pub fn is_busy(&self) -> bool {
+        matches!(self, RunStatus::Queued | RunStatus::Running)
+    }
+
+    /// The run has ended for good.
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
+        )
+    }
+}
+
+/// The runs projection: one row per run, updated in the append transaction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct RunSummary {
+    pub id: RunId,
+    #[serde(skip)]
+    pub tenant: TenantId,
+    pub agent_id: AgentId,
+    pub agent_version: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    pub status: RunStatus,
+    /// The stream version: the number of events in the run.
+    pub version: i64,
+    pub message_count: i64,
+    /// Turns requested so far; the current or last turn's number.
+    pub turn_count: i64,
+    pub cancel_requested: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<ErrorInfo>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl RunSummary {
+    /// The projection of a stream that starts with `run.created`, before any event.
+    pub fn empty(tenant: TenantId, id: RunId, at: DateTime<Utc>) -> Self {
+        RunSummary {
+            id,
+            tenant,
+            agent_id: AgentId(uuid::Uuid::nil()),
+            agent_version: 0,
+            title: None,
+            status: RunStatus::Waiting,
+            version: 0,
+            message_count: 0,
+            turn_count: 0,
+            cancel_requested: false,
+            last_error: None,
+            created_at: at,
+            updated_at: at,
+        }
+    }
+
+    /// Folds one event (appended as `version`) into the projection.
+    pub fn apply(&mut self, event: &RunEvent, version: i64, at: DateTime<Utc>) {
+        self.version = version;
+        self.updated_at = at;
+        if self.status.is_terminal() {
+            return;
+        }
+        match event {
+            RunEvent::RunCreated(e) => {
+                self.agent_id = e.agent_id;
+                self.agent_version = e.agent_version;
+                self.title = e.title.clone();
+                self.status = RunStatus::Waiting;
+                self.created_at = at;
+            }
+            RunEvent::MessageAppended(_) => self.message_count += 1,
+            RunEvent::TurnRequested(e) => {
+                self.turn_count = e.turn;
+                self.status = RunStatus::Queued;
+            }
+            RunEvent::TurnStarted(_) => self.status = RunStatus::Running,
+            RunEvent::TurnCompleted(_) => {
+                self.status = RunStatus::Waiting;
+                self.last_error = None;
+            }
+            RunEvent::TurnFailed(e) => {
+                self.status = RunStatus::Waiting;
+                self.last_error = Some(e.error.clone());
+            }
+            RunEvent::RunCancelRequested(_) => self.cancel_requested = true,
+            RunEvent::RunCancelled(_) => self.status = RunStatus::Cancelled,
+            RunEvent::RunCompleted(_) => self.status = RunStatus::Completed,
+            RunEvent::RunFailed(e) => {
+                self.status = RunStatus::Failed;
+                self.last_error = Some(e.error.clone());
+            }
+        }
+    }
+}
+
+/// One row of the messages projection.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Message {
+    pub id: MessageId,
+    pub run_id: RunId,
+    /// 1-based position among the run's messages; the list cursor.
+    pub seq: i64,
+    pub role: MessageRole,
+    pub content: String,
+    /// Version of the `message.appended` event in the run's stream.
+    pub version: i64,
+    pub created_at: DateTime<Utc>,
+}
+
+/// How an agent's replies are produced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ProviderSpec {
+    /// Deterministic replies for tests, demos and load tests — not a real model.
+    /// Turn N answers with reply N; a turn past the end of the script fails.
+    Scripted { replies: Vec<ScriptedReply> },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptedReply {
+    pub content: String,
+    /// Wait this long before answering (simulates model latency).
+    #[serde(default)]
+    pub delay_ms: u64,
+    /// End the run (`run.completed`) after this reply.
+    #[serde(default)]
+    pub complete_run: bool,
+}
+
+/// An agent definition. Changes bump `version`; a run keeps the version it started with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Agent {
+    pub id: AgentId,
+    #[serde(skip)]
+    pub tenant: TenantId,
+    pub name: String,
+    pub instructions: String,
+    pub provider: ProviderSpec,
+    pub version: i64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A tenant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tenant {
+    pub id: TenantId,
+    pub name: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A stored API key, without its secret.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiKey {
+    pub id: uuid::Uuid,
+    pub tenant: TenantId,
+    pub name: String,
+    pub prefix: String,
+    pub role: crate::Role,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+#[cfg(test)]
+mod tests;

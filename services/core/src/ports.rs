@@ -1,0 +1,175 @@
+//! The ports the use cases need. Adapters live in `baton-store` (Postgres, SQLite) and
+//! `baton-bus` (NATS, in-process); the engine implements [`RunDriver`]. Every method that
+//! touches tenant data takes the [`TenantId`] first and must never return another
+//! tenant's rows.
+
+use crate::error::StoreError;
+use crate::model::{Agent, ApiKey, Message, RunStatus, RunSummary, Tenant};
+use async_trait::async_trait;
+use baton_events::{AgentId, Envelope, NewEvent, RunId, TenantId};
+use chrono::{DateTime, Utc};
+use tokio::sync::mpsc;
+
+/// The stored outcome of a command carrying a client `request_id`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IdempotencyRecord {
+    pub request_id: String,
+    /// The use case that stored it (`post_message`, `create_run`).
+    pub command: String,
+    /// Hash of the command's input; a reused `request_id` with other input is refused.
+    pub fingerprint: String,
+    /// The original response, returned again for a repeated request.
+    pub response: serde_json::Value,
+}
+
+/// Events to append to one run's stream, all or nothing.
+#[derive(Debug, Clone)]
+pub struct AppendRequest {
+    pub run: RunId,
+    /// The stream version the events were decided against; 0 for a new stream, whose
+    /// first event must be `run.created`.
+    pub expected_version: i64,
+    pub events: Vec<NewEvent>,
+    pub at: DateTime<Utc>,
+    /// Stored in the same transaction; if the `request_id` exists already, nothing is
+    /// appended and the stored record is returned.
+    pub idempotency: Option<IdempotencyRecord>,
+}
+
+#[derive(Debug, Clone)]
+pub enum AppendOutcome {
+    /// The events were stored; `run` is the projection after them.
+    Appended {
+        run: Box<RunSummary>,
+        events: Vec<Envelope>,
+    },
+    /// The request's `request_id` was already used; nothing was written.
+    Duplicate(IdempotencyRecord),
+}
+
+/// Filter and cursor for listing runs, newest first.
+#[derive(Debug, Clone, Default)]
+pub struct RunListQuery {
+    pub status: Option<RunStatus>,
+    /// Only runs older than this one (the previous page's last id).
+    pub before: Option<RunId>,
+    pub limit: u32,
+}
+
+/// Event streams with their projections (runs, messages) and idempotency records.
+#[async_trait]
+pub trait RunStore: Send + Sync {
+    /// Appends with optimistic concurrency: `Conflict` when the stream is not at
+    /// `expected_version`; projections are updated in the same transaction.
+    async fn append(
+        &self,
+        tenant: TenantId,
+        req: AppendRequest,
+    ) -> Result<AppendOutcome, StoreError>;
+
+    /// Events of a stream with `version > after`, in order, at most `limit`.
+    async fn read_stream(
+        &self,
+        tenant: TenantId,
+        run: RunId,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<Envelope>, StoreError>;
+
+    async fn get_run(&self, tenant: TenantId, run: RunId)
+    -> Result<Option<RunSummary>, StoreError>;
+
+    async fn list_runs(
+        &self,
+        tenant: TenantId,
+        query: &RunListQuery,
+    ) -> Result<Vec<RunSummary>, StoreError>;
+
+    /// Messages with `seq > after`, in order, at most `limit`.
+    async fn list_messages(
+        &self,
+        tenant: TenantId,
+        run: RunId,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<Message>, StoreError>;
+
+    async fn find_idempotency(
+        &self,
+        tenant: TenantId,
+        request_id: &str,
+    ) -> Result<Option<IdempotencyRecord>, StoreError>;
+
+    /// Runs of every tenant with a turn in progress (`queued`, `running`) or a cancel
+    /// pending, oldest first: what an engine must drive after a start. System-wide on
+    /// purpose; only the engine calls it.
+    async fn runs_needing_drive(&self, limit: u32) -> Result<Vec<(TenantId, RunId)>, StoreError>;
+
+    /// Cheap connectivity check for readiness.
+    async fn ping(&self) -> Result<(), StoreError>;
+}
+
+/// Agent definitions.
+#[async_trait]
+pub trait AgentStore: Send + Sync {
+    async fn create_agent(&self, tenant: TenantId, agent: &Agent) -> Result<(), StoreError>;
+    async fn get_agent(&self, tenant: TenantId, id: AgentId) -> Result<Option<Agent>, StoreError>;
+    /// Agents newest first, older than `before` when given.
+    async fn list_agents(
+        &self,
+        tenant: TenantId,
+        before: Option<AgentId>,
+        limit: u32,
+    ) -> Result<Vec<Agent>, StoreError>;
+}
+
+/// Tenants and API keys.
+#[async_trait]
+pub trait TenantStore: Send + Sync {
+    async fn create_tenant(&self, tenant: &Tenant) -> Result<(), StoreError>;
+    async fn get_tenant(&self, id: TenantId) -> Result<Option<Tenant>, StoreError>;
+    /// The tenant with this exact name, if any (used for the embedded tier's default).
+    async fn find_tenant_by_name(&self, name: &str) -> Result<Option<Tenant>, StoreError>;
+    async fn create_api_key(&self, key: &ApiKey, hash: &[u8]) -> Result<(), StoreError>;
+    /// The key whose token hashes to `hash`, whatever its state; callers check
+    /// expiry and revocation.
+    async fn find_api_key(&self, hash: &[u8]) -> Result<Option<ApiKey>, StoreError>;
+}
+
+/// A live feed of one run's durable events, bounded: when the subscriber falls behind
+/// the feed is closed (the receiver yields `None`) and the client resumes from its cursor.
+pub struct Subscription {
+    pub events: mpsc::Receiver<Envelope>,
+}
+
+/// Publishes committed events and feeds subscribers. The database stays the source of
+/// truth: a failed publish is logged and costs latency, never an event.
+#[async_trait]
+pub trait EventBus: Send + Sync {
+    async fn publish(&self, events: &[Envelope]);
+    /// Subscribes to one run's events published from now on.
+    async fn subscribe(&self, tenant: TenantId, run: RunId) -> Result<Subscription, StoreError>;
+    async fn ping(&self) -> Result<(), StoreError>;
+}
+
+/// Whoever drives runs (the engine): told when a run may need work.
+pub trait RunDriver: Send + Sync {
+    fn wake(&self, tenant: TenantId, run: RunId);
+}
+
+/// Time, behind a port so tests control it.
+pub trait Clock: Send + Sync {
+    fn now(&self) -> DateTime<Utc>;
+}
+
+/// The wall clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    /// Now, at microsecond precision: what both databases store without rounding.
+    fn now(&self) -> DateTime<Utc> {
+        use chrono::SubsecRound;
+        Utc::now().trunc_subsecs(6)
+    }
+}

@@ -1,0 +1,478 @@
+//! Run use cases: create, read, list, post a message, cancel, read events. The engine
+//! drives turns; these only record what clients asked for and wake it.
+//!
+//! Busy rule: a message is accepted only while the run is idle. The check and the write
+//! are one optimistic append against the version that was checked, so of two racing
+//! messages exactly one is stored and the other gets `RunBusy` with nothing written.
+
+mod follow;
+
+pub use follow::follow;
+
+use crate::auth::{Action, Principal};
+use crate::error::{CoreError, StoreError};
+use crate::model::{Message, RunStatus, RunSummary};
+use crate::page::{self, Page};
+use crate::ports::{
+    AgentStore, AppendOutcome, AppendRequest, Clock, EventBus, IdempotencyRecord, RunDriver,
+    RunListQuery, RunStore,
+};
+use baton_events::{
+    AgentId, Envelope, EventMeta, MessageAppended, MessageId, MessageRole, NewEvent,
+    RunCancelRequested, RunCancelled, RunCreated, RunEvent, RunId, TenantId, TurnRequested,
+};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::sync::Arc;
+
+/// How often a command re-reads and retries after losing a version race.
+const MAX_ATTEMPTS: usize = 5;
+pub const MAX_CONTENT_CHARS: usize = 200_000;
+pub const MAX_TITLE_CHARS: usize = 200;
+pub const MAX_REQUEST_ID_CHARS: usize = 200;
+
+/// Appends and then publishes what was committed. The one path every writer uses.
+#[derive(Clone)]
+pub struct EventLog {
+    pub store: Arc<dyn RunStore>,
+    pub bus: Arc<dyn EventBus>,
+}
+
+impl EventLog {
+    pub async fn append(
+        &self,
+        tenant: TenantId,
+        req: AppendRequest,
+    ) -> Result<AppendOutcome, StoreError> {
+        let outcome = self.store.append(tenant, req).await?;
+        if let AppendOutcome::Appended { events, .. } = &outcome {
+            self.bus.publish(events).await;
+        }
+        Ok(outcome)
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct CreateRun {
+    pub agent_id: AgentId,
+    pub title: Option<String>,
+    /// A first user message: the run starts its first turn at once.
+    pub message: Option<String>,
+    pub request_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct CreatedRun {
+    pub run: RunSummary,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<Message>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct PostMessage {
+    pub content: String,
+    pub request_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PostedMessage {
+    pub message: Message,
+    /// The turn this message started.
+    pub turn: i64,
+}
+
+/// The run use cases, holding the ports they need.
+#[derive(Clone)]
+pub struct Runs {
+    pub log: EventLog,
+    pub agents: Arc<dyn AgentStore>,
+    pub driver: Arc<dyn RunDriver>,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Runs {
+    fn store(&self) -> &dyn RunStore {
+        self.log.store.as_ref()
+    }
+
+    pub fn bus(&self) -> &Arc<dyn EventBus> {
+        &self.log.bus
+    }
+
+    pub async fn create_run(&self, p: &Principal, cmd: CreateRun) -> Result<CreatedRun, CoreError> {
+        p.require(Action::CreateRuns)?;
+        check_request_id(cmd.request_id.as_deref())?;
+        if let Some(title) = &cmd.title {
+            check_len("title", title, MAX_TITLE_CHARS)?;
+        }
+        if let Some(content) = &cmd.message {
+            check_content(content)?;
+        }
+        let fingerprint = fingerprint("create_run", &cmd);
+        if let Some(done) = self.replay(p, &cmd.request_id, &fingerprint).await? {
+            return Ok(done);
+        }
+        let agent = self
+            .agents
+            .get_agent(p.tenant, cmd.agent_id)
+            .await?
+            .ok_or(CoreError::NotFound("agent"))?;
+
+        let at = self.clock.now();
+        let run_id = RunId::new();
+        let meta = meta(p, cmd.request_id.as_deref());
+        let mut events = vec![NewEvent::new(
+            RunEvent::RunCreated(RunCreated {
+                agent_id: agent.id,
+                agent_version: agent.version,
+                title: cmd.title.clone(),
+            }),
+            meta.clone(),
+        )];
+        let message = cmd.message.as_ref().map(|content| Message {
+            id: MessageId::new(),
+            run_id,
+            seq: 1,
+            role: MessageRole::User,
+            content: content.clone(),
+            version: 2,
+            created_at: at,
+        });
+        if let Some(m) = &message {
+            events.extend(user_turn(m, 1, &meta));
+        }
+        let mut run = RunSummary::empty(p.tenant, run_id, at);
+        for (i, e) in events.iter().enumerate() {
+            run.apply(&e.event, i as i64 + 1, at);
+        }
+        let result = CreatedRun { run, message };
+        let req = AppendRequest {
+            run: run_id,
+            expected_version: 0,
+            events,
+            at,
+            idempotency: record(&cmd.request_id, "create_run", fingerprint.clone(), &result),
+        };
+        match self.log.append(p.tenant, req).await? {
+            AppendOutcome::Appended { run, .. } => {
+                if result.message.is_some() {
+                    self.driver.wake(p.tenant, run_id);
+                }
+                Ok(CreatedRun {
+                    run: *run,
+                    message: result.message,
+                })
+            }
+            AppendOutcome::Duplicate(rec) => check_replay(&rec, &fingerprint),
+        }
+    }
+
+    pub async fn get_run(&self, p: &Principal, run: RunId) -> Result<RunSummary, CoreError> {
+        p.require(Action::ReadRuns)?;
+        self.load(p.tenant, run).await
+    }
+
+    pub async fn list_runs(
+        &self,
+        p: &Principal,
+        status: Option<RunStatus>,
+        cursor: Option<RunId>,
+        limit: Option<u32>,
+    ) -> Result<Page<RunSummary>, CoreError> {
+        p.require(Action::ReadRuns)?;
+        let limit = page::limit(limit)?;
+        let query = RunListQuery {
+            status,
+            before: cursor,
+            limit,
+        };
+        let items = self.store().list_runs(p.tenant, &query).await?;
+        let next_cursor = (items.len() == limit as usize)
+            .then(|| items.last().map(|r| r.id.to_string()))
+            .flatten();
+        Ok(Page { items, next_cursor })
+    }
+
+    pub async fn post_message(
+        &self,
+        p: &Principal,
+        run_id: RunId,
+        cmd: PostMessage,
+    ) -> Result<PostedMessage, CoreError> {
+        p.require(Action::PostMessages)?;
+        check_request_id(cmd.request_id.as_deref())?;
+        check_content(&cmd.content)?;
+        let fingerprint = fingerprint("post_message", &(run_id, &cmd));
+        for _ in 0..MAX_ATTEMPTS {
+            if let Some(done) = self.replay(p, &cmd.request_id, &fingerprint).await? {
+                return Ok(done);
+            }
+            let run = self.load(p.tenant, run_id).await?;
+            if run.status.is_terminal() {
+                return Err(CoreError::RunEnded(run.status.as_str()));
+            }
+            if run.status.is_busy() || run.status == RunStatus::RequiresAction {
+                return Err(CoreError::RunBusy);
+            }
+            let at = self.clock.now();
+            let message = Message {
+                id: MessageId::new(),
+                run_id,
+                seq: run.message_count + 1,
+                role: MessageRole::User,
+                content: cmd.content.clone(),
+                version: run.version + 1,
+                created_at: at,
+            };
+            let turn = run.turn_count + 1;
+            let result = PostedMessage { message, turn };
+            let req = AppendRequest {
+                run: run_id,
+                expected_version: run.version,
+                events: user_turn(&result.message, turn, &meta(p, cmd.request_id.as_deref())),
+                at,
+                idempotency: record(
+                    &cmd.request_id,
+                    "post_message",
+                    fingerprint.clone(),
+                    &result,
+                ),
+            };
+            match self.log.append(p.tenant, req).await {
+                Ok(AppendOutcome::Appended { .. }) => {
+                    self.driver.wake(p.tenant, run_id);
+                    return Ok(result);
+                }
+                Ok(AppendOutcome::Duplicate(rec)) => return check_replay(&rec, &fingerprint),
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(CoreError::Conflict)
+    }
+
+    pub async fn list_messages(
+        &self,
+        p: &Principal,
+        run: RunId,
+        after: Option<i64>,
+        limit: Option<u32>,
+    ) -> Result<Page<Message>, CoreError> {
+        p.require(Action::ReadRuns)?;
+        let limit = page::limit(limit)?;
+        let after = non_negative("after", after)?;
+        self.load(p.tenant, run).await?;
+        let items = self
+            .store()
+            .list_messages(p.tenant, run, after, limit)
+            .await?;
+        let next_cursor = (items.len() == limit as usize)
+            .then(|| items.last().map(|m| m.seq.to_string()))
+            .flatten();
+        Ok(Page { items, next_cursor })
+    }
+
+    /// Cancels a run. An idle run is cancelled at once; a busy one gets
+    /// `run.cancel_requested` and the engine ends the turn at its next step boundary.
+    /// Cancelling a cancelled run returns it unchanged.
+    pub async fn cancel_run(
+        &self,
+        p: &Principal,
+        run_id: RunId,
+        reason: Option<String>,
+    ) -> Result<RunSummary, CoreError> {
+        p.require(Action::CancelRuns)?;
+        if let Some(r) = &reason {
+            check_len("reason", r, MAX_TITLE_CHARS)?;
+        }
+        for _ in 0..MAX_ATTEMPTS {
+            let run = self.load(p.tenant, run_id).await?;
+            match run.status {
+                RunStatus::Cancelled => return Ok(run),
+                s if s.is_terminal() => return Err(CoreError::RunEnded(s.as_str())),
+                s if s.is_busy() && run.cancel_requested => return Ok(run),
+                _ => {}
+            }
+            let meta = meta(p, None);
+            let mut events = vec![NewEvent::new(
+                RunEvent::RunCancelRequested(RunCancelRequested {
+                    reason: reason.clone(),
+                }),
+                meta.clone(),
+            )];
+            let busy = run.status.is_busy();
+            if !busy {
+                events.push(NewEvent::new(
+                    RunEvent::RunCancelled(RunCancelled {
+                        reason: reason.clone(),
+                    }),
+                    meta,
+                ));
+            }
+            let req = AppendRequest {
+                run: run_id,
+                expected_version: run.version,
+                events,
+                at: self.clock.now(),
+                idempotency: None,
+            };
+            match self.log.append(p.tenant, req).await {
+                Ok(AppendOutcome::Appended { run, .. }) => {
+                    if busy {
+                        self.driver.wake(p.tenant, run_id);
+                    }
+                    return Ok(*run);
+                }
+                Ok(AppendOutcome::Duplicate(_)) => {
+                    return Err(CoreError::Internal("unexpected idempotency hit".into()));
+                }
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(CoreError::Conflict)
+    }
+
+    /// A page of a run's events with `version > after`.
+    pub async fn read_events(
+        &self,
+        p: &Principal,
+        run: RunId,
+        after: Option<i64>,
+        limit: Option<u32>,
+    ) -> Result<Vec<Envelope>, CoreError> {
+        p.require(Action::ReadRuns)?;
+        let limit = page::limit(limit)?;
+        let after = non_negative("after", after)?;
+        self.load(p.tenant, run).await?;
+        Ok(self
+            .store()
+            .read_stream(p.tenant, run, after, limit)
+            .await?)
+    }
+
+    async fn load(&self, tenant: TenantId, run: RunId) -> Result<RunSummary, CoreError> {
+        self.store()
+            .get_run(tenant, run)
+            .await?
+            .ok_or(CoreError::NotFound("run"))
+    }
+
+    /// The stored result of an earlier request with the same `request_id`, if any.
+    async fn replay<T: for<'de> Deserialize<'de>>(
+        &self,
+        p: &Principal,
+        request_id: &Option<String>,
+        fingerprint: &str,
+    ) -> Result<Option<T>, CoreError> {
+        let Some(id) = request_id else {
+            return Ok(None);
+        };
+        match self.store().find_idempotency(p.tenant, id).await? {
+            Some(rec) => check_replay(&rec, fingerprint).map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+fn check_replay<T: for<'de> Deserialize<'de>>(
+    rec: &IdempotencyRecord,
+    fingerprint: &str,
+) -> Result<T, CoreError> {
+    if rec.fingerprint != fingerprint {
+        return Err(CoreError::IdempotencyKeyReused(rec.request_id.clone()));
+    }
+    decode_replay(rec)
+}
+
+fn decode_replay<T: for<'de> Deserialize<'de>>(rec: &IdempotencyRecord) -> Result<T, CoreError> {
+    serde_json::from_value(rec.response.clone()).map_err(|e| {
+        CoreError::Internal(format!(
+            "stored response of {} unreadable: {e}",
+            rec.command
+        ))
+    })
+}
+
+fn record<T: Serialize>(
+    request_id: &Option<String>,
+    command: &str,
+    fingerprint: String,
+    result: &T,
+) -> Option<IdempotencyRecord> {
+    request_id.as_ref().map(|id| IdempotencyRecord {
+        request_id: id.clone(),
+        command: command.to_string(),
+        fingerprint,
+        response: serde_json::to_value(result).unwrap_or(serde_json::Value::Null),
+    })
+}
+
+/// The two events of a user message that asks for a turn.
+fn user_turn(m: &Message, turn: i64, meta: &EventMeta) -> Vec<NewEvent> {
+    vec![
+        NewEvent::new(
+            RunEvent::MessageAppended(MessageAppended {
+                message_id: m.id,
+                role: m.role,
+                content: m.content.clone(),
+            }),
+            meta.clone(),
+        ),
+        NewEvent::new(
+            RunEvent::TurnRequested(TurnRequested {
+                turn,
+                message_id: m.id,
+            }),
+            meta.clone(),
+        ),
+    ]
+}
+
+fn meta(p: &Principal, request_id: Option<&str>) -> EventMeta {
+    let mut meta = EventMeta::new(p.tenant);
+    meta.actor = Some(p.actor.clone());
+    meta.request_id = request_id.map(str::to_string);
+    meta
+}
+
+fn fingerprint<T: Serialize>(command: &str, input: &T) -> String {
+    let body = serde_json::to_string(input).unwrap_or_default();
+    hex::encode(Sha256::digest(format!("{command}\n{body}").as_bytes()))
+}
+
+fn check_len(field: &str, value: &str, max: usize) -> Result<(), CoreError> {
+    if value.chars().count() > max {
+        return Err(CoreError::invalid(format!(
+            "{field} is longer than {max} characters"
+        )));
+    }
+    Ok(())
+}
+
+fn check_content(content: &str) -> Result<(), CoreError> {
+    if content.trim().is_empty() {
+        return Err(CoreError::invalid("content must not be empty"));
+    }
+    check_len("content", content, MAX_CONTENT_CHARS)
+}
+
+fn check_request_id(id: Option<&str>) -> Result<(), CoreError> {
+    match id {
+        Some(id) if id.is_empty() => Err(CoreError::invalid("request_id must not be empty")),
+        Some(id) if id.chars().any(char::is_control) => Err(CoreError::invalid(
+            "request_id must not contain control characters",
+        )),
+        Some(id) => check_len("request_id", id, MAX_REQUEST_ID_CHARS),
+        None => Ok(()),
+    }
+}
+
+fn non_negative(field: &str, v: Option<i64>) -> Result<i64, CoreError> {
+    match v {
+        Some(n) if n < 0 => Err(CoreError::invalid(format!(
+            "{field} must not be negative, got {n}"
+        ))),
+        v => Ok(v.unwrap_or(0)),
+    }
+}
