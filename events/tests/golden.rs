@@ -1,7 +1,7 @@
 //! Golden fixtures: every event shape ever written must keep deserializing, and an event
 //! this build does not know must still be readable as raw JSON.
 
-use baton_events::{Decoded, Envelope, RunEvent};
+use baton_events::{Decoded, Envelope};
 use std::path::PathBuf;
 
 fn fixtures() -> Vec<(String, String)> {

@@ -1,0 +1,28 @@
+//! Every NATS subject Baton uses is built here; no subject strings elsewhere.
+
+use baton_events::{RunId, TenantId};
+
+/// Durable events of one run: `baton.ev.<tenant>.<run>`.
+pub fn event(tenant: TenantId, run: RunId) -> String {
+    format!("baton.ev.{tenant}.{run}")
+}
+
+/// Every durable event of every run.
+pub const ALL_EVENTS: &str = "baton.ev.>";
+
+/// Ephemeral events (token deltas, progress) of one run: `baton.delta.<tenant>.<run>`.
+pub fn delta(tenant: TenantId, run: RunId) -> String {
+    format!("baton.delta.{tenant}.{run}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_subjects_fall_under_the_wildcard() {
+        let s = event(TenantId::new(), RunId::new());
+        assert!(s.starts_with(ALL_EVENTS.trim_end_matches('>')));
+        assert_eq!(s.split('.').count(), 4, "uuids contain no dots: {s}");
+    }
+}

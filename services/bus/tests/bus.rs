@@ -1,0 +1,107 @@
+//! The bus contract, run against the in-process bus and a real NATS server.
+
+use baton_bus::{InProcessBus, NatsBus};
+use baton_core::ports::EventBus;
+use baton_events::{Envelope, EventId, EventMeta, RunId, TenantId};
+use std::time::Duration;
+
+fn nats_url() -> String {
+    std::env::var("BATON_TEST_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into())
+}
+
+fn event(tenant: TenantId, run: RunId, version: i64) -> Envelope {
+    Envelope {
+        id: EventId::new(),
+        stream: run,
+        version,
+        position: version,
+        event_type: "turn.started".into(),
+        schema: 1,
+        data: serde_json::json!({ "turn": version }),
+        meta: EventMeta::new(tenant),
+        recorded_at: chrono::Utc::now(),
+    }
+}
+
+async fn recv(sub: &mut baton_core::ports::Subscription) -> Option<Envelope> {
+    tokio::time::timeout(Duration::from_secs(5), sub.events.recv())
+        .await
+        .ok()
+        .flatten()
+}
+
+async fn delivers_a_runs_events_in_order_and_only_to_its_subscribers(bus: &dyn EventBus) {
+    let tenant = TenantId::new();
+    let (run, other) = (RunId::new(), RunId::new());
+    let mut sub = bus.subscribe(tenant, run).await.expect("subscribe");
+    let mut other_sub = bus.subscribe(tenant, other).await.expect("subscribe");
+    let mut foreign = bus
+        .subscribe(TenantId::new(), run)
+        .await
+        .expect("subscribe");
+    let events: Vec<_> = (1..=20).map(|v| event(tenant, run, v)).collect();
+    bus.publish(&events).await;
+    for v in 1..=20 {
+        let got = recv(&mut sub).await.expect("event delivered");
+        assert_eq!(got.version, v);
+    }
+    bus.publish(&[event(tenant, other, 1)]).await;
+    assert_eq!(recv(&mut other_sub).await.map(|e| e.stream), Some(other));
+    assert!(
+        foreign.events.try_recv().is_err(),
+        "another tenant's subscriber must see nothing"
+    );
+}
+
+async fn closes_a_subscriber_that_falls_behind(bus: &dyn EventBus, buffer: usize) {
+    let tenant = TenantId::new();
+    let run = RunId::new();
+    let mut slow = bus.subscribe(tenant, run).await.expect("subscribe");
+    let mut fast = bus.subscribe(tenant, run).await.expect("subscribe");
+    let total = buffer as i64 + 5;
+    for v in 1..=total {
+        bus.publish(&[event(tenant, run, v)]).await;
+        assert_eq!(recv(&mut fast).await.map(|e| e.version), Some(v));
+    }
+    let mut seen = 0;
+    while let Some(e) = recv(&mut slow).await {
+        seen += 1;
+        assert_eq!(e.version, seen);
+    }
+    assert_eq!(seen as usize, buffer, "the slow feed ends after its buffer");
+}
+
+#[tokio::test]
+async fn in_process_delivers_in_order_and_isolates_runs_and_tenants() {
+    delivers_a_runs_events_in_order_and_only_to_its_subscribers(&InProcessBus::new(64)).await;
+}
+
+#[tokio::test]
+async fn in_process_closes_slow_subscribers() {
+    let bus = InProcessBus::new(8);
+    closes_a_subscriber_that_falls_behind(&bus, 8).await;
+    assert_eq!(bus.hub().closed_slow(), 1);
+}
+
+#[tokio::test]
+async fn nats_delivers_in_order_and_isolates_runs_and_tenants() {
+    let bus = NatsBus::connect(&nats_url(), 64).await.expect("nats");
+    delivers_a_runs_events_in_order_and_only_to_its_subscribers(&bus).await;
+    bus.ping().await.expect("connected");
+}
+
+#[tokio::test]
+async fn nats_closes_slow_subscribers() {
+    let bus = NatsBus::connect(&nats_url(), 8).await.expect("nats");
+    closes_a_subscriber_that_falls_behind(&bus, 8).await;
+}
+
+#[tokio::test]
+async fn nats_events_reach_subscribers_of_another_connection() {
+    let writer = NatsBus::connect(&nats_url(), 64).await.expect("nats");
+    let reader = NatsBus::connect(&nats_url(), 64).await.expect("nats");
+    let (tenant, run) = (TenantId::new(), RunId::new());
+    let mut sub = reader.subscribe(tenant, run).await.expect("subscribe");
+    writer.publish(&[event(tenant, run, 1)]).await;
+    assert_eq!(recv(&mut sub).await.map(|e| e.version), Some(1));
+}
