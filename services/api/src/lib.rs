@@ -1,1 +1,93 @@
-//! placeholder
+//! Baton's HTTP API: the axum router under `/v1`, authentication, problem+json errors,
+//! SSE, and the OpenAPI document at `/openapi.json`.
+//!
+//! [`router`] builds the whole app from an [`AppState`]; the server and the tests call it.
+
+pub mod auth;
+pub mod error;
+pub mod extract;
+mod problem;
+pub mod routes;
+pub mod state;
+
+pub use auth::AuthMode;
+pub use state::{AppState, HttpSettings};
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
+use axum::response::IntoResponse;
+use error::{ApiError, Code};
+use routes::{agents, events, health, runs};
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "Baton API", description = "Durable control plane for AI agent runs."),
+    tags((name = "agents"), (name = "runs"), (name = "health"))
+)]
+struct ApiDoc;
+
+/// The OpenAPI document and the routes it describes.
+fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(agents::create, agents::list))
+        .routes(routes!(agents::get))
+        .routes(routes!(runs::create, runs::list))
+        .routes(routes!(runs::get))
+        .routes(routes!(runs::cancel))
+        .routes(routes!(runs::post_message, runs::list_messages))
+        .routes(routes!(events::events))
+        .routes(routes!(health::livez))
+        .routes(routes!(health::readyz))
+        .split_for_parts()
+}
+
+/// The OpenAPI document, for `/openapi.json` and for tooling.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    api().1
+}
+
+/// The whole HTTP app.
+pub fn router(state: AppState) -> Router {
+    let (routes, doc) = api();
+    let doc = std::sync::Arc::new(doc);
+    let body_limit = state.http.body_limit_bytes;
+    routes
+        .route(
+            "/openapi.json",
+            axum::routing::get(move || {
+                let doc = doc.clone();
+                async move { axum::Json(doc.as_ref().clone()) }
+            }),
+        )
+        .fallback(|| async { ApiError::new(Code::RouteNotFound, "no such route") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(Code::MethodNotAllowed, "method not allowed on this route")
+        })
+        .with_state(state)
+        .layer(axum::middleware::from_fn(problem::finish_problems))
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
+            let route = req
+                .extensions()
+                .get::<MatchedPath>()
+                .map_or("unmatched", MatchedPath::as_str);
+            let request_id = req
+                .headers()
+                .get("x-request-id")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            tracing::info_span!("http", method = %req.method(), route, request_id)
+        }))
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+}
+
+/// Answers a client error outside any route (used by the server for refused requests).
+pub fn problem(code: Code, detail: &str) -> axum::response::Response {
+    ApiError::new(code, detail).into_response()
+}

@@ -1,0 +1,152 @@
+//! The one place where errors become HTTP responses: problem+json bodies with a stable
+//! snake_case `code`. Codes are public API: add, never rename. A 5xx gets an opaque body;
+//! its cause is logged once by the problem middleware, not here.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use baton_core::CoreError;
+use serde::Serialize;
+
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// Every public error code and its status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Code {
+    InvalidRequest,
+    InvalidBody,
+    InvalidPath,
+    InvalidQuery,
+    InvalidCursor,
+    InvalidLastEventId,
+    UnsupportedMediaType,
+    PayloadTooLarge,
+    Unauthorized,
+    Forbidden,
+    NotFound,
+    RouteNotFound,
+    MethodNotAllowed,
+    RunBusy,
+    RunEnded,
+    Conflict,
+    IdempotencyKeyReused,
+    Unavailable,
+    Internal,
+}
+
+impl Code {
+    pub fn status_and_name(self) -> (StatusCode, &'static str) {
+        use Code::*;
+        match self {
+            InvalidRequest => (StatusCode::BAD_REQUEST, "invalid_request"),
+            InvalidBody => (StatusCode::BAD_REQUEST, "invalid_body"),
+            InvalidPath => (StatusCode::BAD_REQUEST, "invalid_path"),
+            InvalidQuery => (StatusCode::BAD_REQUEST, "invalid_query"),
+            InvalidCursor => (StatusCode::BAD_REQUEST, "invalid_cursor"),
+            InvalidLastEventId => (StatusCode::BAD_REQUEST, "invalid_last_event_id"),
+            UnsupportedMediaType => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
+            PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            Forbidden => (StatusCode::FORBIDDEN, "forbidden"),
+            NotFound => (StatusCode::NOT_FOUND, "not_found"),
+            RouteNotFound => (StatusCode::NOT_FOUND, "route_not_found"),
+            MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+            RunBusy => (StatusCode::CONFLICT, "run_busy"),
+            RunEnded => (StatusCode::CONFLICT, "run_ended"),
+            Conflict => (StatusCode::CONFLICT, "conflict"),
+            IdempotencyKeyReused => (StatusCode::UNPROCESSABLE_ENTITY, "idempotency_key_reused"),
+            Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        }
+    }
+}
+
+/// An error answered to a client.
+#[derive(Debug)]
+pub struct ApiError {
+    pub code: Code,
+    pub detail: String,
+    /// The cause of a 5xx, for the log only.
+    pub cause: Option<String>,
+}
+
+/// The cause of a server error, carried to the problem middleware for logging.
+#[derive(Debug, Clone)]
+pub struct ErrorCause(pub String);
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct Problem {
+    /// `about:blank` or a link to the code's documentation.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub title: String,
+    pub status: u16,
+    pub detail: String,
+    /// Stable, machine-readable error code.
+    pub code: String,
+    /// The request's `x-request-id`, for support.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+}
+
+impl ApiError {
+    pub fn new(code: Code, detail: impl Into<String>) -> Self {
+        Self {
+            code,
+            detail: detail.into(),
+            cause: None,
+        }
+    }
+
+    pub fn internal(cause: impl Into<String>) -> Self {
+        Self {
+            code: Code::Internal,
+            detail: "the server failed to handle the request; it has been logged".into(),
+            cause: Some(cause.into()),
+        }
+    }
+}
+
+impl From<CoreError> for ApiError {
+    fn from(e: CoreError) -> Self {
+        let detail = e.to_string();
+        match e {
+            CoreError::NotFound(_) => ApiError::new(Code::NotFound, detail),
+            CoreError::Invalid(_) => ApiError::new(Code::InvalidRequest, detail),
+            CoreError::Forbidden(_) => ApiError::new(Code::Forbidden, detail),
+            CoreError::RunBusy => ApiError::new(Code::RunBusy, detail),
+            CoreError::RunEnded(_) => ApiError::new(Code::RunEnded, detail),
+            CoreError::IdempotencyKeyReused(_) => ApiError::new(Code::IdempotencyKeyReused, detail),
+            CoreError::Conflict => ApiError::new(Code::Conflict, detail),
+            CoreError::Unavailable(cause) => ApiError {
+                code: Code::Unavailable,
+                detail: "a backing service is unavailable; retry shortly".into(),
+                cause: Some(cause),
+            },
+            CoreError::Internal(cause) => ApiError::internal(cause),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, name) = self.code.status_and_name();
+        let body = Problem {
+            kind: "about:blank".into(),
+            title: status.canonical_reason().unwrap_or("Error").into(),
+            status: status.as_u16(),
+            detail: self.detail,
+            code: name.into(),
+            request_id: None,
+        };
+        let bytes = serde_json::to_vec(&body).unwrap_or_default();
+        let mut res = (status, bytes).into_response();
+        res.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        if let Some(cause) = self.cause {
+            res.extensions_mut().insert(ErrorCause(cause));
+        }
+        res
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

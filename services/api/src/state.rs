@@ -1,0 +1,42 @@
+//! What every handler can reach: the use cases, the tenant store for authentication,
+//! and the HTTP settings.
+
+use crate::auth::AuthMode;
+use baton_core::agents::Agents;
+use baton_core::ports::TenantStore;
+use baton_core::runs::Runs;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// HTTP-level settings, from the server's configuration.
+#[derive(Debug, Clone)]
+pub struct HttpSettings {
+    /// Largest accepted request body.
+    pub body_limit_bytes: usize,
+    /// Comment lines sent on idle SSE streams.
+    pub sse_keepalive: Duration,
+    /// How long an idle SSE stream waits before re-checking the database.
+    pub sse_resync: Duration,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        Self {
+            body_limit_bytes: 1024 * 1024,
+            sse_keepalive: Duration::from_secs(15),
+            sse_resync: Duration::from_secs(2),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct AppState {
+    pub runs: Runs,
+    pub agents: Agents,
+    pub tenants: Arc<dyn TenantStore>,
+    pub auth: AuthMode,
+    pub http: HttpSettings,
+    /// Cancelled when the server shuts down: SSE streams end so shutdown is not held up.
+    pub shutdown: CancellationToken,
+}
