@@ -1,0 +1,179 @@
+//! Schema migrations: the embedded migrators and the functions that run them safely.
+//!
+//! Before applying anything, a database is refused when it has applied migrations this
+//! binary does not know (a newer binary migrated it: upgrade) or a known migration whose
+//! checksum differs (an applied migration was edited). On Postgres, migrations run on a
+//! dedicated connection that is closed afterwards: sqlx's session-level advisory lock
+//! serializes racing migrators, and closing the session releases it even after a failure.
+//! SQLite has no such lock; migrators in one process are serialized by a mutex (the
+//! embedded tier is one process).
+
+use crate::sqlite::{SqliteStore, connect_options};
+use sqlx::migrate::{AppliedMigration, Migrate, Migrator};
+use sqlx::{Connection, PgConnection, SqliteConnection};
+use std::str::FromStr;
+use std::time::Duration;
+
+/// The Postgres migrations, from `migrations/postgres`.
+pub static PG_MIGRATOR: Migrator = sqlx::migrate!("../../migrations/postgres");
+
+/// The SQLite migrations, from `migrations/sqlite`.
+pub static SQLITE_MIGRATOR: Migrator = sqlx::migrate!("../../migrations/sqlite");
+
+/// sqlx's bookkeeping table.
+const TABLE: &str = "_sqlx_migrations";
+
+/// How long opening the migration connection may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Serializes SQLite migrators within this process.
+static SQLITE_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Why a database was not migrated.
+#[derive(Debug, thiserror::Error)]
+pub enum MigrateError {
+    #[error(
+        "database has migrations this binary does not know: {}; upgrade baton",
+        list(.versions)
+    )]
+    UnknownMigrations { versions: Vec<i64> },
+    #[error(
+        "migration {version} was changed after it was applied (checksum differs); \
+         applied migrations must never be edited"
+    )]
+    ChecksumMismatch { version: i64 },
+    #[error("migration {version} was left partially applied; repair the database by hand")]
+    Dirty { version: i64 },
+    #[error("cannot open the database to migrate it: {0}")]
+    Connect(String),
+    #[error("migration failed: {0}")]
+    Failed(#[source] sqlx::migrate::MigrateError),
+}
+
+impl From<sqlx::migrate::MigrateError> for MigrateError {
+    fn from(e: sqlx::migrate::MigrateError) -> Self {
+        use sqlx::migrate::MigrateError as E;
+        match e {
+            E::VersionMissing(v) => MigrateError::UnknownMigrations { versions: vec![v] },
+            E::VersionMismatch(version) => MigrateError::ChecksumMismatch { version },
+            E::Dirty(version) => MigrateError::Dirty { version },
+            other => MigrateError::Failed(other),
+        }
+    }
+}
+
+impl From<sqlx::Error> for MigrateError {
+    fn from(e: sqlx::Error) -> Self {
+        MigrateError::Failed(sqlx::migrate::MigrateError::Execute(e))
+    }
+}
+
+/// Applies the pending Postgres migrations to the database at `dsn`.
+pub async fn postgres(dsn: &str) -> Result<(), MigrateError> {
+    let opts = sqlx::postgres::PgConnectOptions::from_str(dsn)
+        .map_err(|e| MigrateError::Connect(e.to_string()))?;
+    let mut conn = connect::<PgConnection>(&opts).await?;
+    // The migrator takes the (re-entrant) advisory lock again inside.
+    let result = async {
+        conn.lock().await?;
+        precheck(&PG_MIGRATOR, &mut conn).await?;
+        run_on(&PG_MIGRATOR, &mut conn).await?;
+        conn.unlock().await?;
+        Ok(())
+    }
+    .await;
+    // Closing the session releases the advisory lock, whatever happened.
+    if let Err(e) = conn.close().await {
+        tracing::warn!(error = %e, "closing the migration connection failed");
+    }
+    result
+}
+
+/// Applies the pending SQLite migrations to the database file at `target` (a path or
+/// `sqlite:` URL), creating it if missing. For an in-memory database use
+/// [`SqliteStore::migrate`]: a connection of its own would see an empty database.
+pub async fn sqlite(target: &str) -> Result<(), MigrateError> {
+    let (opts, _) = connect_options(target).map_err(|e| MigrateError::Connect(e.to_string()))?;
+    let _guard = SQLITE_LOCK.lock().await;
+    let mut conn = connect::<SqliteConnection>(&opts).await?;
+    let result = async {
+        precheck(&SQLITE_MIGRATOR, &mut conn).await?;
+        run_on(&SQLITE_MIGRATOR, &mut conn).await
+    }
+    .await;
+    if let Err(e) = conn.close().await {
+        tracing::warn!(error = %e, "closing the migration connection failed");
+    }
+    result
+}
+
+impl SqliteStore {
+    /// Applies the pending SQLite migrations through this store's pool (works for
+    /// in-memory databases too).
+    pub async fn migrate(&self) -> Result<(), MigrateError> {
+        let _guard = SQLITE_LOCK.lock().await;
+        let mut conn = self.pool().acquire().await?;
+        precheck(&SQLITE_MIGRATOR, &mut *conn).await?;
+        run_on(&SQLITE_MIGRATOR, &mut *conn).await
+    }
+}
+
+/// Opens the dedicated migration connection, giving up after [`CONNECT_TIMEOUT`].
+async fn connect<C: Connection>(opts: &C::Options) -> Result<C, MigrateError> {
+    match tokio::time::timeout(CONNECT_TIMEOUT, C::connect_with(opts)).await {
+        Ok(Ok(conn)) => Ok(conn),
+        Ok(Err(e)) => Err(MigrateError::Connect(e.to_string())),
+        Err(_) => Err(MigrateError::Connect(format!(
+            "no connection within {CONNECT_TIMEOUT:?}"
+        ))),
+    }
+}
+
+/// Runs `migrator` on exactly this connection. `Migrator::run` takes an `Acquire`, whose
+/// higher-ranked bound makes the callers' futures unprovably `Send` ("implementation of
+/// `Acquire` is not general enough"); `run_direct` is the entry point sqlx provides to get
+/// around that, on a connection it never swaps.
+async fn run_on<C: Migrate>(migrator: &Migrator, conn: &mut C) -> Result<(), MigrateError> {
+    migrator.run_direct(None, conn, false).await?;
+    Ok(())
+}
+
+/// What runs under the migration lock before the migrator: refuses a dirty database,
+/// unknown applied versions and edited migrations.
+async fn precheck<C: Migrate>(migrator: &Migrator, conn: &mut C) -> Result<(), MigrateError> {
+    conn.ensure_migrations_table(TABLE).await?;
+    if let Some(version) = conn.dirty_version(TABLE).await? {
+        return Err(MigrateError::Dirty { version });
+    }
+    let applied = conn.list_applied_migrations(TABLE).await?;
+    check_applied(migrator, &applied)
+}
+
+/// Refuses unknown applied versions (naming all of them) and edited migrations.
+fn check_applied(migrator: &Migrator, applied: &[AppliedMigration]) -> Result<(), MigrateError> {
+    let unknown: Vec<i64> = applied
+        .iter()
+        .map(|a| a.version)
+        .filter(|v| !migrator.version_exists(*v))
+        .collect();
+    if !unknown.is_empty() {
+        return Err(MigrateError::UnknownMigrations { versions: unknown });
+    }
+    for a in applied {
+        let known = migrator
+            .iter()
+            .find(|m| m.version == a.version && !m.migration_type.is_down_migration());
+        if known.is_some_and(|m| m.checksum != a.checksum) {
+            return Err(MigrateError::ChecksumMismatch { version: a.version });
+        }
+    }
+    Ok(())
+}
+
+fn list(versions: &[i64]) -> String {
+    versions
+        .iter()
+        .map(i64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,171 @@
+//! The Postgres adapter of the store ports (team tier): connection options, the `app` and
+//! `control` pools, and the one function that classifies driver errors. The port
+//! implementations live in the submodules; none of them formats input into SQL.
+
+mod agents;
+mod append;
+mod runs;
+mod tenants;
+
+use baton_core::StoreError;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// How to reach Postgres and how many connections to keep.
+#[derive(Clone)]
+pub struct PgOptions {
+    /// The DSN, `postgres://user:password@host:port/database?...`. Redacted in `Debug`.
+    pub url: String,
+    /// Connections serving requests.
+    pub app_pool_size: u32,
+    /// Connections reserved for lease renewal and adoption, so request load never
+    /// starves them.
+    pub control_pool_size: u32,
+    /// Server-side limit on any one statement (`statement_timeout`).
+    pub statement_timeout: Duration,
+    /// How long to wait for a connection, new or pooled, before reporting `Unavailable`.
+    pub acquire_timeout: Duration,
+}
+
+impl PgOptions {
+    /// Options with the defaults: 10 app and 2 control connections, 30 s statement
+    /// timeout, 5 s acquire timeout.
+    pub fn new(url: impl Into<String>) -> Self {
+        PgOptions {
+            url: url.into(),
+            app_pool_size: 10,
+            control_pool_size: 2,
+            statement_timeout: Duration::from_secs(30),
+            acquire_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+impl fmt::Debug for PgOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PgOptions")
+            .field("url", &redact(&self.url))
+            .field("app_pool_size", &self.app_pool_size)
+            .field("control_pool_size", &self.control_pool_size)
+            .field("statement_timeout", &self.statement_timeout)
+            .field("acquire_timeout", &self.acquire_timeout)
+            .finish()
+    }
+}
+
+/// The Postgres store. Cheap to clone: the pools are shared.
+#[derive(Clone, Debug)]
+pub struct PgStore {
+    app: PgPool,
+    control: PgPool,
+}
+
+impl PgStore {
+    /// Connects both pools. The `app` pool opens a connection at once, so a wrong DSN or
+    /// an unreachable server fails here; the `control` pool connects on first use.
+    /// Migrations are not run here: see [`crate::migrate::postgres`].
+    pub async fn connect(opts: &PgOptions) -> Result<Self, StoreError> {
+        let timeout_ms = opts.statement_timeout.as_millis().max(1);
+        let connect = PgConnectOptions::from_str(&opts.url)
+            .map_err(|e| StoreError::Other(format!("invalid Postgres DSN: {e}")))?
+            .options([("statement_timeout", format!("{timeout_ms}ms"))])
+            .application_name("baton");
+        let pool = |size: u32| {
+            PgPoolOptions::new()
+                .max_connections(size.max(1))
+                .acquire_timeout(opts.acquire_timeout)
+        };
+        let app = pool(opts.app_pool_size)
+            .connect_with(connect.clone())
+            .await
+            .map_err(classify)?;
+        let control = pool(opts.control_pool_size).connect_lazy_with(connect);
+        Ok(PgStore { app, control })
+    }
+
+    /// The pool serving requests.
+    pub fn app_pool(&self) -> &PgPool {
+        &self.app
+    }
+
+    /// The small pool reserved for lease renewal and adoption.
+    pub fn control_pool(&self) -> &PgPool {
+        &self.control
+    }
+
+    /// Closes both pools, waiting for connections in use to be returned.
+    pub async fn close(&self) {
+        self.app.close().await;
+        self.control.close().await;
+    }
+}
+
+/// The one place Postgres driver errors become [`StoreError`]s.
+///
+/// A unique violation becomes `Conflict { expected: 0, actual: 0 }`; the append path
+/// replaces the numbers with the stream's real version, and elsewhere (a duplicate tenant
+/// name, agent or key) it means "already exists". A foreign key violation (a row for a
+/// tenant that does not exist) is `NotFound`. Lost connections, exhausted pools,
+/// statement timeouts, serialization failures and server shutdowns are `Unavailable`
+/// (worth retrying); everything else is `Other`.
+pub(crate) fn classify(e: sqlx::Error) -> StoreError {
+    match &e {
+        sqlx::Error::Database(db) => {
+            if db.is_unique_violation() {
+                return StoreError::Conflict {
+                    expected: 0,
+                    actual: 0,
+                };
+            }
+            if db.is_foreign_key_violation() {
+                return StoreError::NotFound;
+            }
+            let code = db.code().unwrap_or_default();
+            let transient = code.starts_with("08")
+                || code.starts_with("53")
+                || code.starts_with("57P")
+                || matches!(&*code, "57014" | "40001" | "40P01");
+            if transient {
+                StoreError::Unavailable(e.to_string())
+            } else {
+                StoreError::Other(e.to_string())
+            }
+        }
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => StoreError::Unavailable(e.to_string()),
+        _ => StoreError::Other(e.to_string()),
+    }
+}
+
+/// The DSN without its password (in the authority or a `password` parameter), for logs
+/// and `Debug`.
+pub fn redact(url: &str) -> String {
+    let Ok(mut u) = url::Url::parse(url) else {
+        return "<unparsable DSN>".to_string();
+    };
+    if u.password().is_some() {
+        // Setting a password only fails for URLs that cannot have one.
+        let _ = u.set_password(Some("****"));
+    }
+    if u.query_pairs().any(|(k, _)| k == "password") {
+        let pairs: Vec<(String, String)> = u
+            .query_pairs()
+            .map(|(k, v)| {
+                let v = if k == "password" {
+                    "****".into()
+                } else {
+                    v.into_owned()
+                };
+                (k.into_owned(), v)
+            })
+            .collect();
+        u.query_pairs_mut().clear().extend_pairs(pairs);
+    }
+    u.to_string()
+}

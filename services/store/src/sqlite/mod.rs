@@ -1,0 +1,147 @@
+//! The SQLite adapter of the store ports (embedded tier): opening a database file (or a
+//! shared in-memory database for tests) with WAL, a busy timeout and foreign keys, and
+//! the one function that classifies driver errors. The port implementations live in the
+//! submodules; none of them formats input into SQL.
+
+mod agents;
+mod append;
+mod runs;
+mod tenants;
+
+use baton_core::StoreError;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// How long a statement waits for another connection's write lock before `Unavailable`.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The SQLite store. Cheap to clone: the pool is shared.
+#[derive(Clone, Debug)]
+pub struct SqliteStore {
+    app: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Opens the database at `target` with up to `pool_size` connections, creating the
+    /// file and its parent directory if missing. `target` is a path, a `sqlite:` URL
+    /// (`sqlite://data/baton.db`, `sqlite:baton.db?mode=rwc`), or `sqlite::memory:` for a
+    /// private in-memory database shared by the pool's connections (gone when the store
+    /// is dropped). Migrations are not run here: see [`SqliteStore::migrate`] and
+    /// [`crate::migrate::sqlite`].
+    pub async fn open(target: &str, pool_size: u32) -> Result<Self, StoreError> {
+        let (opts, in_memory) = connect_options(target)?;
+        let mut pool = SqlitePoolOptions::new()
+            .max_connections(pool_size.max(1))
+            .acquire_timeout(BUSY_TIMEOUT);
+        if in_memory {
+            // The database lives only while a connection to it is open: keep one for good.
+            pool = pool
+                .min_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None);
+        }
+        let app = pool.connect_with(opts).await.map_err(classify)?;
+        Ok(SqliteStore { app })
+    }
+
+    /// A fresh, migrated in-memory database: for tests of the layers above the store.
+    pub async fn in_memory() -> Result<Self, StoreError> {
+        let store = Self::open("sqlite::memory:", 4).await?;
+        store
+            .migrate()
+            .await
+            .map_err(|e| StoreError::Other(e.to_string()))?;
+        Ok(store)
+    }
+
+    /// The connection pool.
+    pub fn pool(&self) -> &SqlitePool {
+        &self.app
+    }
+
+    /// Closes the pool, waiting for connections in use to be returned.
+    pub async fn close(&self) {
+        self.app.close().await;
+    }
+}
+
+/// Connection settings for `target` (see [`SqliteStore::open`]) and whether it names an
+/// in-memory database; creates the parent directory of a database file.
+pub(crate) fn connect_options(target: &str) -> Result<(SqliteConnectOptions, bool), StoreError> {
+    let invalid = |e: sqlx::Error| StoreError::Other(format!("invalid SQLite target: {e}"));
+    let in_memory = matches!(target, ":memory:" | "sqlite::memory:")
+        || (target.starts_with("sqlite:") && target.contains("mode=memory"));
+    let opts = if matches!(target, ":memory:" | "sqlite::memory:") {
+        SqliteConnectOptions::from_str("sqlite::memory:").map_err(invalid)?
+    } else if target.starts_with("sqlite:") {
+        SqliteConnectOptions::from_str(target).map_err(invalid)?
+    } else {
+        SqliteConnectOptions::new().filename(target)
+    };
+    let opts = opts
+        .create_if_missing(true)
+        .busy_timeout(BUSY_TIMEOUT)
+        .foreign_keys(true);
+    if in_memory {
+        return Ok((opts, true));
+    }
+    if let Some(dir) = opts
+        .get_filename()
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+    {
+        create_dir(dir)?;
+    }
+    let opts = opts
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Normal);
+    Ok((opts, false))
+}
+
+fn create_dir(dir: &Path) -> Result<(), StoreError> {
+    std::fs::create_dir_all(dir).map_err(|e| {
+        StoreError::Unavailable(format!("cannot create directory {}: {e}", dir.display()))
+    })
+}
+
+/// The one place SQLite driver errors become [`StoreError`]s.
+///
+/// A unique or primary key violation becomes `Conflict { expected: 0, actual: 0 }`; the
+/// append path replaces the numbers with the stream's real version, and elsewhere it means
+/// "already exists". A foreign key violation is `NotFound`. A database still locked after
+/// the busy timeout, I/O failures, a file that cannot be opened, an exhausted or closed
+/// pool are `Unavailable`; everything else is `Other`.
+pub(crate) fn classify(e: sqlx::Error) -> StoreError {
+    match &e {
+        sqlx::Error::Database(db) => {
+            if db.is_unique_violation() {
+                return StoreError::Conflict {
+                    expected: 0,
+                    actual: 0,
+                };
+            }
+            if db.is_foreign_key_violation() {
+                return StoreError::NotFound;
+            }
+            let primary = db
+                .code()
+                .and_then(|c| c.parse::<i32>().ok())
+                .map(|c| c & 0xff);
+            // SQLITE_BUSY, SQLITE_LOCKED, SQLITE_IOERR, SQLITE_CANTOPEN
+            if matches!(primary, Some(5 | 6 | 10 | 14)) {
+                StoreError::Unavailable(e.to_string())
+            } else {
+                StoreError::Other(e.to_string())
+            }
+        }
+        sqlx::Error::Io(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => StoreError::Unavailable(e.to_string()),
+        _ => StoreError::Other(e.to_string()),
+    }
+}

@@ -1,0 +1,238 @@
+//! Fixtures of the contract suite: the backends (a fresh Postgres database or SQLite file
+//! per test), raw-row access the ports do not offer, and builders for events and requests.
+
+use async_trait::async_trait;
+use baton_core::model::{Agent, ProviderSpec, RunSummary, ScriptedReply, Tenant};
+use baton_core::ports::{
+    AgentStore, AppendOutcome, AppendRequest, Clock, IdempotencyRecord, RunStore, SystemClock,
+    TenantStore,
+};
+use baton_events::{
+    AgentId, Envelope, EventMeta, MessageAppended, MessageId, MessageRole, NewEvent, RunCreated,
+    RunEvent, RunId, TenantId, TurnRequested,
+};
+use baton_store::{PgOptions, PgStore, SqliteStore, migrate};
+use baton_testkit::{TestDatabase, TestSqlite};
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+/// What the contract suite needs of an adapter.
+pub trait Store: RunStore + AgentStore + TenantStore + Raw + Clone + 'static {}
+impl<T: RunStore + AgentStore + TenantStore + Raw + Clone + 'static> Store for T {}
+
+/// Writes the ports do not offer: rows as another build would have stored them.
+#[async_trait]
+pub trait Raw: Send + Sync {
+    /// Appends an event of any type and schema to a run's stream, as a newer build would
+    /// (bumping the run's version), without going through `append`.
+    async fn insert_raw_event(&self, tenant: TenantId, run: RunId, raw: RawEvent);
+}
+
+pub struct RawEvent {
+    pub version: i64,
+    pub event_type: &'static str,
+    pub schema: i32,
+    pub data: Value,
+    pub at: DateTime<Utc>,
+}
+
+macro_rules! raw_insert {
+    ($pool:expr, $tenant:expr, $run:expr, $raw:expr) => {{
+        let meta = serde_json::to_value(EventMeta::new($tenant)).expect("meta");
+        sqlx::query(
+            "INSERT INTO events \
+             (tenant_id, stream_id, version, id, type, schema, data, meta, recorded_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        )
+        .bind($tenant.as_uuid())
+        .bind($run.as_uuid())
+        .bind($raw.version)
+        .bind(uuid::Uuid::now_v7())
+        .bind($raw.event_type)
+        .bind($raw.schema)
+        .bind(sqlx::types::Json(&$raw.data))
+        .bind(sqlx::types::Json(&meta))
+        .bind($raw.at)
+        .execute($pool)
+        .await
+        .expect("insert raw event");
+        sqlx::query("UPDATE runs SET version = $1 WHERE id = $2 AND tenant_id = $3")
+            .bind($raw.version)
+            .bind($run.as_uuid())
+            .bind($tenant.as_uuid())
+            .execute($pool)
+            .await
+            .expect("bump run version");
+    }};
+}
+
+#[async_trait]
+impl Raw for PgStore {
+    async fn insert_raw_event(&self, tenant: TenantId, run: RunId, raw: RawEvent) {
+        raw_insert!(self.app_pool(), tenant, run, raw);
+    }
+}
+
+#[async_trait]
+impl Raw for SqliteStore {
+    async fn insert_raw_event(&self, tenant: TenantId, run: RunId, raw: RawEvent) {
+        raw_insert!(self.pool(), tenant, run, raw);
+    }
+}
+
+/// A migrated Postgres store on a database of its own.
+pub struct Pg {
+    pub store: PgStore,
+    db: TestDatabase,
+}
+
+pub async fn pg() -> Pg {
+    let db = TestDatabase::postgres().await.expect("test database");
+    migrate::postgres(db.url()).await.expect("migrate");
+    let mut opts = PgOptions::new(db.url());
+    opts.app_pool_size = 12;
+    let store = PgStore::connect(&opts).await.expect("connect");
+    Pg { store, db }
+}
+
+impl Pg {
+    pub async fn finish(self) {
+        self.store.close().await;
+        self.db.drop_db().await.expect("drop test database");
+    }
+}
+
+/// A migrated SQLite store on a file of its own.
+pub struct Lite {
+    pub store: SqliteStore,
+    _file: TestSqlite,
+}
+
+pub async fn sqlite() -> Lite {
+    let file = TestSqlite::new().expect("temp file");
+    migrate::sqlite(&file.url()).await.expect("migrate");
+    let store = SqliteStore::open(&file.url(), 8).await.expect("open");
+    Lite { store, _file: file }
+}
+
+pub async fn sqlite_memory() -> SqliteStore {
+    SqliteStore::in_memory().await.expect("in-memory store")
+}
+
+pub fn now() -> DateTime<Utc> {
+    SystemClock.now()
+}
+
+/// A tenant of its own for the calling test.
+pub async fn tenant<S: Store>(s: &S) -> TenantId {
+    let t = Tenant {
+        id: TenantId::new(),
+        name: format!("tenant-{}", uuid::Uuid::new_v4()),
+        created_at: now(),
+    };
+    s.create_tenant(&t).await.expect("create tenant");
+    t.id
+}
+
+pub fn event(tenant: TenantId, e: RunEvent) -> NewEvent {
+    NewEvent::new(e, EventMeta::new(tenant))
+}
+
+pub fn created(tenant: TenantId) -> NewEvent {
+    event(
+        tenant,
+        RunEvent::RunCreated(RunCreated {
+            agent_id: AgentId::new(),
+            agent_version: 1,
+            title: Some("a run".into()),
+        }),
+    )
+}
+
+pub fn message(tenant: TenantId, role: MessageRole, content: &str) -> NewEvent {
+    event(
+        tenant,
+        RunEvent::MessageAppended(MessageAppended {
+            message_id: MessageId::new(),
+            role,
+            content: content.into(),
+        }),
+    )
+}
+
+pub fn turn_requested(tenant: TenantId, turn: i64) -> NewEvent {
+    event(
+        tenant,
+        RunEvent::TurnRequested(TurnRequested {
+            turn,
+            message_id: MessageId::new(),
+        }),
+    )
+}
+
+pub fn request(run: RunId, expected_version: i64, events: Vec<NewEvent>) -> AppendRequest {
+    AppendRequest {
+        run,
+        expected_version,
+        events,
+        at: now(),
+        idempotency: None,
+    }
+}
+
+pub fn record(request_id: &str, response: Value) -> IdempotencyRecord {
+    IdempotencyRecord {
+        request_id: request_id.into(),
+        command: "post_message".into(),
+        fingerprint: format!("fp-{request_id}"),
+        response,
+    }
+}
+
+/// Appends and expects the events to be stored.
+pub async fn append_ok<S: Store>(
+    s: &S,
+    tenant: TenantId,
+    req: AppendRequest,
+) -> (RunSummary, Vec<Envelope>) {
+    match s.append(tenant, req).await.expect("append") {
+        AppendOutcome::Appended { run, events } => (*run, events),
+        AppendOutcome::Duplicate(rec) => panic!("unexpected duplicate {rec:?}"),
+    }
+}
+
+/// A new run of `tenant` with its `run.created` event.
+pub async fn new_run<S: Store>(s: &S, tenant: TenantId) -> RunId {
+    let run = RunId::new();
+    append_ok(s, tenant, request(run, 0, vec![created(tenant)])).await;
+    run
+}
+
+/// Every event of a run, in order.
+pub async fn all_events<S: Store>(s: &S, tenant: TenantId, run: RunId) -> Vec<Envelope> {
+    s.read_stream(tenant, run, 0, 10_000).await.expect("read")
+}
+
+pub fn versions(events: &[Envelope]) -> Vec<i64> {
+    events.iter().map(|e| e.version).collect()
+}
+
+pub fn agent(tenant: TenantId, name: &str) -> Agent {
+    let at = now();
+    Agent {
+        id: AgentId::new(),
+        tenant,
+        name: name.into(),
+        instructions: "be brief".into(),
+        provider: ProviderSpec::Scripted {
+            replies: vec![ScriptedReply {
+                content: "hello".into(),
+                delay_ms: 5,
+                complete_run: false,
+            }],
+        },
+        version: 1,
+        created_at: at,
+        updated_at: at,
+    }
+}
