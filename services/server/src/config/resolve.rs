@@ -1,0 +1,374 @@
+//! `validate()`: turns a `RawConfig` into the typed `Config` the rest of the binary uses, where
+//! storage and bus are enums so that invalid tier combinations cannot be built. Enforces the
+//! tier rules (team needs Postgres + NATS + auth) and the loopback rule; never falls back.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use secrecy::{ExposeSecret, SecretString};
+
+use super::ConfigError;
+use super::schema::{HttpSection, LogFormat, RawConfig, Tier};
+use super::urls::{DatabaseUrl, check_nats_url, parse_database_url};
+
+/// The validated configuration of one replica.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The tier this replica runs in.
+    pub tier: Tier,
+    /// This replica's configured name (pod name); see `replica_name`.
+    pub replica_name: String,
+    /// Directory for local state.
+    pub data_dir: PathBuf,
+    /// Listener, limits and SSE settings.
+    pub http: HttpConfig,
+    /// Where events and projections live.
+    pub storage: Storage,
+    /// How events fan out between replicas.
+    pub bus: Bus,
+    /// Whether API requests must authenticate.
+    pub auth_required: bool,
+    /// Log output.
+    pub log: LogConfig,
+}
+
+/// Listener, limits and SSE settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpConfig {
+    /// Address to bind (port 0 in tests picks a free port).
+    pub listen: SocketAddr,
+    /// Largest request body accepted, in bytes.
+    pub body_limit_bytes: usize,
+    /// Events buffered per SSE subscriber.
+    pub sse_buffer: usize,
+    /// Interval of SSE keep-alive comments.
+    pub sse_keepalive: Duration,
+    /// How long an idle SSE stream waits before re-checking the database.
+    pub sse_resync: Duration,
+    /// Time given to in-flight work at shutdown.
+    pub shutdown_grace: Duration,
+}
+
+/// Connection pools of one replica.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pools {
+    /// Request pool size.
+    pub app: u32,
+    /// Control pool size (lease renewal, adoption).
+    pub control: u32,
+    /// Checkpoint pool size.
+    pub checkpoint: u32,
+    /// Connection budget; the three pools together fit in it.
+    pub max_connections: u32,
+}
+
+/// Where the SQLite database is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SqliteLocation {
+    /// A database file, created if missing (the default `<data_dir>/baton.db`).
+    File(PathBuf),
+    /// A `sqlite:` URL from `database.url`, passed to the driver as is.
+    Url(String),
+}
+
+/// Storage backend, fixed by the tier.
+#[derive(Debug, Clone)]
+pub enum Storage {
+    /// Embedded tier: one SQLite database.
+    Sqlite {
+        /// File or URL of the database.
+        location: SqliteLocation,
+        /// Pool sizes.
+        pools: Pools,
+        /// Wait for a free connection before failing.
+        acquire_timeout: Duration,
+        /// Apply pending migrations at start-up.
+        migrate_on_start: bool,
+    },
+    /// Team tier: Postgres.
+    Postgres {
+        /// The DSN (secret).
+        url: SecretString,
+        /// Pool sizes.
+        pools: Pools,
+        /// Statement timeout set on every connection.
+        statement_timeout: Duration,
+        /// Wait for a free connection before failing.
+        acquire_timeout: Duration,
+        /// Apply pending migrations at start-up.
+        migrate_on_start: bool,
+    },
+}
+
+impl Storage {
+    /// Pool sizes of either backend.
+    pub fn pools(&self) -> Pools {
+        match self {
+            Storage::Sqlite { pools, .. } | Storage::Postgres { pools, .. } => *pools,
+        }
+    }
+
+    /// Whether to apply pending migrations at start-up.
+    pub fn migrate_on_start(&self) -> bool {
+        match self {
+            Storage::Sqlite {
+                migrate_on_start, ..
+            }
+            | Storage::Postgres {
+                migrate_on_start, ..
+            } => *migrate_on_start,
+        }
+    }
+}
+
+/// Event bus, fixed by the tier.
+#[derive(Debug, Clone)]
+pub enum Bus {
+    /// Embedded tier: in-process broadcast channels.
+    InProcess,
+    /// Team tier: NATS.
+    Nats {
+        /// Server URL(s), comma-separated (secret: may carry credentials).
+        url: SecretString,
+    },
+}
+
+/// Log output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogConfig {
+    /// Pretty or JSON lines.
+    pub format: LogFormat,
+    /// `EnvFilter` directives, already checked to parse.
+    pub filter: String,
+}
+
+impl Config {
+    /// An embedded-tier configuration for tests and demos: SQLite under `data_dir`, in-process
+    /// bus, listening on 127.0.0.1 port 0, all other values at their defaults.
+    pub fn embedded(data_dir: impl Into<PathBuf>) -> Config {
+        let data_dir = data_dir.into();
+        let defaults = RawConfig::default();
+        let pools = pools(&defaults);
+        let http = HttpSection {
+            listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+            ..defaults.http
+        };
+        Config {
+            tier: Tier::Embedded,
+            replica_name: defaults.replica_name,
+            storage: Storage::Sqlite {
+                location: SqliteLocation::File(data_dir.join("baton.db")),
+                pools,
+                acquire_timeout: Duration::from_millis(defaults.database.acquire_timeout_ms),
+                migrate_on_start: defaults.database.migrate_on_start,
+            },
+            data_dir,
+            http: HttpConfig {
+                listen: http.listen,
+                body_limit_bytes: usize::try_from(http.body_limit_bytes).unwrap_or(usize::MAX),
+                sse_buffer: http.sse_buffer as usize,
+                sse_keepalive: Duration::from_secs(http.sse_keepalive_secs),
+                sse_resync: Duration::from_millis(http.sse_resync_ms),
+                shutdown_grace: Duration::from_secs(http.shutdown_grace_secs),
+            },
+            bus: Bus::InProcess,
+            auth_required: defaults.auth.required,
+            log: LogConfig {
+                format: defaults.log.format,
+                filter: defaults.log.filter,
+            },
+        }
+    }
+}
+
+impl RawConfig {
+    /// Checks every value and combination and builds the typed `Config`.
+    pub fn validate(&self) -> Result<Config, ConfigError> {
+        let http = validate_http(&self.http)?;
+        let pools = validate_pools(self)?;
+        validate_replica_name(&self.replica_name)?;
+        if self.data_dir.as_os_str().is_empty() {
+            return Err(invalid("data_dir", "must not be empty"));
+        }
+        let db = &self.database;
+        let statement_timeout =
+            positive_ms("database.statement_timeout_ms", db.statement_timeout_ms)?;
+        let acquire_timeout = positive_ms("database.acquire_timeout_ms", db.acquire_timeout_ms)?;
+        if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.filter) {
+            return Err(invalid("log.filter", &format!("not a valid filter: {e}")));
+        }
+        let database_url = db.url.as_ref().map(parse_database_url).transpose()?;
+        if let Some(nats) = &self.bus.nats_url {
+            check_nats_url(nats.expose_secret())?;
+        }
+
+        let (storage, bus) = match self.tier {
+            Tier::Team => {
+                let mut missing = Vec::new();
+                let postgres = match database_url {
+                    Some(DatabaseUrl::Postgres(url)) => Some(url),
+                    Some(DatabaseUrl::Sqlite(_)) => {
+                        missing.push("database.url (a postgres:// DSN, not sqlite:)".to_owned());
+                        None
+                    }
+                    None => {
+                        missing.push("database.url (a postgres:// DSN)".to_owned());
+                        None
+                    }
+                };
+                if self.bus.nats_url.is_none() {
+                    missing.push("bus.nats_url".to_owned());
+                }
+                if !self.auth.required {
+                    missing.push("auth.required = true".to_owned());
+                }
+                match (postgres, &self.bus.nats_url) {
+                    (Some(url), Some(nats)) if missing.is_empty() => (
+                        Storage::Postgres {
+                            url,
+                            pools,
+                            statement_timeout,
+                            acquire_timeout,
+                            migrate_on_start: db.migrate_on_start,
+                        },
+                        Bus::Nats { url: nats.clone() },
+                    ),
+                    _ => return Err(ConfigError::TeamRequirements { missing }),
+                }
+            }
+            Tier::Embedded => {
+                let location = match database_url {
+                    Some(DatabaseUrl::Postgres(_)) => {
+                        return Err(ConfigError::TeamOnly {
+                            key: "database.url",
+                            what: "a postgres:// DSN",
+                            uses: "SQLite",
+                            wants: "Postgres",
+                        });
+                    }
+                    Some(DatabaseUrl::Sqlite(url)) => SqliteLocation::Url(url),
+                    None => SqliteLocation::File(self.data_dir.join("baton.db")),
+                };
+                if self.bus.nats_url.is_some() {
+                    return Err(ConfigError::TeamOnly {
+                        key: "bus.nats_url",
+                        what: "set",
+                        uses: "the in-process bus",
+                        wants: "NATS",
+                    });
+                }
+                let storage = Storage::Sqlite {
+                    location,
+                    pools,
+                    acquire_timeout,
+                    migrate_on_start: db.migrate_on_start,
+                };
+                (storage, Bus::InProcess)
+            }
+        };
+
+        if !self.auth.required && !http.listen.ip().to_canonical().is_loopback() {
+            return Err(ConfigError::UnauthenticatedListener {
+                listen: http.listen,
+            });
+        }
+
+        Ok(Config {
+            tier: self.tier,
+            replica_name: self.replica_name.clone(),
+            data_dir: self.data_dir.clone(),
+            http,
+            storage,
+            bus,
+            auth_required: self.auth.required,
+            log: LogConfig {
+                format: self.log.format,
+                filter: self.log.filter.clone(),
+            },
+        })
+    }
+}
+
+fn invalid(key: &'static str, message: &str) -> ConfigError {
+    ConfigError::invalid(key, message)
+}
+
+fn validate_http(http: &HttpSection) -> Result<HttpConfig, ConfigError> {
+    if http.body_limit_bytes < 1024 {
+        return Err(invalid(
+            "http.body_limit_bytes",
+            &format!("{} is below the minimum of 1024", http.body_limit_bytes),
+        ));
+    }
+    let body_limit_bytes = usize::try_from(http.body_limit_bytes)
+        .map_err(|_| invalid("http.body_limit_bytes", "too large for this platform"))?;
+    if !(1..=65_536).contains(&http.sse_buffer) {
+        return Err(invalid(
+            "http.sse_buffer",
+            &format!("{} is outside 1..=65536", http.sse_buffer),
+        ));
+    }
+    if http.sse_keepalive_secs == 0 {
+        return Err(invalid("http.sse_keepalive_secs", "must be at least 1"));
+    }
+    Ok(HttpConfig {
+        listen: http.listen,
+        body_limit_bytes,
+        sse_buffer: http.sse_buffer as usize,
+        sse_keepalive: Duration::from_secs(http.sse_keepalive_secs),
+        sse_resync: positive_ms("http.sse_resync_ms", http.sse_resync_ms)?,
+        shutdown_grace: Duration::from_secs(http.shutdown_grace_secs),
+    })
+}
+
+fn pools(raw: &RawConfig) -> Pools {
+    Pools {
+        app: raw.database.app_pool,
+        control: raw.database.control_pool,
+        checkpoint: raw.database.checkpoint_pool,
+        max_connections: raw.database.max_connections,
+    }
+}
+
+fn validate_pools(raw: &RawConfig) -> Result<Pools, ConfigError> {
+    let p = pools(raw);
+    for (key, size) in [
+        ("database.app_pool", p.app),
+        ("database.control_pool", p.control),
+        ("database.checkpoint_pool", p.checkpoint),
+    ] {
+        if size == 0 {
+            return Err(invalid(key, "must be at least 1"));
+        }
+    }
+    let total = u64::from(p.app) + u64::from(p.control) + u64::from(p.checkpoint);
+    if total > u64::from(p.max_connections) {
+        return Err(ConfigError::PoolBudget {
+            app: p.app,
+            control: p.control,
+            checkpoint: p.checkpoint,
+            total,
+            max: p.max_connections,
+        });
+    }
+    Ok(p)
+}
+
+fn validate_replica_name(name: &str) -> Result<(), ConfigError> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    if name.is_empty() || name.len() > 253 || !name.chars().all(allowed) {
+        return Err(invalid(
+            "replica_name",
+            &format!("{name:?} must be 1 to 253 letters, digits, `-`, `_` or `.`"),
+        ));
+    }
+    Ok(())
+}
+
+fn positive_ms(key: &'static str, ms: u64) -> Result<Duration, ConfigError> {
+    if ms == 0 {
+        return Err(invalid(key, "must be greater than 0"));
+    }
+    Ok(Duration::from_millis(ms))
+}

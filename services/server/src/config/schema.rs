@@ -1,0 +1,254 @@
+//! The raw configuration schema: every key `baton.toml`, `BATON_*` variables and CLI flags may
+//! set, with its default. The doc comment on each field is that key's reference documentation.
+//! Nothing here checks combinations or ranges; `resolve` does that.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use secrecy::SecretString;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::urls::{redact_dsn, redact_nats_url};
+
+/// Deployment tier: which storage and bus the replica uses and how strict start-up is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    /// One process: SQLite under `data_dir`, in-process bus, loopback only unless auth is on.
+    #[default]
+    Embedded,
+    /// Several replicas: Postgres, NATS and authentication are all required.
+    Team,
+}
+
+impl Tier {
+    /// The name used in `baton.toml`, `BATON_TIER` and `--tier`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Embedded => "embedded",
+            Tier::Team => "team",
+        }
+    }
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable, coloured when the output is a terminal.
+    #[default]
+    Pretty,
+    /// One JSON object per line, for log collectors.
+    Json,
+}
+
+impl LogFormat {
+    /// The name used in `baton.toml`, `BATON_LOG__FORMAT` and `--log-format`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogFormat::Pretty => "pretty",
+            LogFormat::Json => "json",
+        }
+    }
+}
+
+/// The configuration as layered from defaults, file, environment and flags, before
+/// `validate()`. `Serialize` exists for `config explain`; it redacts secrets.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RawConfig {
+    /// Deployment tier: `"embedded"` (default; SQLite + in-process bus) or `"team"` (Postgres +
+    /// NATS + auth, all required; start-up refuses if any is missing).
+    pub tier: Tier,
+    /// Directory for local state. The embedded tier keeps its SQLite database at
+    /// `<data_dir>/baton.db` unless `database.url` is a `sqlite:` URL. Default `./baton-data`.
+    #[serde(serialize_with = "serialize_path")]
+    pub data_dir: PathBuf,
+    /// This replica's name (the pod name on Kubernetes); combined with a boot UUID to form the
+    /// replica identity that owns leases. Letters, digits, `-`, `_` and `.` only. Default: the
+    /// `HOSTNAME` environment variable if set, else `baton`.
+    pub replica_name: String,
+    /// HTTP listener, request limits and SSE streaming.
+    pub http: HttpSection,
+    /// Database connection and pool sizing.
+    pub database: DatabaseSection,
+    /// Event bus used for fan-out between replicas.
+    pub bus: BusSection,
+    /// Authentication.
+    pub auth: AuthSection,
+    /// Logging.
+    pub log: LogSection,
+}
+
+impl Default for RawConfig {
+    fn default() -> Self {
+        Self {
+            tier: Tier::default(),
+            data_dir: PathBuf::from("./baton-data"),
+            replica_name: "baton".to_owned(),
+            http: HttpSection::default(),
+            database: DatabaseSection::default(),
+            bus: BusSection::default(),
+            auth: AuthSection::default(),
+            log: LogSection::default(),
+        }
+    }
+}
+
+/// `[http]`: the listener, request limits and SSE streaming.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpSection {
+    /// Socket address the API listens on. Default `127.0.0.1:8080`. An address outside
+    /// 127.0.0.0/8 and `::1` requires `auth.required = true`.
+    pub listen: SocketAddr,
+    /// Largest request body accepted, in bytes; larger requests get 413. Default 1048576
+    /// (1 MiB); at least 1024.
+    pub body_limit_bytes: u64,
+    /// Events buffered per SSE subscriber; a subscriber that falls this far behind is
+    /// disconnected and resumes from its cursor. Default 256; 1 to 65536.
+    pub sse_buffer: u32,
+    /// Seconds between SSE keep-alive comments on an idle stream. Default 15; at least 1.
+    pub sse_keepalive_secs: u64,
+    /// Milliseconds an idle SSE stream waits before re-checking the database for events the
+    /// bus may have missed. Default 2000; at least 1.
+    pub sse_resync_ms: u64,
+    /// Seconds a shutting-down replica gives in-flight requests and owned runs to finish before
+    /// it exits. Default 30.
+    pub shutdown_grace_secs: u64,
+}
+
+impl Default for HttpSection {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 8080)),
+            body_limit_bytes: 1024 * 1024,
+            sse_buffer: 256,
+            sse_keepalive_secs: 15,
+            sse_resync_ms: 2000,
+            shutdown_grace_secs: 30,
+        }
+    }
+}
+
+/// `[database]`: where events and projections live, and how many connections to use.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DatabaseSection {
+    /// Database URL: `postgres://` or `postgresql://` (team tier; required there) or `sqlite:`
+    /// (embedded tier; overrides `<data_dir>/baton.db`). Secret: redacted in logs and in
+    /// `config explain`. An empty value counts as unset. Default: unset.
+    #[serde(
+        deserialize_with = "deserialize_secret",
+        serialize_with = "serialize_dsn"
+    )]
+    pub url: Option<SecretString>,
+    /// Connections in the request pool. Default 16; at least 1.
+    pub app_pool: u32,
+    /// Connections in the control pool (lease renewal, adoption), kept apart so request load
+    /// never starves it. Default 2; at least 1.
+    pub control_pool: u32,
+    /// Connections in the checkpoint pool. Default 2; at least 1.
+    pub checkpoint_pool: u32,
+    /// Connection budget of one replica: `app_pool + control_pool + checkpoint_pool` must not
+    /// exceed it. Default 32.
+    pub max_connections: u32,
+    /// Statement timeout in milliseconds, set on every Postgres connection. Default 10000;
+    /// greater than 0.
+    pub statement_timeout_ms: u64,
+    /// Milliseconds to wait for a free pooled connection before failing. Default 5000; greater
+    /// than 0.
+    pub acquire_timeout_ms: u64,
+    /// Apply pending migrations at start-up. Default true.
+    pub migrate_on_start: bool,
+}
+
+impl Default for DatabaseSection {
+    fn default() -> Self {
+        Self {
+            url: None,
+            app_pool: 16,
+            control_pool: 2,
+            checkpoint_pool: 2,
+            max_connections: 32,
+            statement_timeout_ms: 10_000,
+            acquire_timeout_ms: 5_000,
+            migrate_on_start: true,
+        }
+    }
+}
+
+/// `[bus]`: fan-out between replicas.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BusSection {
+    /// NATS server URL(s), comma-separated: `nats://`, `tls://`, `ws://` or `wss://`; may carry
+    /// `user:password@` or a token. Required in the team tier; refused in the embedded tier.
+    /// Secret: redacted in `config explain`. An empty value counts as unset. Default: unset.
+    #[serde(
+        deserialize_with = "deserialize_secret",
+        serialize_with = "serialize_nats_url"
+    )]
+    pub nats_url: Option<SecretString>,
+}
+
+/// `[auth]`: authentication of API requests.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthSection {
+    /// Require an API key or login token on every API request. Default false; must be true in
+    /// the team tier and for any listener outside loopback.
+    pub required: bool,
+}
+
+/// `[log]`: log output.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogSection {
+    /// Output format: `"pretty"` (default) or `"json"`.
+    pub format: LogFormat,
+    /// `tracing` filter directives (`EnvFilter` syntax), e.g. `info,baton_engine=debug`.
+    /// Default `info`.
+    pub filter: String,
+}
+
+impl Default for LogSection {
+    fn default() -> Self {
+        Self {
+            format: LogFormat::default(),
+            filter: "info".to_owned(),
+        }
+    }
+}
+
+/// Reads an optional secret; an empty or blank string counts as unset.
+fn deserialize_secret<'de, D: Deserializer<'de>>(de: D) -> Result<Option<SecretString>, D::Error> {
+    let value = Option::<String>::deserialize(de)?;
+    Ok(value
+        .filter(|s| !s.trim().is_empty())
+        .map(SecretString::from))
+}
+
+fn serialize_dsn<S: Serializer>(value: &Option<SecretString>, ser: S) -> Result<S::Ok, S::Error> {
+    use secrecy::ExposeSecret;
+    match value {
+        Some(v) => ser.serialize_some(&redact_dsn(v.expose_secret())),
+        None => ser.serialize_none(),
+    }
+}
+
+fn serialize_nats_url<S: Serializer>(
+    value: &Option<SecretString>,
+    ser: S,
+) -> Result<S::Ok, S::Error> {
+    use secrecy::ExposeSecret;
+    match value {
+        Some(v) => ser.serialize_some(&redact_nats_url(v.expose_secret())),
+        None => ser.serialize_none(),
+    }
+}
+
+/// Paths need not be UTF-8; show them lossily rather than failing.
+fn serialize_path<S: Serializer>(value: &Path, ser: S) -> Result<S::Ok, S::Error> {
+    ser.serialize_str(&value.to_string_lossy())
+}

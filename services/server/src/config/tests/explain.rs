@@ -1,0 +1,216 @@
+//! Tests of `config explain`: every key, its layer, aligned output and redaction.
+
+use super::super::*;
+use super::{PASSWORD, env, file, load_ok, with_env};
+
+fn dsn() -> String {
+    format!("postgres://baton:{PASSWORD}@db.internal:5433/baton?sslmode=require")
+}
+
+fn row<'a>(loaded: &'a Loaded, key: &str) -> &'a ExplainRow {
+    loaded
+        .explain_rows()
+        .iter()
+        .find(|r| r.key == key)
+        .unwrap_or_else(|| panic!("no row for {key}"))
+}
+
+#[test]
+fn explain_of_defaults_lists_every_key_in_schema_order() {
+    let text = load_ok(Sources::default()).explain();
+    let expected = "\
+KEY                            VALUE           SOURCE
+tier                           embedded        default
+data_dir                       ./baton-data    default
+replica_name                   baton           default
+http.listen                    127.0.0.1:8080  default
+http.body_limit_bytes          1048576         default
+http.sse_buffer                256             default
+http.sse_keepalive_secs        15              default
+http.sse_resync_ms             2000            default
+http.shutdown_grace_secs       30              default
+database.url                   (unset)         default
+database.app_pool              16              default
+database.control_pool          2               default
+database.checkpoint_pool       2               default
+database.max_connections       32              default
+database.statement_timeout_ms  10000           default
+database.acquire_timeout_ms    5000            default
+database.migrate_on_start      true            default
+bus.nats_url                   (unset)         default
+auth.required                  false           default
+log.format                     pretty          default
+log.filter                     info            default
+";
+    assert_eq!(text, expected);
+}
+
+#[test]
+fn explain_covers_every_schema_key_exactly_once() {
+    let loaded = load_ok(Sources::default());
+    let keys: Vec<&str> = loaded
+        .explain_rows()
+        .iter()
+        .map(|r| r.key.as_str())
+        .collect();
+    // Every key explain prints must be accepted by the loader: set each one from a file.
+    let toml: String = loaded
+        .explain_rows()
+        .iter()
+        .filter(|r| r.value != UNSET)
+        .map(|r| {
+            let value = match r.value.parse::<u64>() {
+                Ok(_) => r.value.clone(),
+                Err(_) if r.value == "true" || r.value == "false" => r.value.clone(),
+                Err(_) => format!("{:?}", r.value),
+            };
+            match r.key.split_once('.') {
+                Some((table, leaf)) => format!("{table}.{leaf} = {value}\n"),
+                None => format!("{} = {value}\n", r.key),
+            }
+        })
+        .collect();
+    let (_dir, path) = file(&toml);
+    let reloaded = load_ok(Sources {
+        config_path: Some(path.clone()),
+        ..Sources::default()
+    });
+    for r in reloaded.explain_rows() {
+        if r.value != UNSET {
+            assert_eq!(r.source, Layer::File(path.clone()), "{}", r.key);
+        }
+    }
+    let mut unique = keys.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), keys.len());
+    assert_eq!(keys.len(), 21);
+}
+
+#[test]
+fn explain_names_the_layer_of_each_value() {
+    let (_dir, path) = file("[database]\napp_pool = 10\n[log]\nfilter = \"debug\"\n");
+    let loaded = load_ok(Sources {
+        config_path: Some(path.clone()),
+        env: env(&[("BATON_LOG__FILTER", "warn"), ("HOSTNAME", "pod-1")]),
+        cli: CliOverrides {
+            log_format: Some(LogFormat::Json),
+            ..CliOverrides::default()
+        },
+    });
+    assert_eq!(
+        row(&loaded, "database.app_pool").source,
+        Layer::File(path.clone())
+    );
+    assert_eq!(row(&loaded, "database.app_pool").value, "10");
+    assert_eq!(
+        row(&loaded, "log.filter").source,
+        Layer::Env("BATON_LOG__FILTER".into())
+    );
+    assert_eq!(row(&loaded, "log.filter").value, "warn");
+    assert_eq!(
+        row(&loaded, "log.format").source,
+        Layer::Cli("--log-format")
+    );
+    assert_eq!(
+        row(&loaded, "replica_name").source,
+        Layer::Env("HOSTNAME".into())
+    );
+    assert_eq!(row(&loaded, "tier").source, Layer::Default);
+
+    let text = loaded.explain();
+    let file_line = format!("file {}", path.display());
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("database.app_pool") && l.ends_with(&file_line))
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("log.filter") && l.ends_with("env BATON_LOG__FILTER"))
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("log.format") && l.ends_with("cli --log-format"))
+    );
+}
+
+#[test]
+fn explain_redacts_a_dsn_given_via_env() {
+    let loaded = load_ok(with_env(&[("BATON_DATABASE__URL", &dsn())]));
+    let text = loaded.explain();
+    assert!(!text.contains(PASSWORD), "{text}");
+    assert!(text.contains("***"), "{text}");
+    let url = row(&loaded, "database.url");
+    assert_eq!(
+        url.value,
+        "postgres://baton:***@db.internal:5433/baton?sslmode=require"
+    );
+    assert_eq!(url.source, Layer::Env("BATON_DATABASE__URL".into()));
+}
+
+#[test]
+fn explain_redacts_a_dsn_given_via_file() {
+    let (_dir, path) = file(&format!(
+        "tier = \"team\"\n[database]\nurl = \"{}\"\n",
+        dsn()
+    ));
+    let loaded = load_ok(Sources {
+        config_path: Some(path.clone()),
+        ..Sources::default()
+    });
+    let text = loaded.explain();
+    assert!(!text.contains(PASSWORD), "{text}");
+    assert!(
+        text.contains("postgres://baton:***@db.internal:5433/baton"),
+        "{text}"
+    );
+    assert_eq!(row(&loaded, "database.url").source, Layer::File(path));
+}
+
+#[test]
+fn explain_redacts_a_dsn_and_nats_url_given_via_cli() {
+    let loaded = load_ok(Sources {
+        cli: CliOverrides {
+            database_url: Some(dsn().into()),
+            nats_url: Some(format!("nats://bus:{PASSWORD}@n1:4222, nats://n2:4222").into()),
+            ..CliOverrides::default()
+        },
+        ..Sources::default()
+    });
+    let text = loaded.explain();
+    assert!(!text.contains(PASSWORD), "{text}");
+    assert_eq!(
+        row(&loaded, "database.url").source,
+        Layer::Cli("--database-url")
+    );
+    let nats = row(&loaded, "bus.nats_url");
+    assert_eq!(nats.value, "nats://bus:***@n1:4222,nats://n2:4222");
+    assert_eq!(nats.source, Layer::Cli("--nats-url"));
+}
+
+#[test]
+fn redaction_covers_tokens_query_passwords_and_non_urls() {
+    assert_eq!(
+        redact_nats_url(&format!("nats://{PASSWORD}@nats:4222")),
+        "nats://***@nats:4222"
+    );
+    let redacted = redact_dsn(&format!(
+        "postgres://db/baton?user=baton&password={PASSWORD}&sslmode=disable"
+    ));
+    assert!(!redacted.contains(PASSWORD), "{redacted}");
+    assert!(redacted.contains("password=***") && redacted.contains("sslmode=disable"));
+    assert_eq!(
+        redact_dsn(&format!("host=db password={PASSWORD}")),
+        REDACTED
+    );
+    assert_eq!(
+        redact_dsn("sqlite://./data/baton.db?mode=rwc"),
+        "sqlite://./data/baton.db?mode=rwc"
+    );
+    assert_eq!(
+        redact_dsn("postgres://baton@db/baton"),
+        "postgres://baton@db/baton"
+    );
+    let encoded = redact_dsn("postgres://u:p%40ss%3Aword@db/x");
+    assert_eq!(encoded, "postgres://u:***@db/x");
+}

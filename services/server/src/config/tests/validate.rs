@@ -1,0 +1,299 @@
+//! Tests of `validate()`: tier rules, the loopback rule, the pool budget and value ranges.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use secrecy::ExposeSecret;
+
+use super::super::*;
+use super::{load_ok, with_env};
+
+const DSN: &str = "postgres://baton:pw@db:5432/baton";
+const NATS: &str = "nats://nats:4222";
+
+fn validate_env(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
+    load_ok(with_env(pairs)).validate()
+}
+
+fn team(overrides: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut vars = vec![
+        ("BATON_TIER", "team"),
+        ("BATON_DATABASE__URL", DSN),
+        ("BATON_BUS__NATS_URL", NATS),
+        ("BATON_AUTH__REQUIRED", "true"),
+    ];
+    for (k, v) in overrides {
+        vars.retain(|(name, _)| name != k);
+        if !v.is_empty() {
+            vars.push((k, v));
+        }
+    }
+    super::env(&vars)
+}
+
+fn validate_team(overrides: &[(&str, &str)]) -> Result<Config, ConfigError> {
+    load_ok(Sources {
+        env: team(overrides),
+        ..Sources::default()
+    })
+    .validate()
+}
+
+#[test]
+fn embedded_default_uses_sqlite_under_data_dir_and_in_process_bus() {
+    let config = validate_env(&[]).expect("defaults are valid");
+    assert_eq!(config.tier, Tier::Embedded);
+    match &config.storage {
+        Storage::Sqlite {
+            location, pools, ..
+        } => {
+            assert_eq!(
+                location,
+                &SqliteLocation::File(PathBuf::from("./baton-data/baton.db"))
+            );
+            assert_eq!(pools.app + pools.control + pools.checkpoint, 20);
+        }
+        other => panic!("expected SQLite, got {other:?}"),
+    }
+    assert!(matches!(config.bus, Bus::InProcess));
+    assert_eq!(config.http.sse_resync, Duration::from_millis(2000));
+    assert_eq!(config.http.body_limit_bytes, 1 << 20);
+
+    let config = validate_env(&[("BATON_DATA_DIR", "/var/lib/baton")]).expect("valid");
+    assert!(matches!(
+        &config.storage,
+        Storage::Sqlite { location: SqliteLocation::File(p), .. }
+            if p == &PathBuf::from("/var/lib/baton/baton.db")
+    ));
+}
+
+#[test]
+fn embedded_accepts_a_sqlite_url() {
+    let config = validate_env(&[("BATON_DATABASE__URL", "sqlite::memory:")]).expect("valid");
+    assert!(matches!(
+        &config.storage,
+        Storage::Sqlite { location: SqliteLocation::Url(u), .. } if u == "sqlite::memory:"
+    ));
+}
+
+#[test]
+fn complete_team_config_resolves_to_postgres_and_nats() {
+    let config = validate_team(&[]).expect("complete team config");
+    match &config.storage {
+        Storage::Postgres {
+            url,
+            statement_timeout,
+            ..
+        } => {
+            assert_eq!(url.expose_secret(), DSN);
+            assert_eq!(*statement_timeout, Duration::from_secs(10));
+        }
+        other => panic!("expected Postgres, got {other:?}"),
+    }
+    assert!(matches!(&config.bus, Bus::Nats { url } if url.expose_secret() == NATS));
+    assert!(config.auth_required);
+}
+
+#[test]
+fn team_tier_names_every_missing_requirement_in_one_error() {
+    let err = validate_env(&[("BATON_TIER", "team")]).expect_err("nothing configured");
+    assert_eq!(
+        err.to_string(),
+        "tier team requires: database.url (a postgres:// DSN), bus.nats_url, auth.required = true"
+    );
+
+    let cases: [(&[(&str, &str)], &str); 4] = [
+        (
+            &[("BATON_DATABASE__URL", "")],
+            "database.url (a postgres:// DSN)",
+        ),
+        (
+            &[("BATON_DATABASE__URL", "sqlite:x.db")],
+            "database.url (a postgres:// DSN, not sqlite:)",
+        ),
+        (&[("BATON_BUS__NATS_URL", "")], "bus.nats_url"),
+        (&[("BATON_AUTH__REQUIRED", "false")], "auth.required = true"),
+    ];
+    for (overrides, expected) in cases {
+        match validate_team(overrides) {
+            Err(ConfigError::TeamRequirements { missing }) => assert_eq!(missing, [expected]),
+            other => panic!("{overrides:?}: expected a team error, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn embedded_refuses_postgres_and_nats_with_a_hint_to_use_team() {
+    for (var, value, key) in [
+        ("BATON_DATABASE__URL", DSN, "database.url"),
+        (
+            "BATON_DATABASE__URL",
+            "postgresql://db/baton",
+            "database.url",
+        ),
+        ("BATON_BUS__NATS_URL", NATS, "bus.nats_url"),
+    ] {
+        let err = validate_env(&[(var, value)]).expect_err("refused");
+        assert!(
+            matches!(&err, ConfigError::TeamOnly { key: k, .. } if *k == key),
+            "{err}"
+        );
+        assert!(err.to_string().contains("set tier = \"team\""), "{err}");
+        assert!(!err.to_string().contains("pw@"), "{err}");
+    }
+}
+
+#[test]
+fn unsupported_urls_are_refused_without_echoing_them() {
+    let err = validate_env(&[("BATON_DATABASE__URL", "mysql://u:hunter2@db/x")]).expect_err("x");
+    assert!(
+        matches!(
+            &err,
+            ConfigError::Invalid {
+                key: "database.url",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(!err.to_string().contains("hunter2"));
+    let err = validate_team(&[("BATON_BUS__NATS_URL", "nats://a:4222,http://u:hunter2@b")])
+        .expect_err("x");
+    assert!(
+        matches!(
+            &err,
+            ConfigError::Invalid {
+                key: "bus.nats_url",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(!err.to_string().contains("hunter2"));
+}
+
+#[test]
+fn non_loopback_listener_without_auth_is_refused_in_every_tier() {
+    let err = validate_env(&[("BATON_HTTP__LISTEN", "0.0.0.0:8080")]).expect_err("refused");
+    assert!(
+        matches!(err, ConfigError::UnauthenticatedListener { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("0.0.0.0:8080"), "{err}");
+    let err = validate_env(&[("BATON_HTTP__LISTEN", "[::]:8080")]).expect_err("refused");
+    assert!(err.to_string().contains("[::]:8080"), "{err}");
+
+    // Team tier: auth is required anyway; with it off the team error names it.
+    let err = validate_team(&[
+        ("BATON_HTTP__LISTEN", "10.0.0.5:8080"),
+        ("BATON_AUTH__REQUIRED", "false"),
+    ])
+    .expect_err("refused");
+    assert!(err.to_string().contains("auth.required = true"), "{err}");
+}
+
+#[test]
+fn non_loopback_listener_is_allowed_with_auth() {
+    let config = validate_env(&[
+        ("BATON_HTTP__LISTEN", "0.0.0.0:8080"),
+        ("BATON_AUTH__REQUIRED", "true"),
+    ])
+    .expect("allowed with auth");
+    assert_eq!(config.http.listen.port(), 8080);
+    validate_team(&[("BATON_HTTP__LISTEN", "0.0.0.0:8080")]).expect("team with auth");
+}
+
+#[test]
+fn every_loopback_address_is_allowed_without_auth() {
+    for listen in [
+        "127.0.0.1:0",
+        "127.1.2.3:80",
+        "[::1]:8080",
+        "[::ffff:127.0.0.1]:80",
+    ] {
+        validate_env(&[("BATON_HTTP__LISTEN", listen)]).unwrap_or_else(|e| panic!("{listen}: {e}"));
+    }
+}
+
+#[test]
+fn pool_budget_exceeded_is_refused_naming_the_numbers() {
+    let err = validate_env(&[
+        ("BATON_DATABASE__APP_POOL", "30"),
+        ("BATON_DATABASE__CONTROL_POOL", "2"),
+        ("BATON_DATABASE__CHECKPOINT_POOL", "4"),
+        ("BATON_DATABASE__MAX_CONNECTIONS", "32"),
+    ])
+    .expect_err("over budget");
+    assert!(
+        matches!(
+            err,
+            ConfigError::PoolBudget {
+                total: 36,
+                max: 32,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let message = err.to_string();
+    for number in ["30", "2", "4", "36", "32"] {
+        assert!(message.contains(number), "{message}");
+    }
+    validate_env(&[("BATON_DATABASE__APP_POOL", "28")]).expect("exactly at budget");
+}
+
+#[test]
+fn out_of_range_values_are_refused_naming_the_key() {
+    let cases = [
+        (
+            "BATON_HTTP__BODY_LIMIT_BYTES",
+            "1023",
+            "http.body_limit_bytes",
+        ),
+        ("BATON_HTTP__SSE_BUFFER", "0", "http.sse_buffer"),
+        ("BATON_HTTP__SSE_BUFFER", "65537", "http.sse_buffer"),
+        (
+            "BATON_HTTP__SSE_KEEPALIVE_SECS",
+            "0",
+            "http.sse_keepalive_secs",
+        ),
+        ("BATON_HTTP__SSE_RESYNC_MS", "0", "http.sse_resync_ms"),
+        (
+            "BATON_DATABASE__STATEMENT_TIMEOUT_MS",
+            "0",
+            "database.statement_timeout_ms",
+        ),
+        (
+            "BATON_DATABASE__ACQUIRE_TIMEOUT_MS",
+            "0",
+            "database.acquire_timeout_ms",
+        ),
+        ("BATON_DATABASE__CONTROL_POOL", "0", "database.control_pool"),
+        ("BATON_REPLICA_NAME", "has space", "replica_name"),
+        ("BATON_LOG__FILTER", "info,=[", "log.filter"),
+    ];
+    for (var, value, expected) in cases {
+        match validate_env(&[(var, value)]) {
+            Err(ConfigError::Invalid { key, .. }) => assert_eq!(key, expected, "{var}={value}"),
+            other => panic!("{var}={value}: expected Invalid, got {other:?}"),
+        }
+    }
+    validate_env(&[
+        ("BATON_HTTP__SSE_BUFFER", "65536"),
+        ("BATON_HTTP__BODY_LIMIT_BYTES", "1024"),
+    ])
+    .expect("bounds are inclusive");
+}
+
+#[test]
+fn embedded_constructor_for_tests_listens_on_port_zero() {
+    let config = Config::embedded("/tmp/baton-test");
+    assert_eq!(config.http.listen.port(), 0);
+    assert!(config.http.listen.ip().is_loopback());
+    assert!(matches!(
+        &config.storage,
+        Storage::Sqlite { location: SqliteLocation::File(p), .. }
+            if p == &PathBuf::from("/tmp/baton-test/baton.db")
+    ));
+    assert!(matches!(config.bus, Bus::InProcess));
+}
