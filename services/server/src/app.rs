@@ -1,0 +1,266 @@
+//! Wiring: builds the concrete stores, bus, engine and router from a [`Config`] and runs
+//! the HTTP server until shut down. The binary and the end-to-end tests both call
+//! [`start`]; only this module knows every concrete type.
+
+use crate::config::{Bus, Config, SqliteLocation, Storage};
+use anyhow::Context;
+use baton_api::{AppState, AuthMode, HttpSettings};
+use baton_bus::{InProcessBus, NatsBus};
+use baton_core::agents::Agents;
+use baton_core::model::Tenant;
+use baton_core::ports::{AgentStore, Clock, EventBus, RunStore, SystemClock, TenantStore};
+use baton_core::runs::{EventLog, Runs};
+use baton_core::{StoreError, TenantId};
+use baton_engine::Engine;
+use baton_store::{PgOptions, PgStore, SqliteStore};
+use secrecy::ExposeSecret;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// The tenant that unauthenticated loopback requests act in (embedded tier, auth off).
+pub const DEFAULT_TENANT: &str = "default";
+
+/// How often the engine looks for runs that need driving but have no driver.
+const SWEEP_EVERY: Duration = Duration::from_secs(5);
+
+/// The three store ports, backed by one database.
+#[derive(Clone)]
+pub struct Stores {
+    pub runs: Arc<dyn RunStore>,
+    pub agents: Arc<dyn AgentStore>,
+    pub tenants: Arc<dyn TenantStore>,
+    closer: Closer,
+}
+
+#[derive(Clone)]
+enum Closer {
+    Pg(PgStore),
+    Sqlite(SqliteStore),
+}
+
+impl Stores {
+    pub async fn close(&self) {
+        match &self.closer {
+            Closer::Pg(s) => s.close().await,
+            Closer::Sqlite(s) => s.close().await,
+        }
+    }
+}
+
+fn sqlite_target(location: &SqliteLocation) -> anyhow::Result<String> {
+    Ok(match location {
+        SqliteLocation::File(path) => {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("creating the data directory {}", dir.display()))?;
+            }
+            path.to_string_lossy().into_owned()
+        }
+        SqliteLocation::Url(url) => url.clone(),
+    })
+}
+
+/// Applies pending migrations (`baton migrate`, and `serve` unless switched off).
+pub async fn migrate(storage: &Storage) -> anyhow::Result<()> {
+    match storage {
+        Storage::Sqlite { location, .. } => {
+            baton_store::migrate::sqlite(&sqlite_target(location)?).await?
+        }
+        Storage::Postgres { url, .. } => {
+            baton_store::migrate::postgres(url.expose_secret()).await?
+        }
+    }
+    Ok(())
+}
+
+/// Opens the database, migrating first when the configuration says so.
+pub async fn open_stores(storage: &Storage) -> anyhow::Result<Stores> {
+    if storage.migrate_on_start() {
+        migrate(storage).await.context("migrating the database")?;
+    }
+    match storage {
+        Storage::Sqlite {
+            location, pools, ..
+        } => {
+            let store = SqliteStore::open(&sqlite_target(location)?, pools.app)
+                .await
+                .context("opening the SQLite database")?;
+            let s = Arc::new(store.clone());
+            Ok(Stores {
+                runs: s.clone(),
+                agents: s.clone(),
+                tenants: s,
+                closer: Closer::Sqlite(store),
+            })
+        }
+        Storage::Postgres {
+            url,
+            pools,
+            statement_timeout,
+            acquire_timeout,
+            ..
+        } => {
+            let opts = PgOptions {
+                url: url.expose_secret().to_string(),
+                app_pool_size: pools.app,
+                control_pool_size: pools.control,
+                statement_timeout: *statement_timeout,
+                acquire_timeout: *acquire_timeout,
+            };
+            let store = PgStore::connect(&opts)
+                .await
+                .context("connecting to Postgres")?;
+            let s = Arc::new(store.clone());
+            Ok(Stores {
+                runs: s.clone(),
+                agents: s.clone(),
+                tenants: s,
+                closer: Closer::Pg(store),
+            })
+        }
+    }
+}
+
+async fn open_bus(bus: &Bus, buffer: usize) -> anyhow::Result<Arc<dyn EventBus>> {
+    Ok(match bus {
+        Bus::InProcess => Arc::new(InProcessBus::new(buffer)),
+        Bus::Nats { url } => Arc::new(
+            NatsBus::connect(url.expose_secret(), buffer)
+                .await
+                .context("connecting to NATS")?,
+        ),
+    })
+}
+
+/// The tenant named [`DEFAULT_TENANT`], created on first use.
+pub async fn default_tenant(tenants: &dyn TenantStore) -> Result<TenantId, StoreError> {
+    if let Some(t) = tenants.find_tenant_by_name(DEFAULT_TENANT).await? {
+        return Ok(t.id);
+    }
+    let tenant = Tenant {
+        id: TenantId::new(),
+        name: DEFAULT_TENANT.into(),
+        created_at: SystemClock.now(),
+    };
+    match tenants.create_tenant(&tenant).await {
+        Ok(()) => Ok(tenant.id),
+        // Another process created it first.
+        Err(_) => tenants
+            .find_tenant_by_name(DEFAULT_TENANT)
+            .await?
+            .map(|t| t.id)
+            .ok_or(StoreError::NotFound),
+    }
+}
+
+/// A running server.
+pub struct RunningApp {
+    pub addr: SocketAddr,
+    pub engine: Engine,
+    pub stores: Stores,
+    shutdown: CancellationToken,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl RunningApp {
+    /// A token that shuts the server down when cancelled.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Stops accepting requests, ends SSE streams, lets drivers reach a step boundary
+    /// and closes the database.
+    pub async fn shutdown(self) -> anyhow::Result<()> {
+        self.shutdown.cancel();
+        self.wait().await
+    }
+
+    /// Waits until the server stops (after the shutdown token is cancelled).
+    pub async fn wait(self) -> anyhow::Result<()> {
+        let served = self.server.await;
+        self.engine.shutdown().await;
+        self.stores.close().await;
+        served.context("the HTTP server task failed")??;
+        Ok(())
+    }
+}
+
+/// Refuses a listener on a non-loopback address without auth, whatever the config said.
+fn check_exposure(addr: SocketAddr, auth_required: bool) -> anyhow::Result<()> {
+    if !addr.ip().is_loopback() && !auth_required {
+        anyhow::bail!(
+            "refusing to listen on {addr} without authentication: set auth.required = true \
+             or listen on a loopback address"
+        );
+    }
+    Ok(())
+}
+
+/// Starts Baton on `listener` (bind port 0 in tests).
+pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<RunningApp> {
+    let addr = listener
+        .local_addr()
+        .context("reading the listener address")?;
+    check_exposure(addr, config.auth_required)?;
+    let stores = open_stores(&config.storage).await?;
+    let bus = open_bus(&config.bus, config.http.sse_buffer).await?;
+    let auth = if config.auth_required {
+        AuthMode::Required
+    } else {
+        let tenant = default_tenant(stores.tenants.as_ref())
+            .await
+            .context("preparing the default tenant")?;
+        AuthMode::LocalOwner { tenant }
+    };
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let log = EventLog {
+        store: stores.runs.clone(),
+        bus,
+    };
+    let replica = format!(
+        "{}/{}",
+        config.replica_name,
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    let engine = Engine::new(log.clone(), stores.agents.clone(), clock.clone(), &replica);
+    engine.spawn_sweeper(SWEEP_EVERY);
+    let shutdown = CancellationToken::new();
+    let state = AppState {
+        runs: Runs {
+            log,
+            agents: stores.agents.clone(),
+            driver: Arc::new(engine.clone()),
+            clock: clock.clone(),
+        },
+        agents: Agents {
+            store: stores.agents.clone(),
+            clock,
+        },
+        tenants: stores.tenants.clone(),
+        auth,
+        http: HttpSettings {
+            body_limit_bytes: config.http.body_limit_bytes,
+            sse_keepalive: config.http.sse_keepalive,
+            sse_resync: config.http.sse_resync,
+        },
+        shutdown: shutdown.clone(),
+    };
+    let router = baton_api::router(state);
+    let token = shutdown.clone();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, router)
+            .with_graceful_shutdown(token.cancelled_owned())
+            .await
+    });
+    tracing::info!(%addr, tier = config.tier.as_str(), %replica, "baton is serving");
+    Ok(RunningApp {
+        addr,
+        engine,
+        stores,
+        shutdown,
+        server,
+    })
+}

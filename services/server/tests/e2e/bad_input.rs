@@ -1,0 +1,159 @@
+//! Bad input gets a problem+json 4xx naming what is wrong, and writes nothing.
+
+use crate::common::{TestApp, assert_problem};
+use serde_json::json;
+
+#[tokio::test]
+async fn malformed_unknown_mistyped_and_unsupported_bodies_are_refused_without_writes() {
+    let app = TestApp::embedded().await;
+    let api = app.anonymous();
+    let agent = api.agent(&[("x", 0, false)]).await;
+    let raw = |body: &'static str| {
+        api.req(reqwest::Method::POST, "/v1/runs")
+            .header("content-type", "application/json")
+            .body(body)
+    };
+    let detail = assert_problem(&api.send(raw("{\"agent_id\": ")).await, 400, "invalid_body");
+    assert!(detail.contains("malformed JSON"), "{detail}");
+    let r = api
+        .post("/v1/runs", json!({"agent_id": agent, "colour": "blue"}))
+        .await;
+    let detail = assert_problem(&r, 400, "invalid_body");
+    assert!(
+        detail.contains("colour"),
+        "names the unknown field: {detail}"
+    );
+    let r = api
+        .post("/v1/runs", json!({"agent_id": agent, "message": 42}))
+        .await;
+    let detail = assert_problem(&r, 400, "invalid_body");
+    assert!(
+        detail.contains("message"),
+        "names the mistyped field: {detail}"
+    );
+    let r = api
+        .post("/v1/runs", json!({"agent_id": "not-a-uuid"}))
+        .await;
+    assert_problem(&r, 400, "invalid_body");
+    let r = api
+        .send(api.req(reqwest::Method::POST, "/v1/runs").body("{}"))
+        .await;
+    assert_problem(&r, 415, "unsupported_media_type");
+    let r = api
+        .post(
+            "/v1/agents",
+            json!({"name": "", "provider": {"kind": "scripted", "replies": [{"content": "y"}]}}),
+        )
+        .await;
+    assert_problem(&r, 400, "invalid_request");
+    let r = api
+        .post(
+            "/v1/agents",
+            json!({"name": "a", "provider": {"kind": "gpt-9", "replies": []}}),
+        )
+        .await;
+    assert_problem(&r, 400, "invalid_body");
+    let r = api
+        .post("/v1/runs", json!({"agent_id": agent, "message": "  "}))
+        .await;
+    assert_problem(&r, 400, "invalid_request");
+
+    let runs = api.get("/v1/runs").await;
+    assert_eq!(runs.body["items"], json!([]), "no run was half-created");
+    let agents = api.get("/v1/agents").await;
+    assert_eq!(agents.body["items"].as_array().map(Vec::len), Some(1));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn oversize_bodies_answer_413() {
+    let app = TestApp::embedded_with(|c| c.http.body_limit_bytes = 4096).await;
+    let api = app.anonymous();
+    let agent = api.agent(&[("x", 0, false)]).await;
+    let run = api.run(&agent, None).await;
+    let big = "x".repeat(8192);
+    let r = api.message(&run, &big, None).await;
+    assert_problem(&r, 413, "payload_too_large");
+    assert!(api.messages(&run).await.is_empty());
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn unknown_and_malformed_ids_cursors_and_filters_are_named() {
+    let app = TestApp::embedded().await;
+    let api = app.anonymous();
+    let unknown = uuid::Uuid::now_v7();
+    for path in [
+        format!("/v1/runs/{unknown}"),
+        format!("/v1/agents/{unknown}"),
+        format!("/v1/runs/{unknown}/events"),
+        format!("/v1/runs/{unknown}/messages"),
+    ] {
+        assert_problem(&api.get(&path).await, 404, "not_found");
+    }
+    let r = api.message(&unknown.to_string(), "hi", None).await;
+    assert_problem(&r, 404, "not_found");
+    let r = api.post("/v1/runs", json!({"agent_id": unknown})).await;
+    assert_problem(&r, 404, "not_found");
+    assert_problem(&api.get("/v1/runs/nope").await, 400, "invalid_path");
+    assert_problem(
+        &api.get("/v1/runs/%2e%2e%2fagents").await,
+        400,
+        "invalid_path",
+    );
+    assert_problem(&api.get("/v1/runs?cursor=zzz").await, 400, "invalid_cursor");
+    assert_problem(
+        &api.get("/v1/agents?cursor=zzz").await,
+        400,
+        "invalid_cursor",
+    );
+    let detail = assert_problem(
+        &api.get("/v1/runs?status=asleep").await,
+        400,
+        "invalid_query",
+    );
+    assert!(
+        detail.contains("waiting"),
+        "lists the valid statuses: {detail}"
+    );
+    assert_problem(&api.get("/v1/runs?limit=0").await, 400, "invalid_request");
+    assert_problem(&api.get("/v1/runs?limit=lots").await, 400, "invalid_query");
+    let agent = api.agent(&[("x", 0, false)]).await;
+    let run = api.run(&agent, None).await;
+    assert_problem(
+        &api.get(&format!("/v1/runs/{run}/events?after=-3")).await,
+        400,
+        "invalid_query",
+    );
+    assert_problem(
+        &api.get(&format!("/v1/runs/{run}/messages?cursor=x")).await,
+        400,
+        "invalid_cursor",
+    );
+    assert_problem(&api.get("/v1/nothing-here").await, 404, "route_not_found");
+    let r = api.send(api.req(reqwest::Method::DELETE, "/v1/runs")).await;
+    assert_problem(&r, 405, "method_not_allowed");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn health_and_openapi_answer() {
+    let app = TestApp::embedded().await;
+    let api = app.anonymous();
+    assert_eq!(api.get("/livez").await.status, 200);
+    assert_eq!(api.get("/readyz").await.body["status"], "ready");
+    let doc = api.get("/openapi.json").await;
+    assert_eq!(doc.status, 200);
+    for path in [
+        "/v1/runs",
+        "/v1/runs/{run_id}/messages",
+        "/v1/runs/{run_id}/events",
+        "/v1/agents",
+    ] {
+        assert!(
+            doc.body["paths"][path].is_object(),
+            "openapi documents {path}"
+        );
+    }
+    app.stop().await;
+}

@@ -1,0 +1,132 @@
+//! The `baton` binary as a child process: start-up refusals and `config explain`.
+
+use std::process::{Command, Output};
+
+/// Runs `baton ARGS` in an empty temp dir with only `env` set (no inherited BATON_*).
+fn baton(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_baton"));
+    cmd.args(args)
+        .current_dir(dir.path())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("baton runs");
+    drop(dir);
+    out
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn team_tier_without_dsn_nats_or_auth_refuses_to_start_naming_each() {
+    let out = baton(&["serve", "--tier", "team"], &[]);
+    assert!(!out.status.success());
+    let says = text(&out);
+    for missing in ["database.url", "bus.nats_url", "auth.required"] {
+        assert!(says.contains(missing), "should name {missing}: {says}");
+    }
+    // With only the DSN given, the other two are still named; no fallback to SQLite.
+    let out = baton(
+        &["serve"],
+        &[
+            ("BATON_TIER", "team"),
+            (
+                "BATON_DATABASE__URL",
+                "postgres://postgres@127.0.0.1:1/none",
+            ),
+        ],
+    );
+    assert!(!out.status.success());
+    let says = text(&out);
+    assert!(
+        says.contains("bus.nats_url") && says.contains("auth.required"),
+        "{says}"
+    );
+    assert!(!says.contains("listening"), "{says}");
+}
+
+#[test]
+fn a_non_loopback_listener_without_auth_refuses_to_start_in_every_tier() {
+    let out = baton(&["serve", "--listen", "0.0.0.0:0"], &[]);
+    assert!(!out.status.success(), "embedded must refuse");
+    let says = text(&out);
+    assert!(says.contains("0.0.0.0:0"), "names the address: {says}");
+    assert!(!says.contains("listening on"), "{says}");
+    // The team tier refuses too: it requires auth on any address.
+    let out = baton(
+        &["serve", "--tier", "team", "--listen", "0.0.0.0:0"],
+        &[
+            (
+                "BATON_DATABASE__URL",
+                "postgres://postgres@127.0.0.1:1/none",
+            ),
+            ("BATON_BUS__NATS_URL", "nats://127.0.0.1:1"),
+        ],
+    );
+    assert!(!out.status.success(), "team must refuse");
+    let says = text(&out);
+    assert!(says.contains("auth.required"), "{says}");
+    assert!(!says.contains("listening on"), "{says}");
+}
+
+#[test]
+fn config_explain_redacts_the_dsn_password_and_names_each_layer() {
+    let out = baton(
+        &["config", "explain", "--tier", "team", "--auth-required"],
+        &[
+            (
+                "BATON_DATABASE__URL",
+                "postgres://baton:hunter2-secret@db.internal:5432/baton",
+            ),
+            (
+                "BATON_BUS__NATS_URL",
+                "nats://bus:natspw-secret@nats.internal:4222",
+            ),
+        ],
+    );
+    let says = text(&out);
+    assert!(out.status.success(), "{says}");
+    assert!(
+        !says.contains("hunter2-secret"),
+        "DSN password leaked: {says}"
+    );
+    assert!(
+        !says.contains("natspw-secret"),
+        "NATS password leaked: {says}"
+    );
+    assert!(
+        says.contains("postgres://baton:***@db.internal:5432/baton"),
+        "{says}"
+    );
+    let line = |key: &str| {
+        says.lines()
+            .find(|l| l.starts_with(&format!("{key} ")))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        line("database.url").contains("env BATON_DATABASE__URL"),
+        "{says}"
+    );
+    assert!(line("tier").contains("cli --tier"), "{says}");
+    assert!(line("http.listen").contains("default"), "{says}");
+}
+
+#[test]
+fn unknown_configuration_keys_are_refused_naming_the_key() {
+    let out = baton(
+        &["config", "explain"],
+        &[("BATON_HTTP__LISTN", "127.0.0.1:1")],
+    );
+    assert!(!out.status.success());
+    assert!(text(&out).contains("listn"), "{}", text(&out));
+}

@@ -1,0 +1,237 @@
+//! The core conversation semantics, each in both tiers.
+
+use crate::common::{Api, TestApp, assert_problem};
+use baton_core::Role;
+use serde_json::json;
+
+async fn both_tiers<F, Fut>(scenario: F)
+where
+    F: Fn(Api) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let app = TestApp::embedded().await;
+    scenario(app.anonymous()).await;
+    app.stop().await;
+    let app = TestApp::team().await;
+    let (_, owner) = app.tenant(Role::Owner).await;
+    scenario(owner).await;
+    app.stop().await;
+}
+
+async fn conversation(api: Api) {
+    let agent = api
+        .agent(&[("Hello!", 0, false), ("Goodbye.", 0, true)])
+        .await;
+    let run = api.run(&agent, Some("Hi")).await;
+    let done = api.wait_status(&run, "waiting").await;
+    assert_eq!(done["message_count"], 2);
+    let posted = api.message(&run, "Thanks", Some("m-2")).await;
+    assert_eq!(posted.status, 201, "{}", posted.body);
+    assert_eq!(posted.body["turn"], 2);
+    assert_eq!(posted.body["message"]["seq"], 3);
+    let end = api.wait_status(&run, "completed").await;
+    assert_eq!(end["turn_count"], 2);
+    let contents: Vec<_> = api
+        .messages(&run)
+        .await
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().map(str::to_owned),
+                m["content"].as_str().map(str::to_owned),
+            )
+        })
+        .collect();
+    let expect = [
+        ("user", "Hi"),
+        ("assistant", "Hello!"),
+        ("user", "Thanks"),
+        ("assistant", "Goodbye."),
+    ];
+    assert_eq!(contents.len(), expect.len());
+    for ((role, content), (er, ec)) in contents.iter().zip(expect) {
+        assert_eq!((role.as_deref(), content.as_deref()), (Some(er), Some(ec)));
+    }
+    let versions = api.event_versions(&run).await;
+    assert_eq!(
+        versions,
+        (1..=versions.len() as i64).collect::<Vec<_>>(),
+        "no gaps"
+    );
+    let after_end = api.message(&run, "more?", None).await;
+    assert_problem(&after_end, 409, "run_ended");
+}
+
+#[tokio::test]
+async fn create_agent_and_run_post_message_and_finish_in_both_tiers() {
+    both_tiers(conversation).await;
+}
+
+async fn busy(api: Api) {
+    let agent = api
+        .agent(&[("slow", 1_500, false), ("next", 0, false)])
+        .await;
+    let run = api.run(&agent, Some("first")).await;
+    let before = api.get(&format!("/v1/runs/{run}")).await.body;
+    let r = api.message(&run, "second", Some("busy-1")).await;
+    assert_problem(&r, 409, "run_busy");
+    assert_eq!(api.messages(&run).await.len(), 1, "nothing stored on 409");
+    let during = api.get(&format!("/v1/runs/{run}")).await.body;
+    assert!(
+        during["version"].as_i64() <= Some(4),
+        "only engine events may follow: {during}"
+    );
+    assert_eq!(during["message_count"], before["message_count"]);
+    api.wait_status(&run, "waiting").await;
+    // The request_id of the refused message was not consumed: it works now.
+    let r = api.message(&run, "second", Some("busy-1")).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+}
+
+#[tokio::test]
+async fn posting_while_a_turn_runs_answers_409_and_stores_nothing_in_both_tiers() {
+    both_tiers(busy).await;
+}
+
+async fn racing_posts(api: Api) {
+    let agent = api.agent(&[("a", 200, false), ("b", 0, false)]).await;
+    let run = api.run(&agent, None).await;
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let api = api.clone();
+        let run = run.clone();
+        tasks.push(tokio::spawn(async move {
+            api.message(&run, &format!("racer {i}"), None).await.status
+        }));
+    }
+    let mut statuses = Vec::new();
+    for t in tasks {
+        statuses.push(t.await.expect("task"));
+    }
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 201).count(),
+        1,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 409).count(),
+        7,
+        "{statuses:?}"
+    );
+    api.wait_status(&run, "waiting").await;
+    assert_eq!(
+        api.messages(&run).await.len(),
+        2,
+        "one user message and its answer"
+    );
+}
+
+#[tokio::test]
+async fn of_racing_messages_exactly_one_is_stored_in_both_tiers() {
+    both_tiers(racing_posts).await;
+}
+
+async fn idempotent(api: Api) {
+    let agent = api.agent(&[("one", 0, false), ("two", 0, false)]).await;
+    let run = api.run(&agent, None).await;
+    let first = api.message(&run, "hello", Some("req-42")).await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    api.wait_status(&run, "waiting").await;
+    let again = api.message(&run, "hello", Some("req-42")).await;
+    assert_eq!(again.status, 201, "{}", again.body);
+    assert_eq!(
+        again.body, first.body,
+        "the original result, not a new message"
+    );
+    assert_eq!(api.messages(&run).await.len(), 2);
+    let reused = api.message(&run, "something else", Some("req-42")).await;
+    assert_problem(&reused, 422, "idempotency_key_reused");
+    // Creating a run is idempotent too.
+    let body = json!({"agent_id": agent, "message": "x", "request_id": "run-req-1"});
+    let a = api.post("/v1/runs", body.clone()).await;
+    let b = api.post("/v1/runs", body).await;
+    assert_eq!(a.body["run"]["id"], b.body["run"]["id"]);
+    let list = api.get("/v1/runs?limit=500").await;
+    assert_eq!(list.body["items"].as_array().map(Vec::len), Some(2));
+}
+
+#[tokio::test]
+async fn a_repeated_request_id_returns_the_original_message_in_both_tiers() {
+    both_tiers(idempotent).await;
+}
+
+async fn cancel(api: Api) {
+    let agent = api.agent(&[("never sent", 5_000, false)]).await;
+    let idle = api.run(&agent, None).await;
+    let r = api
+        .post(
+            &format!("/v1/runs/{idle}/cancel"),
+            json!({"reason": "done"}),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.body["status"].as_str()),
+        (200, Some("cancelled")),
+        "{}",
+        r.body
+    );
+    let busy = api.run(&agent, Some("go")).await;
+    api.wait_status(&busy, "running").await;
+    let r = api
+        .send(api.req(reqwest::Method::POST, &format!("/v1/runs/{busy}/cancel")))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let end = api.wait_status(&busy, "cancelled").await;
+    assert_eq!(
+        end["message_count"], 1,
+        "the cancelled turn wrote no answer"
+    );
+    let again = api
+        .post(&format!("/v1/runs/{busy}/cancel"), json!({}))
+        .await;
+    assert_eq!(again.status, 200, "cancelling a cancelled run is a no-op");
+}
+
+#[tokio::test]
+async fn cancel_ends_idle_runs_at_once_and_busy_runs_at_the_next_step_in_both_tiers() {
+    both_tiers(cancel).await;
+}
+
+async fn listing(api: Api) {
+    let agent = api.agent(&[("x", 0, false)]).await;
+    let mut ids = Vec::new();
+    for _ in 0..5 {
+        ids.push(api.run(&agent, None).await);
+    }
+    let cancelled = ids[1].clone();
+    api.post(&format!("/v1/runs/{cancelled}/cancel"), json!({}))
+        .await;
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let path = match &cursor {
+            Some(c) => format!("/v1/runs?limit=2&cursor={c}"),
+            None => "/v1/runs?limit=2".into(),
+        };
+        let page = api.get(&path).await;
+        assert_eq!(page.status, 200, "{}", page.body);
+        for r in page.body["items"].as_array().into_iter().flatten() {
+            seen.push(r["id"].as_str().unwrap_or_default().to_string());
+        }
+        match page.body["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+    }
+    ids.reverse();
+    assert_eq!(seen, ids, "newest first, every run once");
+    let only = api.get("/v1/runs?status=cancelled").await;
+    let items = only.body["items"].as_array().cloned().unwrap_or_default();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0]["id"], cancelled.as_str());
+}
+
+#[tokio::test]
+async fn runs_list_newest_first_with_a_cursor_and_a_status_filter_in_both_tiers() {
+    both_tiers(listing).await;
+}

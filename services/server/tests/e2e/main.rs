@@ -1,0 +1,10 @@
+//! End-to-end tests over real HTTP: the app on 127.0.0.1:0 with SQLite (embedded tier) or
+//! with a fresh Postgres database and the real NATS server (team tier); and the `baton`
+//! binary as a child process for start-up refusals and `config explain`.
+
+mod bad_input;
+mod binary;
+mod common;
+mod conversation;
+mod sse;
+mod tenancy;

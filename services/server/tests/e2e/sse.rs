@@ -1,0 +1,150 @@
+//! SSE: replay after Last-Event-ID, then live events, with no gap and no duplicate while
+//! events keep arriving; the stream ends when the run does.
+
+use crate::common::{Api, DEADLINE, TestApp, assert_problem};
+use baton_core::Role;
+use eventsource_stream::Eventsource;
+use futures::StreamExt;
+use serde_json::Value;
+
+/// Turns in the scenario; the last reply completes the run.
+const TURNS: usize = 12;
+
+/// Reads the run's SSE stream from `last_event_id`, keeping (version, type), until it
+/// ends or `stop_after` events arrived.
+async fn read_sse(
+    api: &Api,
+    run: &str,
+    last_event_id: Option<i64>,
+    stop_after: Option<usize>,
+) -> Vec<(i64, String)> {
+    let mut req = api
+        .req(reqwest::Method::GET, &format!("/v1/runs/{run}/events"))
+        .header("accept", "text/event-stream");
+    if let Some(id) = last_event_id {
+        req = req.header("last-event-id", id.to_string());
+    }
+    let res = req.send().await.expect("sse request");
+    assert_eq!(res.status(), 200);
+    let mut stream = res.bytes_stream().eventsource();
+    let mut got = Vec::new();
+    let read = async {
+        while let Some(ev) = stream.next().await {
+            let ev = ev.expect("well-formed SSE");
+            if ev.data.is_empty() {
+                continue;
+            }
+            let env: Value = serde_json::from_str(&ev.data).expect("envelope JSON");
+            let version: i64 = ev.id.parse().expect("numeric id");
+            assert_eq!(env["version"], version, "id matches the envelope");
+            assert_eq!(env["type"], ev.event.as_str());
+            got.push((version, ev.event));
+            if stop_after.is_some_and(|n| got.len() >= n) {
+                return;
+            }
+        }
+    };
+    tokio::time::timeout(DEADLINE, read)
+        .await
+        .expect("stream ended in time");
+    got
+}
+
+/// Keeps posting messages as soon as the run is idle, until the script ends the run.
+async fn keep_talking(api: Api, run: String) {
+    for i in 2..=TURNS {
+        loop {
+            let r = api
+                .message(&run, &format!("message {i}"), Some(&format!("k-{i}")))
+                .await;
+            match r.status {
+                201 => break,
+                409 if r.body["code"] == "run_busy" => {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+                _ => panic!("unexpected answer {}", r.body),
+            }
+        }
+    }
+}
+
+async fn resume_without_gaps(api: Api) {
+    let mut script: Vec<(String, u64, bool)> = (1..TURNS)
+        .map(|i| (format!("reply {i}"), 15, false))
+        .collect();
+    script.push(("last".into(), 15, true));
+    let script: Vec<(&str, u64, bool)> = script
+        .iter()
+        .map(|(c, d, e)| (c.as_str(), *d, *e))
+        .collect();
+    let agent = api.agent(&script).await;
+    let run = api.run(&agent, Some("message 1")).await;
+    let talker = tokio::spawn(keep_talking(api.clone(), run.clone()));
+
+    // First connection: from the start, drop after a few events mid-conversation.
+    let first = read_sse(&api, &run, None, Some(7)).await;
+    let cursor = first.last().map(|(v, _)| *v).expect("some events");
+    // Resume from the cursor while the conversation goes on, until the run ends.
+    let rest = read_sse(&api, &run, Some(cursor), None).await;
+    talker.await.expect("talker");
+
+    let versions: Vec<i64> = first.iter().chain(&rest).map(|(v, _)| *v).collect();
+    let expected: Vec<i64> = (1..=versions.len() as i64).collect();
+    assert_eq!(
+        versions, expected,
+        "every event once, in order, across the reconnect"
+    );
+    assert_eq!(rest.last().map(|(_, t)| t.as_str()), Some("run.completed"));
+    assert_eq!(
+        api.event_versions(&run).await,
+        expected,
+        "the stream matches the database"
+    );
+
+    // A stream opened on an ended run replays and closes.
+    let replay = read_sse(&api, &run, Some(cursor), None).await;
+    assert_eq!(replay, rest);
+}
+
+#[tokio::test]
+async fn sse_resumes_from_last_event_id_without_gap_or_duplicate_embedded() {
+    let app = TestApp::embedded().await;
+    resume_without_gaps(app.anonymous()).await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn sse_resumes_from_last_event_id_without_gap_or_duplicate_team() {
+    let app = TestApp::team().await;
+    let (_, api) = app.tenant(Role::Owner).await;
+    resume_without_gaps(api).await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn sse_rejects_a_bad_last_event_id_and_a_cursor_past_the_end() {
+    let app = TestApp::embedded().await;
+    let api = app.anonymous();
+    let agent = api.agent(&[("x", 0, false)]).await;
+    let run = api.run(&agent, None).await;
+    for bad in ["abc", "-1", "1.5"] {
+        let r = api
+            .send(
+                api.req(reqwest::Method::GET, &format!("/v1/runs/{run}/events"))
+                    .header("accept", "text/event-stream")
+                    .header("last-event-id", bad),
+            )
+            .await;
+        assert_problem(&r, 400, "invalid_last_event_id");
+    }
+    let r = api
+        .send(
+            api.req(reqwest::Method::GET, &format!("/v1/runs/{run}/events"))
+                .header("accept", "text/event-stream")
+                .header("last-event-id", "99"),
+        )
+        .await;
+    let detail = assert_problem(&r, 400, "invalid_request");
+    assert!(detail.contains("past the end"), "{detail}");
+    app.stop().await;
+}
