@@ -459,7 +459,7 @@ fn check_content(content: &str) -> Result<(), CoreError> {
 
 fn check_request_id(id: Option<&str>) -> Result<(), CoreError> {
     match id {
-        Some(id) if id.is_empty() => Err(CoreError::invalid("request_id must not be empty")),
+        Some("") => Err(CoreError::invalid("request_id must not be empty")),
         Some(id) if id.chars().any(char::is_control) => Err(CoreError::invalid(
             "request_id must not contain control characters",
         )),
