@@ -34,6 +34,29 @@ pub enum Code {
 }
 
 impl Code {
+    /// Every code, for documentation checks.
+    pub const ALL: [Code; 19] = [
+        Code::InvalidRequest,
+        Code::InvalidBody,
+        Code::InvalidPath,
+        Code::InvalidQuery,
+        Code::InvalidCursor,
+        Code::InvalidLastEventId,
+        Code::UnsupportedMediaType,
+        Code::PayloadTooLarge,
+        Code::Unauthorized,
+        Code::Forbidden,
+        Code::NotFound,
+        Code::RouteNotFound,
+        Code::MethodNotAllowed,
+        Code::RunBusy,
+        Code::RunEnded,
+        Code::Conflict,
+        Code::IdempotencyKeyReused,
+        Code::Unavailable,
+        Code::Internal,
+    ];
+
     pub fn status_and_name(self) -> (StatusCode, &'static str) {
         use Code::*;
         match self {
@@ -150,3 +173,26 @@ impl IntoResponse for ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::Code;
+
+    #[test]
+    fn every_error_code_is_documented_with_its_status_in_the_api_guide() {
+        let guide = include_str!("../../../docs/api.md");
+        for code in Code::ALL {
+            let (status, name) = code.status_and_name();
+            let row = format!("| {} | `{name}` |", status.as_u16());
+            assert!(guide.contains(&row), "docs/api.md lacks the row {row:?}");
+        }
+    }
+
+    #[test]
+    fn error_codes_are_unique() {
+        let mut names: Vec<_> = Code::ALL.iter().map(|c| c.status_and_name().1).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), Code::ALL.len());
+    }
+}

@@ -214,3 +214,27 @@ fn redaction_covers_tokens_query_passwords_and_non_urls() {
     let encoded = redact_dsn("postgres://u:p%40ss%3Aword@db/x");
     assert_eq!(encoded, "postgres://u:***@db/x");
 }
+
+#[test]
+fn the_configuration_reference_documents_every_key_with_its_default() {
+    let doc = include_str!("../../../../../docs/configuration.md");
+    for r in load_ok(Sources::default()).explain_rows() {
+        let row = format!("| `{}` |", r.key);
+        assert!(
+            doc.contains(&row),
+            "docs/configuration.md lacks a row for {}",
+            r.key
+        );
+        let line = doc
+            .lines()
+            .find(|l| l.starts_with(&row))
+            .unwrap_or_default();
+        if r.value != UNSET && r.key != "replica_name" {
+            assert!(
+                line.contains(&format!("`{}`", r.value)),
+                "docs/configuration.md gives another default for {}: {line}",
+                r.key
+            );
+        }
+    }
+}
