@@ -31,11 +31,12 @@ pub struct NatsBus {
 
 impl NatsBus {
     /// Connects, subscribes to every event subject and starts feeding the local hub.
-    /// The URL may carry credentials; it never reaches logs or errors.
+    /// Fails at once when the server is unreachable (start-up should say so, not hang);
+    /// after that the client reconnects by itself. The URL may carry credentials; it
+    /// never reaches logs or errors.
     pub async fn connect(url: &str, buffer: usize) -> Result<Self, NatsError> {
         let client = async_nats::ConnectOptions::new()
             .connection_timeout(Duration::from_secs(5))
-            .retry_on_initial_connect()
             .name("baton")
             .connect(url)
             .await

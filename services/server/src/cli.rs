@@ -101,18 +101,15 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let running = app::start(&config, listener).await?;
     println!("baton listening on http://{}", running.addr);
     let token = running.shutdown_token();
-    tokio::spawn(async move {
-        shutdown_signal().await;
-        tracing::info!("shutting down");
-        token.cancel();
-    });
+    tokio::select! {
+        () = shutdown_signal() => {
+            tracing::info!("shutting down");
+            token.cancel();
+        }
+        () = token.cancelled() => {}
+    }
     let grace = config.http.shutdown_grace;
-    match tokio::time::timeout(grace, async {
-        running.shutdown_token().cancelled().await;
-        running.wait().await
-    })
-    .await
-    {
+    match tokio::time::timeout(grace, running.wait()).await {
         Ok(result) => result,
         Err(_) => anyhow::bail!("shutdown took longer than {grace:?}; exiting anyway"),
     }

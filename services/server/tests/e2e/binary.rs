@@ -130,3 +130,30 @@ fn unknown_configuration_keys_are_refused_naming_the_key() {
     assert!(!out.status.success());
     assert!(text(&out).contains("listn"), "{}", text(&out));
 }
+
+#[tokio::test]
+async fn team_tier_with_nats_unreachable_exits_naming_nats_instead_of_hanging() {
+    let db = baton_testkit::TestDatabase::postgres().await.expect("db");
+    let url = db.url().to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        baton(
+            &[
+                "serve",
+                "--tier",
+                "team",
+                "--auth-required",
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            &[
+                ("BATON_DATABASE__URL", url.as_str()),
+                ("BATON_BUS__NATS_URL", "nats://127.0.0.1:1"),
+            ],
+        )
+    })
+    .await
+    .expect("join");
+    assert!(!out.status.success());
+    assert!(text(&out).contains("NATS"), "{}", text(&out));
+    db.drop_db().await.expect("drop");
+}
