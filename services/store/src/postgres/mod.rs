@@ -1,12 +1,9 @@
 //! The Postgres adapter of the store ports (team tier): connection options, the `app` and
 //! `control` pools, and the one function that classifies driver errors. The port
-//! implementations live in the submodules; none of them formats input into SQL.
+//! implementations are the shared ones of `crate::adapter`; none of them formats input
+//! into SQL.
 
-mod agents;
-mod append;
-mod runs;
-mod tenants;
-
+use crate::adapter;
 use baton_core::StoreError;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use std::fmt;
@@ -102,45 +99,33 @@ impl PgStore {
     }
 }
 
-/// The one place Postgres driver errors become [`StoreError`]s.
-///
-/// A unique violation becomes `Conflict { expected: 0, actual: 0 }`; the append path
-/// replaces the numbers with the stream's real version, and elsewhere (a duplicate tenant
-/// name, agent or key) it means "already exists". A foreign key violation (a row for a
-/// tenant that does not exist) is `NotFound`. Lost connections, exhausted pools,
-/// statement timeouts, serialization failures and server shutdowns are `Unavailable`
-/// (worth retrying); everything else is `Other`.
+crate::adapter::impl_ports! {
+    store: PgStore,
+    db: sqlx::Postgres,
+    classify: classify,
+    // What `Pool::begin` sends.
+    begin: "BEGIN",
+    // Locks the run row an append reads until the transaction ends.
+    lock_run: " FOR UPDATE",
+}
+
+/// The one place Postgres driver errors become [`StoreError`]s: the shared rules of
+/// [`adapter::classify`], where these also count as `Unavailable` (worth retrying): lost
+/// connections (SQLSTATE class `08`), exhausted resources (`53`), server shutdowns and
+/// other operator intervention (`57P`), statement timeouts (`57014`), serialization
+/// failures (`40001`), deadlocks (`40P01`), and TLS or protocol failures.
 pub(crate) fn classify(e: sqlx::Error) -> StoreError {
-    match &e {
+    adapter::classify(e, |e| match e {
         sqlx::Error::Database(db) => {
-            if db.is_unique_violation() {
-                return StoreError::Conflict {
-                    expected: 0,
-                    actual: 0,
-                };
-            }
-            if db.is_foreign_key_violation() {
-                return StoreError::NotFound;
-            }
             let code = db.code().unwrap_or_default();
-            let transient = code.starts_with("08")
+            code.starts_with("08")
                 || code.starts_with("53")
                 || code.starts_with("57P")
-                || matches!(&*code, "57014" | "40001" | "40P01");
-            if transient {
-                StoreError::Unavailable(e.to_string())
-            } else {
-                StoreError::Other(e.to_string())
-            }
+                || matches!(&*code, "57014" | "40001" | "40P01")
         }
-        sqlx::Error::Io(_)
-        | sqlx::Error::Tls(_)
-        | sqlx::Error::Protocol(_)
-        | sqlx::Error::PoolTimedOut
-        | sqlx::Error::PoolClosed
-        | sqlx::Error::WorkerCrashed => StoreError::Unavailable(e.to_string()),
-        _ => StoreError::Other(e.to_string()),
-    }
+        sqlx::Error::Tls(_) | sqlx::Error::Protocol(_) => true,
+        _ => false,
+    })
 }
 
 /// The DSN without its password (in the authority or a `password` parameter), for logs

@@ -1,13 +1,9 @@
 //! The SQLite adapter of the store ports (embedded tier): opening a database file (or a
 //! shared in-memory database for tests) with WAL, a busy timeout and foreign keys, and
-//! the one function that classifies driver errors. The port implementations live in the
-//! submodules; none of them formats input into SQL.
+//! the one function that classifies driver errors. The port implementations are the
+//! shared ones of `crate::adapter`; none of them formats input into SQL.
 
-mod agents;
-mod append;
-mod runs;
-mod tenants;
-
+use crate::adapter;
 use baton_core::StoreError;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
@@ -108,40 +104,29 @@ fn create_dir(dir: &Path) -> Result<(), StoreError> {
     })
 }
 
-/// The one place SQLite driver errors become [`StoreError`]s.
-///
-/// A unique or primary key violation becomes `Conflict { expected: 0, actual: 0 }`; the
-/// append path replaces the numbers with the stream's real version, and elsewhere it means
-/// "already exists". A foreign key violation is `NotFound`. A database still locked after
-/// the busy timeout, I/O failures, a file that cannot be opened, an exhausted or closed
-/// pool are `Unavailable`; everything else is `Other`.
+crate::adapter::impl_ports! {
+    store: SqliteStore,
+    db: sqlx::Sqlite,
+    classify: classify,
+    // Takes the database's write lock up front, so appends are serialized and never fail
+    // to upgrade a read lock; the run row an append reads needs no lock of its own.
+    begin: "BEGIN IMMEDIATE",
+    lock_run: "",
+}
+
+/// The one place SQLite driver errors become [`StoreError`]s: the shared rules of
+/// [`adapter::classify`], where these also count as `Unavailable`: a database still locked
+/// after the busy timeout, an I/O error and a file that cannot be opened.
 pub(crate) fn classify(e: sqlx::Error) -> StoreError {
-    match &e {
+    adapter::classify(e, |e| match e {
         sqlx::Error::Database(db) => {
-            if db.is_unique_violation() {
-                return StoreError::Conflict {
-                    expected: 0,
-                    actual: 0,
-                };
-            }
-            if db.is_foreign_key_violation() {
-                return StoreError::NotFound;
-            }
             let primary = db
                 .code()
                 .and_then(|c| c.parse::<i32>().ok())
                 .map(|c| c & 0xff);
             // SQLITE_BUSY, SQLITE_LOCKED, SQLITE_IOERR, SQLITE_CANTOPEN
-            if matches!(primary, Some(5 | 6 | 10 | 14)) {
-                StoreError::Unavailable(e.to_string())
-            } else {
-                StoreError::Other(e.to_string())
-            }
+            matches!(primary, Some(5 | 6 | 10 | 14))
         }
-        sqlx::Error::Io(_)
-        | sqlx::Error::PoolTimedOut
-        | sqlx::Error::PoolClosed
-        | sqlx::Error::WorkerCrashed => StoreError::Unavailable(e.to_string()),
-        _ => StoreError::Other(e.to_string()),
-    }
+        _ => false,
+    })
 }

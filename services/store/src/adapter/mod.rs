@@ -1,0 +1,84 @@
+//! The port implementations both adapters share, written once: `RunStore` (`runs.rs`),
+//! the append transaction (`append.rs`), `AgentStore` (`agents.rs`) and `TenantStore`
+//! (`tenants.rs`), plus the part of driver-error classification common to both.
+//!
+//! Each port is a `macro_rules!` that an adapter expands with [`impl_ports!`], so every
+//! query is written once yet compiled against the driver's concrete types (generic
+//! `sqlx::Database` code would need a long list of bounds on every function). The
+//! expansion lives in a `const _: () = { ... };` block, which keeps its imports and
+//! helper functions out of the adapter's namespace. The backend differences are the
+//! arguments of [`impl_ports!`]; everything else behaves identically by construction.
+
+mod agents;
+mod append;
+mod runs;
+mod tenants;
+
+pub(crate) use agents::impl_agent_store;
+pub(crate) use append::impl_append;
+pub(crate) use runs::impl_run_store;
+pub(crate) use tenants::impl_tenant_store;
+
+use baton_core::StoreError;
+
+/// Implements `RunStore`, `AgentStore` and `TenantStore` for an adapter's store, which
+/// must have an `app` field holding its request pool.
+///
+/// - `store`: the store type; `db`: its `sqlx::Database` (the pool is a `Pool<db>`).
+/// - `classify`: the adapter's `fn(sqlx::Error) -> StoreError`.
+/// - `begin`: the statement that starts an append's transaction.
+/// - `lock_run`: appended to the `SELECT` that reads the run being appended to, to lock
+///   its row until the transaction ends (`""` when `begin` already takes the lock).
+macro_rules! impl_ports {
+    (
+        store: $store:ty,
+        db: $db:ty,
+        classify: $classify:path,
+        begin: $begin:literal,
+        lock_run: $lock_run:literal $(,)?
+    ) => {
+        $crate::adapter::impl_run_store!($store, $db, $classify);
+        $crate::adapter::impl_append!($store, $db, $classify, $begin, $lock_run);
+        $crate::adapter::impl_agent_store!($store, $db, $classify);
+        $crate::adapter::impl_tenant_store!($store, $classify);
+    };
+}
+pub(crate) use impl_ports;
+
+/// The classification both adapters share; each adapter's `classify` supplies
+/// `is_transient`, its own notion of a retryable error.
+///
+/// A unique violation becomes `Conflict { expected: 0, actual: 0 }`; the append path
+/// replaces the numbers with the stream's real version, and elsewhere (a duplicate tenant
+/// name, agent or key) it means "already exists". A foreign key violation (a row for a
+/// tenant that does not exist) is `NotFound`. I/O failures, an exhausted or closed pool,
+/// a crashed worker and whatever `is_transient` accepts are `Unavailable` (worth
+/// retrying); everything else is `Other`.
+pub(crate) fn classify(
+    e: sqlx::Error,
+    is_transient: impl FnOnce(&sqlx::Error) -> bool,
+) -> StoreError {
+    if let sqlx::Error::Database(db) = &e {
+        if db.is_unique_violation() {
+            return StoreError::Conflict {
+                expected: 0,
+                actual: 0,
+            };
+        }
+        if db.is_foreign_key_violation() {
+            return StoreError::NotFound;
+        }
+    }
+    let transient = matches!(
+        e,
+        sqlx::Error::Io(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed
+    ) || is_transient(&e);
+    if transient {
+        StoreError::Unavailable(e.to_string())
+    } else {
+        StoreError::Other(e.to_string())
+    }
+}

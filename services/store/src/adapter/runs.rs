@@ -1,0 +1,175 @@
+//! `RunStore` for both adapters: the reads of streams, runs, messages and idempotency
+//! records. Every query binds the tenant; `append` lives in `append.rs`.
+
+/// Implements `RunStore` for `$store`, whose `app` pool is a `sqlx::Pool<$db>`, mapping
+/// driver errors with `$classify`. Invoked through [`super::impl_ports!`].
+macro_rules! impl_run_store {
+    ($store:ty, $db:ty, $classify:path) => {
+        const _: () = {
+            use async_trait::async_trait;
+            use baton_core::StoreError;
+            use baton_core::model::{Message, RunSummary};
+            use baton_core::ports::{
+                AppendOutcome, AppendRequest, IdempotencyRecord, RunListQuery, RunStore,
+            };
+            use baton_events::{Envelope, RunId, TenantId};
+            use sqlx::QueryBuilder;
+            use uuid::Uuid;
+            use $crate::rows::{
+                EventRow, IdempotencyRow, MessageRow, RunRow, event_columns, idempotency_columns,
+                map_all, message_columns, run_columns,
+            };
+
+            #[async_trait]
+            impl RunStore for $store {
+                async fn append(
+                    &self,
+                    tenant: TenantId,
+                    req: AppendRequest,
+                ) -> Result<AppendOutcome, StoreError> {
+                    self.append_events(tenant, req).await
+                }
+
+                async fn read_stream(
+                    &self,
+                    tenant: TenantId,
+                    run: RunId,
+                    after: i64,
+                    limit: u32,
+                ) -> Result<Vec<Envelope>, StoreError> {
+                    let rows: Vec<EventRow> = sqlx::query_as(concat!(
+                        "SELECT ",
+                        event_columns!(),
+                        " FROM events WHERE stream_id = $1 AND tenant_id = $2 AND version > $3 \
+                         ORDER BY version LIMIT $4"
+                    ))
+                    .bind(run.as_uuid())
+                    .bind(tenant.as_uuid())
+                    .bind(after)
+                    .bind(i64::from(limit))
+                    .fetch_all(&self.app)
+                    .await
+                    .map_err($classify)?;
+                    map_all(rows)
+                }
+
+                async fn get_run(
+                    &self,
+                    tenant: TenantId,
+                    run: RunId,
+                ) -> Result<Option<RunSummary>, StoreError> {
+                    let row: Option<RunRow> = sqlx::query_as(concat!(
+                        "SELECT ",
+                        run_columns!(),
+                        " FROM runs WHERE id = $1 AND tenant_id = $2"
+                    ))
+                    .bind(run.as_uuid())
+                    .bind(tenant.as_uuid())
+                    .fetch_optional(&self.app)
+                    .await
+                    .map_err($classify)?;
+                    row.map(RunSummary::try_from).transpose()
+                }
+
+                async fn list_runs(
+                    &self,
+                    tenant: TenantId,
+                    query: &RunListQuery,
+                ) -> Result<Vec<RunSummary>, StoreError> {
+                    let mut q: QueryBuilder<$db> = QueryBuilder::new(concat!(
+                        "SELECT ",
+                        run_columns!(),
+                        " FROM runs WHERE tenant_id = "
+                    ));
+                    q.push_bind(tenant.as_uuid());
+                    if let Some(status) = query.status {
+                        q.push(" AND status = ").push_bind(status.as_str());
+                    }
+                    if let Some(before) = query.before {
+                        q.push(" AND id < ").push_bind(before.as_uuid());
+                    }
+                    q.push(" ORDER BY id DESC LIMIT ")
+                        .push_bind(i64::from(query.limit));
+                    let rows: Vec<RunRow> = q
+                        .build_query_as()
+                        .fetch_all(&self.app)
+                        .await
+                        .map_err($classify)?;
+                    map_all(rows)
+                }
+
+                async fn list_messages(
+                    &self,
+                    tenant: TenantId,
+                    run: RunId,
+                    after: i64,
+                    limit: u32,
+                ) -> Result<Vec<Message>, StoreError> {
+                    let rows: Vec<MessageRow> = sqlx::query_as(concat!(
+                        "SELECT ",
+                        message_columns!(),
+                        " FROM messages WHERE run_id = $1 AND tenant_id = $2 AND seq > $3 \
+                         ORDER BY seq LIMIT $4"
+                    ))
+                    .bind(run.as_uuid())
+                    .bind(tenant.as_uuid())
+                    .bind(after)
+                    .bind(i64::from(limit))
+                    .fetch_all(&self.app)
+                    .await
+                    .map_err($classify)?;
+                    map_all(rows)
+                }
+
+                async fn find_idempotency(
+                    &self,
+                    tenant: TenantId,
+                    request_id: &str,
+                ) -> Result<Option<IdempotencyRecord>, StoreError> {
+                    let row: Option<IdempotencyRow> = sqlx::query_as(concat!(
+                        "SELECT ",
+                        idempotency_columns!(),
+                        " FROM idempotency WHERE tenant_id = $1 AND request_id = $2"
+                    ))
+                    .bind(tenant.as_uuid())
+                    .bind(request_id)
+                    .fetch_optional(&self.app)
+                    .await
+                    .map_err($classify)?;
+                    Ok(row.map(IdempotencyRecord::from))
+                }
+
+                async fn runs_needing_drive(
+                    &self,
+                    limit: u32,
+                ) -> Result<Vec<(TenantId, RunId)>, StoreError> {
+                    // The predicate is the one of the `runs_needing_drive` partial index.
+                    let rows: Vec<(Uuid, Uuid)> = sqlx::query_as(
+                        "SELECT tenant_id, id FROM runs \
+                         WHERE status IN ('queued', 'running') \
+                            OR (cancel_requested \
+                                AND status NOT IN ('completed', 'failed', 'cancelled')) \
+                         ORDER BY id LIMIT $1",
+                    )
+                    .bind(i64::from(limit))
+                    .fetch_all(&self.app)
+                    .await
+                    .map_err($classify)?;
+                    Ok(rows
+                        .into_iter()
+                        .map(|(t, r)| (TenantId(t), RunId(r)))
+                        .collect())
+                }
+
+                async fn ping(&self) -> Result<(), StoreError> {
+                    sqlx::query("SELECT 1")
+                        .execute(&self.app)
+                        .await
+                        .map(|_| ())
+                        .map_err($classify)
+                }
+            }
+        };
+    };
+}
+pub(crate) use impl_run_store;
