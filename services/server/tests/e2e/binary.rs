@@ -157,3 +157,114 @@ async fn team_tier_with_nats_unreachable_exits_naming_nats_instead_of_hanging() 
     assert!(text(&out).contains("NATS"), "{}", text(&out));
     db.drop_db().await.expect("drop");
 }
+
+/// A `baton serve` child process; killed on drop.
+struct Served {
+    child: std::process::Child,
+    base: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `baton serve ARGS` on a free loopback port in `dir` and waits until it listens.
+fn serve(dir: &std::path::Path, args: &[&str]) -> Served {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .arg("serve")
+        .args(args)
+        .args(["--listen", "127.0.0.1:0"])
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn baton serve");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    let base = lines
+        .find_map(|l| {
+            l.ok()?
+                .strip_prefix("baton listening on ")
+                .map(str::to_owned)
+        })
+        .expect("baton prints its address");
+    Served { child, base }
+}
+
+#[tokio::test]
+async fn admin_create_tenant_prints_an_owner_key_that_the_server_accepts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().to_string_lossy().into_owned();
+    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["admin", "create-tenant", "acme", "--data-dir", &data])
+        .current_dir(dir.path())
+        .env_clear()
+        .output()
+        .expect("runs");
+    let says = text(&out);
+    assert!(out.status.success(), "{says}");
+    let field = |name: &str| {
+        says.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| v.trim().to_string())
+            .unwrap_or_else(|| panic!("no {name} in {says}"))
+    };
+    let key = field("api_key:");
+    assert!(baton_core::keys::is_well_formed(&key), "{key}");
+    field("tenant_id:");
+    let again = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["admin", "create-tenant", "acme", "--data-dir", &data])
+        .current_dir(dir.path())
+        .env_clear()
+        .output()
+        .expect("runs");
+    assert!(
+        !again.status.success(),
+        "a second tenant of the same name is refused"
+    );
+
+    let served = serve(dir.path(), &["--data-dir", &data, "--auth-required"]);
+    let with_key = crate::common::Api::new(&served.base, Some(key));
+    assert_eq!(with_key.get("/v1/runs").await.status, 200);
+    let without = crate::common::Api::new(&served.base, None);
+    crate::common::assert_problem(&without.get("/v1/runs").await, 401, "unauthorized");
+}
+
+#[tokio::test]
+async fn migrate_applies_the_schema_once_and_serve_without_auth_uses_the_default_tenant() {
+    let db = baton_testkit::TestDatabase::postgres().await.expect("db");
+    let url = db.url().to_string();
+    let migrate = |url: String| {
+        tokio::task::spawn_blocking(move || {
+            baton(
+                &["migrate", "--tier", "team", "--auth-required"],
+                &[
+                    ("BATON_DATABASE__URL", url.as_str()),
+                    ("BATON_BUS__NATS_URL", "nats://127.0.0.1:4222"),
+                ],
+            )
+        })
+    };
+    for _ in 0..2 {
+        let out = migrate(url.clone()).await.expect("join");
+        assert!(out.status.success(), "{}", text(&out));
+        assert!(text(&out).contains("migrations applied"));
+    }
+    db.drop_db().await.expect("drop");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let served = serve(dir.path(), &[]);
+    let local = crate::common::Api::new(&served.base, None);
+    let agent = local.agent(&[("hi", 0, false)]).await;
+    local.run(&agent, None).await;
+    assert!(
+        dir.path().join("baton-data/baton.db").exists(),
+        "default data dir"
+    );
+}
