@@ -1,0 +1,191 @@
+//! `runs::follow` (the SSE algorithm) against a real store and the in-process bus.
+
+use baton_bus::InProcessBus;
+use baton_core::agents::{Agents, NewAgent};
+use baton_core::model::{ProviderSpec, ScriptedReply, Tenant};
+use baton_core::ports::{
+    AppendRequest, Clock, EventBus, RunDriver, RunStore, SystemClock, TenantStore,
+};
+use baton_core::runs::{CreateRun, EventLog, Runs, follow};
+use baton_core::{Principal, Role, RunId, TenantId};
+use baton_events::{EventMeta, NewEvent, RunEvent, TurnStarted};
+use baton_store::SqliteStore;
+use futures::StreamExt;
+use std::sync::Arc;
+use std::time::Duration;
+
+struct Nobody;
+impl RunDriver for Nobody {
+    fn wake(&self, _: TenantId, _: RunId) {}
+}
+
+struct World {
+    runs: Runs,
+    store: SqliteStore,
+    owner: Principal,
+}
+
+async fn world(buffer: usize, bus_publishes: bool) -> (World, RunId) {
+    let store = SqliteStore::in_memory().await.expect("store");
+    let tenant = Tenant {
+        id: TenantId::new(),
+        name: "t".into(),
+        created_at: SystemClock.now(),
+    };
+    store.create_tenant(&tenant).await.expect("tenant");
+    let bus: Arc<dyn EventBus> = Arc::new(InProcessBus::new(buffer));
+    let log = EventLog {
+        store: Arc::new(store.clone()),
+        bus: if bus_publishes {
+            bus.clone()
+        } else {
+            Arc::new(Silent(bus.clone()))
+        },
+    };
+    let owner = Principal {
+        tenant: tenant.id,
+        role: Role::Owner,
+        actor: "t".into(),
+    };
+    let agents = Agents {
+        store: Arc::new(store.clone()),
+        clock: Arc::new(SystemClock),
+    };
+    let agent = agents
+        .create(
+            &owner,
+            NewAgent {
+                name: "a".into(),
+                instructions: String::new(),
+                provider: ProviderSpec::Scripted {
+                    replies: vec![ScriptedReply {
+                        content: "x".into(),
+                        delay_ms: 0,
+                        complete_run: false,
+                    }],
+                },
+            },
+        )
+        .await
+        .expect("agent");
+    let runs = Runs {
+        log,
+        agents: Arc::new(store.clone()),
+        driver: Arc::new(Nobody),
+        clock: Arc::new(SystemClock),
+    };
+    let cmd = CreateRun {
+        agent_id: agent.id,
+        title: None,
+        message: None,
+        request_id: None,
+    };
+    let run = runs.create_run(&owner, cmd).await.expect("run").run.id;
+    (World { runs, store, owner }, run)
+}
+
+/// A bus that loses every publish (subscriptions still work): the database must cover.
+struct Silent(Arc<dyn EventBus>);
+
+#[async_trait::async_trait]
+impl EventBus for Silent {
+    async fn publish(&self, _: &[baton_events::Envelope]) {}
+    async fn subscribe(
+        &self,
+        tenant: TenantId,
+        run: RunId,
+    ) -> Result<baton_core::ports::Subscription, baton_core::StoreError> {
+        self.0.subscribe(tenant, run).await
+    }
+    async fn ping(&self) -> Result<(), baton_core::StoreError> {
+        Ok(())
+    }
+}
+
+impl World {
+    /// Appends `n` engine-like events to the run through the event log (store + bus).
+    async fn append(&self, run: RunId, n: usize) {
+        for _ in 0..n {
+            let v = self
+                .store
+                .get_run(self.owner.tenant, run)
+                .await
+                .expect("get")
+                .expect("run")
+                .version;
+            let req = AppendRequest {
+                run,
+                expected_version: v,
+                events: vec![NewEvent::new(
+                    RunEvent::TurnStarted(TurnStarted { turn: v }),
+                    EventMeta::new(self.owner.tenant),
+                )],
+                at: SystemClock.now(),
+                idempotency: None,
+            };
+            self.runs
+                .log
+                .append(self.owner.tenant, req)
+                .await
+                .expect("append");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_subscriber_that_falls_behind_its_buffer_is_closed_and_resumes_from_its_cursor() {
+    let (w, run) = world(4, true).await;
+    let stream = follow(&w.runs, &w.owner, run, 0, Duration::from_secs(60))
+        .await
+        .expect("follow");
+    // Nobody reads while 10 events are published into a 4-event buffer.
+    w.append(run, 10).await;
+    let got: Vec<i64> = stream.map(|e| e.expect("event").version).collect().await;
+    assert_eq!(
+        got.first(),
+        Some(&1),
+        "replay from the database comes first"
+    );
+    let last = *got.last().expect("some events");
+    assert!(last < 11, "the stream was closed early: {got:?}");
+    assert_eq!(
+        got,
+        (1..=last).collect::<Vec<_>>(),
+        "in order, no gap before the close"
+    );
+    // Resuming from the cursor delivers the rest without a gap or a duplicate.
+    let mut rest = Box::pin(
+        follow(&w.runs, &w.owner, run, last, Duration::from_millis(50))
+            .await
+            .expect("resume"),
+    );
+    for v in last + 1..=11 {
+        let e = tokio::time::timeout(Duration::from_secs(5), rest.next())
+            .await
+            .expect("in time")
+            .expect("more")
+            .expect("ok");
+        assert_eq!(e.version, v);
+    }
+}
+
+#[tokio::test]
+async fn events_whose_publish_was_lost_still_arrive_from_the_database() {
+    let (w, run) = world(64, false).await;
+    let mut stream = Box::pin(
+        follow(&w.runs, &w.owner, run, 0, Duration::from_millis(50))
+            .await
+            .expect("follow"),
+    );
+    let first = stream.next().await.expect("replayed").expect("ok");
+    assert_eq!(first.version, 1);
+    w.append(run, 3).await;
+    for v in 2..=4 {
+        let e = tokio::time::timeout(Duration::from_secs(5), stream.next())
+            .await
+            .expect("the resync finds it")
+            .expect("more")
+            .expect("ok");
+        assert_eq!(e.version, v);
+    }
+}
