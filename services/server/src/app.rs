@@ -76,10 +76,30 @@ pub async fn migrate(storage: &Storage) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Opens the database, migrating first when the configuration says so.
+/// Checks, changing nothing, that the database has exactly this binary's migrations (for
+/// `serve` when `database.migrate_on_start` is false and a separate job migrates).
+async fn check_migrations(storage: &Storage) -> anyhow::Result<()> {
+    match storage {
+        Storage::Sqlite { location, .. } => {
+            baton_store::migrate::check_sqlite(&sqlite_target(location)?).await?
+        }
+        Storage::Postgres { url, .. } => {
+            baton_store::migrate::check_postgres(url.expose_secret()).await?
+        }
+    }
+    Ok(())
+}
+
+/// Opens the database, migrating first when the configuration says so; otherwise refuses
+/// a database whose migrations are not exactly this binary's (unknown, edited, failed or
+/// pending ones).
 pub async fn open_stores(storage: &Storage) -> anyhow::Result<Stores> {
     if storage.migrate_on_start() {
         migrate(storage).await.context("migrating the database")?;
+    } else {
+        check_migrations(storage)
+            .await
+            .context("checking the database migrations (database.migrate_on_start = false)")?;
     }
     match storage {
         Storage::Sqlite {

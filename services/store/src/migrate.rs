@@ -7,6 +7,10 @@
 //! serializes racing migrators, and closing the session releases it even after a failure.
 //! SQLite has no such lock; migrators in one process are serialized by a mutex (the
 //! embedded tier is one process).
+//!
+//! When migrations run as a separate job (`baton migrate`), [`check_postgres`] and
+//! [`check_sqlite`] verify a database without changing it: they refuse everything the
+//! migrators refuse and, in addition, a database that lacks migrations this binary needs.
 
 use crate::sqlite::{SqliteStore, connect_options};
 use sqlx::migrate::{AppliedMigration, Migrate, Migrator};
@@ -44,6 +48,11 @@ pub enum MigrateError {
     ChecksumMismatch { version: i64 },
     #[error("migration {version} was left partially applied; repair the database by hand")]
     Dirty { version: i64 },
+    #[error(
+        "database lacks migrations this binary needs: {}; run `baton migrate`",
+        list(.versions)
+    )]
+    Pending { versions: Vec<i64> },
     #[error("cannot open the database to migrate it: {0}")]
     Connect(String),
     #[error("migration failed: {0}")]
@@ -107,6 +116,66 @@ pub async fn sqlite(target: &str) -> Result<(), MigrateError> {
     result
 }
 
+/// Checks, without changing anything, that the Postgres database at `dsn` has exactly the
+/// migrations this binary knows: refuses a dirty database, unknown applied versions, edited
+/// migrations and pending ones. Reads in one read-only transaction on a dedicated
+/// connection (closed afterwards) and takes no lock. A database without the bookkeeping
+/// table has every migration pending.
+pub async fn check_postgres(dsn: &str) -> Result<(), MigrateError> {
+    let opts = sqlx::postgres::PgConnectOptions::from_str(dsn)
+        .map_err(|e| MigrateError::Connect(e.to_string()))?;
+    let mut conn = connect::<PgConnection>(&opts).await?;
+    let result = async {
+        let mut tx = conn
+            .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            .await?;
+        let (exists,): (bool,) = sqlx::query_as("SELECT to_regclass($1) IS NOT NULL")
+            .bind(TABLE)
+            .fetch_one(&mut *tx)
+            .await?;
+        let checked = check_on(&PG_MIGRATOR, &mut *tx, exists).await;
+        tx.rollback().await?;
+        checked
+    }
+    .await;
+    if let Err(e) = conn.close().await {
+        tracing::warn!(error = %e, "closing the migration check connection failed");
+    }
+    result
+}
+
+/// Checks, without changing anything, that the SQLite database file at `target` (a path
+/// or `sqlite:` URL) has exactly the migrations this binary knows; see [`check_postgres`].
+/// A missing file has every migration pending and is not created. The dedicated
+/// connection is `query_only`, reads in one transaction and is closed afterwards; no lock
+/// is taken. (An in-memory target is a fresh, empty database: everything is pending.)
+pub async fn check_sqlite(target: &str) -> Result<(), MigrateError> {
+    let (opts, in_memory) =
+        connect_options(target).map_err(|e| MigrateError::Connect(e.to_string()))?;
+    if !in_memory && !opts.get_filename().exists() {
+        return check_pending(&SQLITE_MIGRATOR, &[]);
+    }
+    let opts = opts.create_if_missing(false).pragma("query_only", "ON");
+    let mut conn = connect::<SqliteConnection>(&opts).await?;
+    let result = async {
+        let mut tx = conn.begin().await?;
+        let (exists,): (bool,) = sqlx::query_as(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?)",
+        )
+        .bind(TABLE)
+        .fetch_one(&mut *tx)
+        .await?;
+        let checked = check_on(&SQLITE_MIGRATOR, &mut *tx, exists).await;
+        tx.rollback().await?;
+        checked
+    }
+    .await;
+    if let Err(e) = conn.close().await {
+        tracing::warn!(error = %e, "closing the migration check connection failed");
+    }
+    result
+}
+
 impl SqliteStore {
     /// Applies the pending SQLite migrations through this store's pool (works for
     /// in-memory databases too).
@@ -142,11 +211,51 @@ async fn run_on<C: Migrate>(migrator: &Migrator, conn: &mut C) -> Result<(), Mig
 /// unknown applied versions and edited migrations.
 async fn precheck<C: Migrate>(migrator: &Migrator, conn: &mut C) -> Result<(), MigrateError> {
     conn.ensure_migrations_table(TABLE).await?;
+    inspect(migrator, conn).await.map(drop)
+}
+
+/// The read-only check: what [`precheck`] refuses, plus pending migrations. `table_exists`
+/// says whether the bookkeeping table exists (without it, everything is pending).
+async fn check_on<C: Migrate>(
+    migrator: &Migrator,
+    conn: &mut C,
+    table_exists: bool,
+) -> Result<(), MigrateError> {
+    let applied = if table_exists {
+        inspect(migrator, conn).await?
+    } else {
+        Vec::new()
+    };
+    check_pending(migrator, &applied)
+}
+
+/// Reads the applied migrations (the bookkeeping table must exist), refusing a dirty
+/// database, unknown applied versions and edited migrations. Writes nothing.
+async fn inspect<C: Migrate>(
+    migrator: &Migrator,
+    conn: &mut C,
+) -> Result<Vec<AppliedMigration>, MigrateError> {
     if let Some(version) = conn.dirty_version(TABLE).await? {
         return Err(MigrateError::Dirty { version });
     }
     let applied = conn.list_applied_migrations(TABLE).await?;
-    check_applied(migrator, &applied)
+    check_applied(migrator, &applied)?;
+    Ok(applied)
+}
+
+/// Refuses known migrations that are not applied, naming all of them.
+fn check_pending(migrator: &Migrator, applied: &[AppliedMigration]) -> Result<(), MigrateError> {
+    let pending: Vec<i64> = migrator
+        .iter()
+        .filter(|m| !m.migration_type.is_down_migration())
+        .map(|m| m.version)
+        .filter(|v| !applied.iter().any(|a| a.version == *v))
+        .collect();
+    if pending.is_empty() {
+        Ok(())
+    } else {
+        Err(MigrateError::Pending { versions: pending })
+    }
 }
 
 /// Refuses unknown applied versions (naming all of them) and edited migrations.

@@ -215,3 +215,211 @@ async fn sqlite_creates_missing_parent_directories() {
     smoke(&store).await;
     assert!(nested.exists());
 }
+
+// The read-only checks (`serve` with `database.migrate_on_start = false`).
+
+fn assert_pending_all(err: &MigrateError, m: &sqlx::migrate::Migrator) {
+    let all = known_versions(m);
+    assert!(
+        matches!(err, MigrateError::Pending { versions } if versions == &all),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    let named = all
+        .iter()
+        .map(i64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    assert!(
+        text.contains(&named) && text.contains("baton migrate"),
+        "{text}"
+    );
+}
+
+async fn pg_has_migrations_table(url: &str) -> bool {
+    let store = PgStore::connect(&PgOptions::new(url))
+        .await
+        .expect("connect");
+    let (exists,): (bool,) = sqlx::query_as("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
+        .fetch_one(store.app_pool())
+        .await
+        .expect("query");
+    store.close().await;
+    exists
+}
+
+#[tokio::test]
+async fn the_postgres_check_passes_on_a_fully_migrated_database() {
+    let db = TestDatabase::postgres().await.expect("database");
+    migrate::postgres(db.url()).await.expect("migrate");
+    migrate::check_postgres(db.url()).await.expect("check");
+    // No session left behind holding anything: migrating again still works.
+    migrate::postgres(db.url()).await.expect("migrate again");
+    db.drop_db().await.expect("drop");
+}
+
+#[tokio::test]
+async fn the_postgres_check_reports_every_migration_pending_on_a_fresh_database_writing_nothing() {
+    let db = TestDatabase::postgres().await.expect("database");
+    let err = migrate::check_postgres(db.url())
+        .await
+        .expect_err("pending");
+    assert_pending_all(&err, &PG_MIGRATOR);
+    assert!(
+        !pg_has_migrations_table(db.url()).await,
+        "the check created the bookkeeping table"
+    );
+    // An empty bookkeeping table (e.g. a migrator that died before its first migration)
+    // is all-pending too.
+    let store = PgStore::connect(&PgOptions::new(db.url()))
+        .await
+        .expect("connect");
+    sqlx::query(
+        "CREATE TABLE _sqlx_migrations (version BIGINT PRIMARY KEY, description TEXT NOT NULL, \
+         installed_on TIMESTAMPTZ NOT NULL DEFAULT now(), success BOOLEAN NOT NULL, \
+         checksum BYTEA NOT NULL, execution_time BIGINT NOT NULL)",
+    )
+    .execute(store.app_pool())
+    .await
+    .expect("create");
+    store.close().await;
+    let err = migrate::check_postgres(db.url())
+        .await
+        .expect_err("pending");
+    assert_pending_all(&err, &PG_MIGRATOR);
+    db.drop_db().await.expect("drop");
+}
+
+#[tokio::test]
+async fn the_postgres_check_refuses_unknown_edited_and_failed_migrations() {
+    let db = TestDatabase::postgres().await.expect("database");
+    migrate::postgres(db.url()).await.expect("migrate");
+    let store = PgStore::connect(&PgOptions::new(db.url()))
+        .await
+        .expect("connect");
+    let pool = store.app_pool();
+    for version in UNKNOWN {
+        sqlx::query(
+            "INSERT INTO _sqlx_migrations \
+             (version, description, success, checksum, execution_time) \
+             VALUES ($1, 'from the future', TRUE, '\\x00', 1)",
+        )
+        .bind(version)
+        .execute(pool)
+        .await
+        .expect("insert");
+    }
+    assert_names_unknown(
+        &migrate::check_postgres(db.url())
+            .await
+            .expect_err("unknown"),
+    );
+    sqlx::query("DELETE FROM _sqlx_migrations WHERE version > 20000000000000")
+        .execute(pool)
+        .await
+        .expect("delete");
+    migrate::check_postgres(db.url())
+        .await
+        .expect("known again");
+
+    sqlx::query("UPDATE _sqlx_migrations SET checksum = '\\x00' WHERE version = 1")
+        .execute(pool)
+        .await
+        .expect("edit");
+    let err = migrate::check_postgres(db.url()).await.expect_err("edited");
+    assert!(
+        matches!(err, MigrateError::ChecksumMismatch { version: 1 }),
+        "{err:?}"
+    );
+    sqlx::query("UPDATE _sqlx_migrations SET success = FALSE WHERE version = 1")
+        .execute(pool)
+        .await
+        .expect("fail");
+    let err = migrate::check_postgres(db.url()).await.expect_err("dirty");
+    assert!(matches!(err, MigrateError::Dirty { version: 1 }), "{err:?}");
+    store.close().await;
+    db.drop_db().await.expect("drop");
+}
+
+#[tokio::test]
+async fn the_sqlite_check_passes_on_a_fully_migrated_database() {
+    let file = TestSqlite::new().expect("file");
+    migrate::sqlite(&file.url()).await.expect("migrate");
+    migrate::check_sqlite(&file.url()).await.expect("check url");
+    migrate::check_sqlite(file.path().to_str().expect("utf-8 path"))
+        .await
+        .expect("check path");
+}
+
+#[tokio::test]
+async fn the_sqlite_check_reports_every_migration_pending_on_a_fresh_database_writing_nothing() {
+    let file = TestSqlite::new().expect("file");
+    // No file at all: pending, and the check does not create it (even given `mode=rwc`).
+    let err = migrate::check_sqlite(&file.url())
+        .await
+        .expect_err("pending");
+    assert_pending_all(&err, &SQLITE_MIGRATOR);
+    assert!(!file.path().exists(), "the check created the database file");
+    // An existing database without the bookkeeping table: pending, and still no table.
+    let store = SqliteStore::open(&file.url(), 2).await.expect("open");
+    let err = migrate::check_sqlite(&file.url())
+        .await
+        .expect_err("pending");
+    assert_pending_all(&err, &SQLITE_MIGRATOR);
+    let (tables,): (i64,) = sqlx::query_as(
+        "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'",
+    )
+    .fetch_one(store.pool())
+    .await
+    .expect("query");
+    assert_eq!(tables, 0, "the check created the bookkeeping table");
+}
+
+#[tokio::test]
+async fn the_sqlite_check_refuses_unknown_edited_and_failed_migrations() {
+    let file = TestSqlite::new().expect("file");
+    migrate::sqlite(&file.url()).await.expect("migrate");
+    let store = SqliteStore::open(&file.url(), 2).await.expect("open");
+    let pool = store.pool();
+    for version in UNKNOWN {
+        sqlx::query(
+            "INSERT INTO _sqlx_migrations \
+             (version, description, success, checksum, execution_time) \
+             VALUES ($1, 'from the future', TRUE, X'00', 1)",
+        )
+        .bind(version)
+        .execute(pool)
+        .await
+        .expect("insert");
+    }
+    assert_names_unknown(
+        &migrate::check_sqlite(&file.url())
+            .await
+            .expect_err("unknown"),
+    );
+    sqlx::query("DELETE FROM _sqlx_migrations WHERE version > 20000000000000")
+        .execute(pool)
+        .await
+        .expect("delete");
+    migrate::check_sqlite(&file.url())
+        .await
+        .expect("known again");
+
+    sqlx::query("UPDATE _sqlx_migrations SET checksum = X'00' WHERE version = 1")
+        .execute(pool)
+        .await
+        .expect("edit");
+    let err = migrate::check_sqlite(&file.url())
+        .await
+        .expect_err("edited");
+    assert!(
+        matches!(err, MigrateError::ChecksumMismatch { version: 1 }),
+        "{err:?}"
+    );
+    sqlx::query("UPDATE _sqlx_migrations SET success = FALSE WHERE version = 1")
+        .execute(pool)
+        .await
+        .expect("fail");
+    let err = migrate::check_sqlite(&file.url()).await.expect_err("dirty");
+    assert!(matches!(err, MigrateError::Dirty { version: 1 }), "{err:?}");
+}

@@ -268,3 +268,61 @@ async fn migrate_applies_the_schema_once_and_serve_without_auth_uses_the_default
         "default data dir"
     );
 }
+
+/// `serve` with `database.migrate_on_start = false` checks the schema instead of
+/// migrating: against a database lacking this binary's migrations it exits naming them and
+/// `baton migrate`. (Run with a deadline: a regression would serve forever.)
+#[tokio::test]
+async fn serve_without_migrate_on_start_refuses_an_unmigrated_database_naming_baton_migrate() {
+    let db = baton_testkit::TestDatabase::postgres().await.expect("db");
+    let url = db.url().to_string();
+    let (exited, says) = tokio::task::spawn_blocking(move || {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("out.log");
+        let file = std::fs::File::create(&log).expect("log file");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_baton"))
+            .args(["serve", "--tier", "team", "--auth-required"])
+            .args(["--listen", "127.0.0.1:0"])
+            .current_dir(dir.path())
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("BATON_DATABASE__URL", &url)
+            .env("BATON_DATABASE__MIGRATE_ON_START", "false")
+            .env("BATON_BUS__NATS_URL", "nats://127.0.0.1:4222")
+            .stdout(file.try_clone().expect("log file"))
+            .stderr(file)
+            .spawn()
+            .expect("spawn baton serve");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                break Some(status);
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        let says = std::fs::read_to_string(&log).expect("read log");
+        (status, says)
+    })
+    .await
+    .expect("join");
+    let status = exited.unwrap_or_else(|| panic!("still serving after 30 s: {says}"));
+    assert!(!status.success(), "{says}");
+    let pending = baton_store::PG_MIGRATOR
+        .iter()
+        .filter(|m| !m.migration_type.is_down_migration())
+        .map(|m| m.version.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    assert!(
+        says.contains(&format!("lacks migrations this binary needs: {pending}"))
+            && says.contains("baton migrate"),
+        "{says}"
+    );
+    assert!(!says.contains("listening"), "{says}");
+    db.drop_db().await.expect("drop");
+}
