@@ -22,6 +22,8 @@ pub enum Code {
     PayloadTooLarge,
     Unauthorized,
     Forbidden,
+    HostNotAllowed,
+    OriginNotAllowed,
     NotFound,
     RouteNotFound,
     MethodNotAllowed,
@@ -35,7 +37,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, for documentation checks.
-    pub const ALL: [Code; 19] = [
+    pub const ALL: [Code; 21] = [
         Code::InvalidRequest,
         Code::InvalidBody,
         Code::InvalidPath,
@@ -46,6 +48,8 @@ impl Code {
         Code::PayloadTooLarge,
         Code::Unauthorized,
         Code::Forbidden,
+        Code::HostNotAllowed,
+        Code::OriginNotAllowed,
         Code::NotFound,
         Code::RouteNotFound,
         Code::MethodNotAllowed,
@@ -70,6 +74,8 @@ impl Code {
             PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
             Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
             Forbidden => (StatusCode::FORBIDDEN, "forbidden"),
+            HostNotAllowed => (StatusCode::FORBIDDEN, "host_not_allowed"),
+            OriginNotAllowed => (StatusCode::FORBIDDEN, "origin_not_allowed"),
             NotFound => (StatusCode::NOT_FOUND, "not_found"),
             RouteNotFound => (StatusCode::NOT_FOUND, "route_not_found"),
             MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),

@@ -101,11 +101,57 @@ where
     }
 }
 
-/// Parses an optional JSON body: empty means `T::default()`.
-pub fn optional_json<T: DeserializeOwned + Default>(bytes: &[u8]) -> Result<T, ApiError> {
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(T::default());
+/// An optional JSON body: empty means `T::default()`; otherwise it must be JSON with a
+/// JSON content type, like [`ApiJson`].
+pub struct OptionalJson<T>(pub T);
+
+impl<S, T> FromRequest<S> for OptionalJson<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned + Default,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let json_type = req
+            .headers()
+            .get(axum::http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(is_json_type);
+        let bytes = axum::body::Bytes::from_request(req, state)
+            .await
+            .map_err(|rej| {
+                if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::new(
+                        Code::PayloadTooLarge,
+                        "the request body is larger than the configured limit",
+                    )
+                } else {
+                    ApiError::new(Code::InvalidBody, rej.body_text())
+                }
+            })?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(OptionalJson(T::default()));
+        }
+        if !json_type {
+            return Err(ApiError::new(
+                Code::UnsupportedMediaType,
+                "the request body must be JSON with `Content-Type: application/json`",
+            ));
+        }
+        serde_json::from_slice(&bytes)
+            .map(OptionalJson)
+            .map_err(|e| ApiError::new(Code::InvalidBody, format!("invalid request body: {e}")))
     }
-    serde_json::from_slice(bytes)
-        .map_err(|e| ApiError::new(Code::InvalidBody, format!("invalid request body: {e}")))
+}
+
+fn is_json_type(value: &str) -> bool {
+    let essence = value
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
 }

@@ -6,6 +6,7 @@
 pub mod auth;
 pub mod error;
 pub mod extract;
+mod local;
 mod problem;
 pub mod routes;
 pub mod state;
@@ -68,6 +69,10 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(|| async {
             ApiError::new(Code::MethodNotAllowed, "method not allowed on this route")
         })
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            local::guard,
+        ))
         .with_state(state)
         .layer(axum::middleware::from_fn(problem::finish_problems))
         .layer(DefaultBodyLimit::max(body_limit))

@@ -6,6 +6,7 @@ use crate::error::CoreError;
 use crate::model::{Agent, ProviderSpec};
 use crate::page::{self, Page};
 use crate::ports::{AgentStore, Clock};
+use crate::validate;
 use baton_events::AgentId;
 use serde::Deserialize;
 use std::sync::Arc;
@@ -72,20 +73,8 @@ impl Agents {
 }
 
 fn validate(new: &NewAgent) -> Result<(), CoreError> {
-    let name = new.name.trim();
-    if name.is_empty() {
-        return Err(CoreError::invalid("name must not be empty"));
-    }
-    if name.chars().count() > MAX_NAME_CHARS {
-        return Err(CoreError::invalid(format!(
-            "name is longer than {MAX_NAME_CHARS} characters"
-        )));
-    }
-    if new.instructions.chars().count() > MAX_INSTRUCTIONS_CHARS {
-        return Err(CoreError::invalid(format!(
-            "instructions are longer than {MAX_INSTRUCTIONS_CHARS} characters"
-        )));
-    }
+    validate::non_blank("name", &new.name, MAX_NAME_CHARS)?;
+    validate::text("instructions", &new.instructions, MAX_INSTRUCTIONS_CHARS)?;
     match &new.provider {
         ProviderSpec::Scripted { replies } => {
             if replies.is_empty() {
@@ -98,13 +87,17 @@ fn validate(new: &NewAgent) -> Result<(), CoreError> {
                     "provider.replies holds more than {MAX_SCRIPT_REPLIES} replies"
                 )));
             }
-            if let Some(i) = replies
-                .iter()
-                .position(|r| r.delay_ms > MAX_SCRIPT_DELAY_MS)
-            {
-                return Err(CoreError::invalid(format!(
-                    "provider.replies[{i}].delay_ms exceeds {MAX_SCRIPT_DELAY_MS}"
-                )));
+            for (i, r) in replies.iter().enumerate() {
+                validate::text(
+                    &format!("provider.replies[{i}].content"),
+                    &r.content,
+                    crate::runs::MAX_CONTENT_CHARS,
+                )?;
+                if r.delay_ms > MAX_SCRIPT_DELAY_MS {
+                    return Err(CoreError::invalid(format!(
+                        "provider.replies[{i}].delay_ms exceeds {MAX_SCRIPT_DELAY_MS}"
+                    )));
+                }
             }
         }
     }

@@ -12,6 +12,7 @@ pub mod model;
 pub mod page;
 pub mod ports;
 pub mod runs;
+pub mod validate;
 
 pub use auth::{Action, Principal, Role};
 pub use baton_events::{AgentId, EventId, MessageId, RunId, TenantId};

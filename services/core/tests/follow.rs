@@ -135,16 +135,22 @@ impl World {
 #[tokio::test]
 async fn a_subscriber_that_falls_behind_its_buffer_is_closed_and_resumes_from_its_cursor() {
     let (w, run) = world(4, true).await;
-    let stream = follow(&w.runs, &w.owner, run, 0, Duration::from_secs(60))
-        .await
-        .expect("follow");
-    // Nobody reads while 10 events are published into a 4-event buffer.
+    let mut stream = Box::pin(
+        follow(&w.runs, &w.owner, run, 0, Duration::from_secs(60))
+            .await
+            .expect("follow")
+            .expect("a live run"),
+    );
+    let first = stream.next().await.expect("replayed").expect("ok");
+    assert_eq!(first.version, 1, "replay from the database comes first");
+    // Caught up and live; nobody reads while 10 events go into a 4-event buffer.
     w.append(run, 10).await;
-    let got: Vec<i64> = stream.map(|e| e.expect("event").version).collect().await;
-    assert_eq!(
-        got.first(),
-        Some(&1),
-        "replay from the database comes first"
+    let mut got = vec![1];
+    got.extend(
+        stream
+            .map(|e| e.expect("event").version)
+            .collect::<Vec<_>>()
+            .await,
     );
     let last = *got.last().expect("some events");
     assert!(last < 11, "the stream was closed early: {got:?}");
@@ -157,7 +163,8 @@ async fn a_subscriber_that_falls_behind_its_buffer_is_closed_and_resumes_from_it
     let mut rest = Box::pin(
         follow(&w.runs, &w.owner, run, last, Duration::from_millis(50))
             .await
-            .expect("resume"),
+            .expect("resume")
+            .expect("a live run"),
     );
     for v in last + 1..=11 {
         let e = tokio::time::timeout(Duration::from_secs(5), rest.next())
@@ -175,7 +182,8 @@ async fn events_whose_publish_was_lost_still_arrive_from_the_database() {
     let mut stream = Box::pin(
         follow(&w.runs, &w.owner, run, 0, Duration::from_millis(50))
             .await
-            .expect("follow"),
+            .expect("follow")
+            .expect("a live run"),
     );
     let first = stream.next().await.expect("replayed").expect("ok");
     assert_eq!(first.version, 1);
@@ -188,4 +196,40 @@ async fn events_whose_publish_was_lost_still_arrive_from_the_database() {
             .expect("ok");
         assert_eq!(e.version, v);
     }
+}
+
+#[tokio::test]
+async fn a_long_backlog_is_replayed_in_order_a_page_at_a_time() {
+    let (w, run) = world(8, true).await;
+    w.append(run, 450).await;
+    let stream = follow(&w.runs, &w.owner, run, 0, Duration::from_millis(50))
+        .await
+        .expect("follow")
+        .expect("a live run");
+    let got: Vec<i64> = stream
+        .take(451)
+        .map(|e| e.expect("event").version)
+        .collect()
+        .await;
+    assert_eq!(got, (1..=451).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn following_an_ended_run_from_its_last_event_yields_nothing_to_wait_for() {
+    let (w, run) = world(8, true).await;
+    w.runs
+        .cancel_run(&w.owner, run, None)
+        .await
+        .expect("cancel");
+    let end = w.runs.get_run(&w.owner, run).await.expect("run").version;
+    let ended = follow(&w.runs, &w.owner, run, end, Duration::from_millis(50))
+        .await
+        .expect("follow");
+    assert!(ended.is_none(), "no stream for an ended run at its end");
+    let tail = follow(&w.runs, &w.owner, run, end - 1, Duration::from_millis(50))
+        .await
+        .expect("follow")
+        .expect("one event left");
+    let got: Vec<String> = tail.map(|e| e.expect("event").event_type).collect().await;
+    assert_eq!(got, ["run.cancelled"], "the last event, then the end");
 }

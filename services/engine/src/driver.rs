@@ -16,8 +16,10 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-/// Pause after a store error before trying the step again.
-const RETRY_AFTER: Duration = Duration::from_millis(500);
+/// Pause after a transient store error before trying the step again; doubles up to
+/// [`RETRY_MAX`] while the errors last.
+const RETRY_AFTER: Duration = Duration::from_millis(200);
+const RETRY_MAX: Duration = Duration::from_secs(30);
 
 pub(crate) struct Driver {
     inner: Arc<Inner>,
@@ -53,25 +55,34 @@ impl Driver {
 
     #[tracing::instrument(name = "drive_run", skip_all, fields(tenant_id = %self.tenant, run_id = %self.run))]
     pub(crate) async fn run(mut self) {
+        let mut backoff = RETRY_AFTER;
         loop {
             let seen = self.inner.wakes(self.run);
             if self.inner.shutdown.is_cancelled() {
-                self.inner.retire(self.run, u64::MAX);
+                self.inner.forget(self.run);
                 return;
             }
             match self.step().await {
-                Ok(Next::Continue) => continue,
+                Ok(Next::Continue) => backoff = RETRY_AFTER,
                 Ok(Next::Idle) => {
                     if self.inner.retire(self.run, seen) {
                         return;
                     }
                 }
-                Err(e) => {
-                    tracing::warn!(error = %e, "run step failed; retrying");
+                Err(StoreError::Unavailable(e)) => {
+                    tracing::warn!(error = %e, retry_in = ?backoff, "store unavailable; retrying the step");
                     tokio::select! {
                         () = self.inner.shutdown.cancelled() => {}
-                        () = tokio::time::sleep(RETRY_AFTER) => {}
+                        () = tokio::time::sleep(backoff) => {}
                     }
+                    backoff = (backoff * 2).min(RETRY_MAX);
+                }
+                Err(e) => {
+                    // Not transient: data this build cannot read (a newer replica's agent
+                    // or event), or a bug. Leave the run alone until a client acts on it.
+                    tracing::error!(error = %e, "cannot drive this run; parking it");
+                    self.inner.park(self.run);
+                    return;
                 }
             }
         }

@@ -37,6 +37,9 @@ pub(crate) struct Inner {
     clock: Arc<dyn Clock>,
     replica: String,
     active: Mutex<HashMap<RunId, Mailbox>>,
+    /// Runs whose driver met an error that retrying will not fix; the sweep skips them
+    /// until a client command wakes them again.
+    parked: Mutex<std::collections::HashSet<RunId>>,
     shutdown: CancellationToken,
     tasks: TaskTracker,
 }
@@ -61,6 +64,7 @@ impl Engine {
                 clock,
                 replica: replica.into(),
                 active: Mutex::new(HashMap::new()),
+                parked: Mutex::new(std::collections::HashSet::new()),
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
             }),
@@ -73,7 +77,7 @@ impl Engine {
         let runs = self.inner.log.store.runs_needing_drive(SWEEP_BATCH).await?;
         let mut started = 0;
         for (tenant, run) in runs {
-            if !self.inner.lock().contains_key(&run) {
+            if !self.inner.lock().contains_key(&run) && !self.inner.is_parked(run) {
                 self.wake(tenant, run);
                 started += 1;
             }
@@ -117,6 +121,7 @@ impl RunDriver for Engine {
         if self.inner.shutdown.is_cancelled() {
             return;
         }
+        self.inner.unpark(run);
         let mut active = self.inner.lock();
         if let Some(mailbox) = active.get_mut(&run) {
             mailbox.wakes += 1;
@@ -144,6 +149,31 @@ impl Inner {
     /// The number of wake-ups a run's driver has been sent.
     fn wakes(&self, run: RunId) -> u64 {
         self.lock().get(&run).map_or(0, |m| m.wakes)
+    }
+
+    /// Removes the run's driver whatever wake-ups it was sent (shutdown).
+    fn forget(&self, run: RunId) {
+        self.lock().remove(&run);
+    }
+
+    /// Removes the run's driver and keeps the sweep away from the run.
+    fn park(&self, run: RunId) {
+        self.parked_runs().insert(run);
+        self.forget(run);
+    }
+
+    fn unpark(&self, run: RunId) {
+        self.parked_runs().remove(&run);
+    }
+
+    fn is_parked(&self, run: RunId) -> bool {
+        self.parked_runs().contains(&run)
+    }
+
+    fn parked_runs(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<RunId>> {
+        self.parked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Removes the run's driver unless a wake-up arrived after `seen`; returns whether

@@ -248,6 +248,11 @@ async fn a_turn_interrupted_by_shutdown_writes_nothing_and_is_taken_again_after_
     w.wait_for(run, "running", |r| r.status == RunStatus::Running)
         .await;
     w.engine.shutdown().await;
+    assert_eq!(
+        w.engine.active_runs(),
+        0,
+        "shutdown leaves no driver behind"
+    );
     let stopped = w.get(run).await;
     assert_eq!(
         stopped.status,
@@ -275,4 +280,39 @@ async fn a_turn_interrupted_by_shutdown_writes_nothing_and_is_taken_again_after_
         "the turn is resumed, not started twice: {types:?}"
     );
     restarted.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_run_whose_agent_this_build_cannot_read_is_parked_until_a_client_acts() {
+    let w = world().await;
+    let agent = w.agent(&[("never", 0, false)]).await;
+    let run = w.start(&w.unwoken(), agent, "hi").await;
+    // As if a newer replica saved a provider this build does not know.
+    sqlx::query("UPDATE agents SET provider = ? WHERE id = ?")
+        .bind(r#"{"kind":"from_the_future"}"#)
+        .bind(agent.as_uuid())
+        .execute(w.store.pool())
+        .await
+        .expect("corrupt the agent");
+    assert_eq!(w.engine.run_once().await.expect("sweep"), 1);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while w.engine.active_runs() > 0 || w.get(run).await.status != RunStatus::Running {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the driver never gave up"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        w.engine.run_once().await.expect("sweep"),
+        0,
+        "the sweep leaves it parked"
+    );
+    // A client command wakes it again; a cancel needs no agent.
+    w.runs
+        .cancel_run(&w.owner, run, None)
+        .await
+        .expect("cancel");
+    w.wait_for(run, "cancelled", |r| r.status == RunStatus::Cancelled)
+        .await;
 }

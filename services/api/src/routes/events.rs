@@ -7,8 +7,8 @@ use crate::error::{ApiError, ApiResult, Code, Problem};
 use crate::extract::{ApiPath, ApiQuery};
 use crate::state::AppState;
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::http::header::ACCEPT;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use baton_core::RunId;
@@ -40,12 +40,14 @@ pub struct EventsPage {
 /// A run's events: a JSON page, or an SSE stream with `Accept: text/event-stream`.
 ///
 /// SSE frames carry `id` = the event's version, `event` = its type and `data` = the
-/// envelope. Reconnect with `Last-Event-ID` to resume without gaps or duplicates.
+/// envelope. Reconnect with `Last-Event-ID` to resume without gaps or duplicates. A
+/// stream whose run has ended and whose cursor is at the end answers 204.
 #[utoipa::path(get, path = "/v1/runs/{run_id}/events", tag = "runs",
     params(("run_id" = String, Path, description = "Run id"), EventsQuery,
         ("Last-Event-ID" = Option<String>, Header, description = "SSE resume cursor")),
     responses((status = 200, body = EventsPage,
         description = "JSON page, or `text/event-stream` when asked for"),
+        (status = 204, description = "SSE asked for an ended run with nothing after the cursor"),
         (status = "4XX", body = Problem)))]
 pub async fn events(
     State(st): State<AppState>,
@@ -76,7 +78,11 @@ pub async fn events(
         )?,
         None => after.unwrap_or(0),
     };
-    let live = follow(&st.runs, &p, id, cursor, st.http.sse_resync).await?;
+    let Some(live) = follow(&st.runs, &p, id, cursor, st.http.sse_resync).await? else {
+        // The run has ended and the client has every event: 204 tells EventSource to stop
+        // reconnecting.
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    };
     let frames = live.map(|item| Ok::<_, Infallible>(frame(item)));
     let hint = futures::stream::once(async {
         Ok::<_, Infallible>(Event::default().retry(RETRY_HINT).comment("baton"))

@@ -3,9 +3,8 @@
 use super::{PageBody, parse_cursor};
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult, Code, Problem};
-use crate::extract::{ApiJson, ApiPath, ApiQuery, optional_json};
+use crate::extract::{ApiJson, ApiPath, ApiQuery, OptionalJson};
 use crate::state::AppState;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use baton_core::model::{Message, RunStatus, RunSummary};
@@ -121,9 +120,8 @@ pub async fn cancel(
     State(st): State<AppState>,
     Caller(p): Caller,
     ApiPath(id): ApiPath<RunId>,
-    body: Bytes,
+    OptionalJson(body): OptionalJson<CancelBody>,
 ) -> ApiResult<axum::Json<RunSummary>> {
-    let body: CancelBody = optional_json(&body)?;
     Ok(axum::Json(st.runs.cancel_run(&p, id, body.reason).await?))
 }
 

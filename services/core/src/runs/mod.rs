@@ -17,6 +17,7 @@ use crate::ports::{
     AgentStore, AppendOutcome, AppendRequest, Clock, EventBus, IdempotencyRecord, RunDriver,
     RunListQuery, RunStore,
 };
+use crate::validate;
 use baton_events::{
     AgentId, Envelope, EventMeta, MessageAppended, MessageId, MessageRole, NewEvent,
     RunCancelRequested, RunCancelled, RunCreated, RunEvent, RunId, TenantId, TurnRequested,
@@ -103,7 +104,7 @@ impl Runs {
         p.require(Action::CreateRuns)?;
         check_request_id(cmd.request_id.as_deref())?;
         if let Some(title) = &cmd.title {
-            check_len("title", title, MAX_TITLE_CHARS)?;
+            validate::text("title", title, MAX_TITLE_CHARS)?;
         }
         if let Some(content) = &cmd.message {
             check_content(content)?;
@@ -208,11 +209,20 @@ impl Runs {
                 return Ok(done);
             }
             let run = self.load(p.tenant, run_id).await?;
-            if run.status.is_terminal() {
-                return Err(CoreError::RunEnded(run.status.as_str()));
-            }
-            if run.status.is_busy() || run.status == RunStatus::RequiresAction {
-                return Err(CoreError::RunBusy);
+            let refusal = if run.status.is_terminal() {
+                Some(CoreError::RunEnded(run.status.as_str()))
+            } else if run.status.is_busy() || run.status == RunStatus::RequiresAction {
+                Some(CoreError::RunBusy)
+            } else {
+                None
+            };
+            if let Some(refusal) = refusal {
+                // The original of a repeated request may have committed (and made the run
+                // busy) between the idempotency check above and this read: it wins.
+                if let Some(done) = self.replay(p, &cmd.request_id, &fingerprint).await? {
+                    return Ok(done);
+                }
+                return Err(refusal);
             }
             let at = self.clock.now();
             let message = Message {
@@ -283,7 +293,7 @@ impl Runs {
     ) -> Result<RunSummary, CoreError> {
         p.require(Action::CancelRuns)?;
         if let Some(r) = &reason {
-            check_len("reason", r, MAX_TITLE_CHARS)?;
+            validate::text("reason", r, MAX_TITLE_CHARS)?;
         }
         for _ in 0..MAX_ATTEMPTS {
             let run = self.load(p.tenant, run_id).await?;
@@ -441,20 +451,8 @@ fn fingerprint<T: Serialize>(command: &str, input: &T) -> String {
     hex::encode(Sha256::digest(format!("{command}\n{body}").as_bytes()))
 }
 
-fn check_len(field: &str, value: &str, max: usize) -> Result<(), CoreError> {
-    if value.chars().count() > max {
-        return Err(CoreError::invalid(format!(
-            "{field} is longer than {max} characters"
-        )));
-    }
-    Ok(())
-}
-
 fn check_content(content: &str) -> Result<(), CoreError> {
-    if content.trim().is_empty() {
-        return Err(CoreError::invalid("content must not be empty"));
-    }
-    check_len("content", content, MAX_CONTENT_CHARS)
+    validate::non_blank("content", content, MAX_CONTENT_CHARS)
 }
 
 fn check_request_id(id: Option<&str>) -> Result<(), CoreError> {
@@ -463,7 +461,7 @@ fn check_request_id(id: Option<&str>) -> Result<(), CoreError> {
         Some(id) if id.chars().any(char::is_control) => Err(CoreError::invalid(
             "request_id must not contain control characters",
         )),
-        Some(id) => check_len("request_id", id, MAX_REQUEST_ID_CHARS),
+        Some(id) => validate::text("request_id", id, MAX_REQUEST_ID_CHARS),
         None => Ok(()),
     }
 }

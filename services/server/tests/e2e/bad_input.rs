@@ -75,6 +75,20 @@ async fn oversize_bodies_answer_413() {
     let r = api.message(&run, &big, None).await;
     assert_problem(&r, 413, "payload_too_large");
     assert!(api.messages(&run).await.is_empty());
+    let r = api
+        .post(&format!("/v1/runs/{run}/cancel"), json!({ "reason": big }))
+        .await;
+    assert_problem(&r, 413, "payload_too_large");
+    let r = api
+        .send(
+            api.req(reqwest::Method::POST, &format!("/v1/runs/{run}/cancel"))
+                .header("content-type", "text/plain")
+                .body("{}"),
+        )
+        .await;
+    assert_problem(&r, 415, "unsupported_media_type");
+    let r = api.get(&format!("/v1/runs/{run}")).await;
+    assert_eq!(r.body["status"], "waiting", "nothing was cancelled");
     app.stop().await;
 }
 
@@ -155,5 +169,44 @@ async fn health_and_openapi_answer() {
             "openapi documents {path}"
         );
     }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn without_auth_only_loopback_hosts_and_origins_are_served() {
+    let app = TestApp::embedded().await;
+    let api = app.anonymous();
+    let rebound = api
+        .send(
+            api.req(reqwest::Method::GET, "/v1/runs")
+                .header("host", "evil.example:8080"),
+        )
+        .await;
+    assert_problem(&rebound, 403, "host_not_allowed");
+    let cross_site = api
+        .send(
+            api.req(reqwest::Method::POST, "/v1/agents")
+                .header("origin", "https://evil.example")
+                .json(&json!({"name": "x", "provider": {"kind": "scripted", "replies": [{"content": "y"}]}})),
+        )
+        .await;
+    assert_problem(&cross_site, 403, "origin_not_allowed");
+    assert_eq!(api.get("/v1/agents").await.body["items"], json!([]));
+    for host in ["localhost:8080", "127.0.0.1", "[::1]:9"] {
+        let r = api
+            .send(
+                api.req(reqwest::Method::GET, "/v1/runs")
+                    .header("host", host),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{host}: {}", r.body);
+    }
+    let local_page = api
+        .send(
+            api.req(reqwest::Method::GET, "/v1/runs")
+                .header("origin", "http://localhost:3000"),
+        )
+        .await;
+    assert_eq!(local_page.status, 200);
     app.stop().await;
 }

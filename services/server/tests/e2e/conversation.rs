@@ -150,6 +150,8 @@ async fn idempotent(api: Api) {
     let body = json!({"agent_id": agent, "message": "x", "request_id": "run-req-1"});
     let a = api.post("/v1/runs", body.clone()).await;
     let b = api.post("/v1/runs", body).await;
+    assert_eq!((a.status, b.status), (201, 201), "{} {}", a.body, b.body);
+    assert!(a.body["run"]["id"].is_string());
     assert_eq!(a.body["run"]["id"], b.body["run"]["id"]);
     let list = api.get("/v1/runs?limit=500").await;
     assert_eq!(list.body["items"].as_array().map(Vec::len), Some(2));
@@ -234,4 +236,63 @@ async fn listing(api: Api) {
 #[tokio::test]
 async fn runs_list_newest_first_with_a_cursor_and_a_status_filter_in_both_tiers() {
     both_tiers(listing).await;
+}
+
+async fn concurrent_repeats(api: Api) {
+    let agent = api.agent(&[("one", 300, false)]).await;
+    for round in 0..5 {
+        let run = api.run(&agent, None).await;
+        let id = format!("same-{round}");
+        let mut tasks = Vec::new();
+        for _ in 0..8 {
+            let (api, run, id) = (api.clone(), run.clone(), id.clone());
+            tasks.push(tokio::spawn(async move {
+                api.message(&run, "hello", Some(&id)).await
+            }));
+        }
+        let mut ids = Vec::new();
+        for t in tasks {
+            let r = t.await.expect("task");
+            assert_eq!(r.status, 201, "every repeat gets the original: {}", r.body);
+            ids.push(r.body["message"]["id"].as_str().map(str::to_owned));
+        }
+        ids.dedup();
+        assert_eq!(ids.len(), 1, "one message: {ids:?}");
+        assert!(ids[0].is_some());
+        assert_eq!(api.messages(&run).await.len(), 1);
+    }
+}
+
+#[tokio::test]
+async fn concurrent_repeats_of_one_request_id_all_get_the_original_in_both_tiers() {
+    both_tiers(concurrent_repeats).await;
+}
+
+async fn nul_text(api: Api) {
+    let agent = api.agent(&[("x", 0, false)]).await;
+    let run = api.run(&agent, None).await;
+    let r = api.message(&run, "a\u{0}b", None).await;
+    let detail = assert_problem(&r, 400, "invalid_request");
+    assert!(detail.contains("content"), "{detail}");
+    let r = api
+        .post("/v1/runs", json!({"agent_id": agent, "title": "t\u{0}"}))
+        .await;
+    assert_problem(&r, 400, "invalid_request");
+    let r = api
+        .post("/v1/agents", json!({"name": "n\u{0}", "provider": {"kind": "scripted", "replies": [{"content": "y"}]}}))
+        .await;
+    assert_problem(&r, 400, "invalid_request");
+    let r = api
+        .post(
+            &format!("/v1/runs/{run}/cancel"),
+            json!({"reason": "\u{0}"}),
+        )
+        .await;
+    assert_problem(&r, 400, "invalid_request");
+    assert!(api.messages(&run).await.is_empty());
+}
+
+#[tokio::test]
+async fn text_with_nul_characters_is_refused_alike_in_both_tiers() {
+    both_tiers(nul_text).await;
 }

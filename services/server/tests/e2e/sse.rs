@@ -101,9 +101,19 @@ async fn resume_without_gaps(api: Api) {
         "the stream matches the database"
     );
 
-    // A stream opened on an ended run replays and closes.
+    // A stream opened on an ended run replays and closes...
     let replay = read_sse(&api, &run, Some(cursor), None).await;
     assert_eq!(replay, rest);
+    // ...and one at its very end answers 204, which tells EventSource to stop.
+    let end = rest.last().map(|(v, _)| *v).expect("events");
+    let r = api
+        .req(reqwest::Method::GET, &format!("/v1/runs/{run}/events"))
+        .header("accept", "text/event-stream")
+        .header("last-event-id", end.to_string())
+        .send()
+        .await
+        .expect("sse request");
+    assert_eq!(r.status(), 204);
 }
 
 #[tokio::test]

@@ -1,0 +1,45 @@
+//! Checks on client-supplied text shared by the use cases. Both databases must accept
+//! whatever passes: Postgres refuses NUL characters in text and JSON, so they are refused
+//! here, for every field, with the field named.
+
+use crate::error::CoreError;
+
+/// `value` has at most `max` characters and no NUL.
+pub fn text(field: &str, value: &str, max: usize) -> Result<(), CoreError> {
+    if value.contains('\0') {
+        return Err(CoreError::invalid(format!(
+            "{field} must not contain NUL characters"
+        )));
+    }
+    if value.chars().count() > max {
+        return Err(CoreError::invalid(format!(
+            "{field} is longer than {max} characters"
+        )));
+    }
+    Ok(())
+}
+
+/// Like [`text`], and not empty or blank.
+pub fn non_blank(field: &str, value: &str, max: usize) -> Result<(), CoreError> {
+    if value.trim().is_empty() {
+        return Err(CoreError::invalid(format!("{field} must not be empty")));
+    }
+    text(field, value, max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nul_blank_and_overlong_text_is_refused_naming_the_field() {
+        let msg = |r: Result<(), CoreError>| r.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(msg(text("title", "a\0b", 10)).contains("title"));
+        assert!(msg(text("title", "abcdef", 5)).contains("longer than 5"));
+        assert!(msg(non_blank("content", " \n", 5)).contains("content must not be empty"));
+        assert!(
+            text("title", "héllo", 5).is_ok(),
+            "counts characters, not bytes"
+        );
+    }
+}
