@@ -1,19 +1,27 @@
 //! Local fan-out of one replica: subscribers per run, each with a bounded buffer. A
 //! subscriber whose buffer is full is dropped (its receiver ends) so one slow client
-//! never holds up the others; it resumes from its cursor.
+//! never holds up the others; it resumes from its cursor. A dropped [`Subscription`]
+//! unregisters itself, so finished or abandoned runs leave nothing behind. Knows nothing
+//! of NATS.
 
 use baton_core::ports::Subscription;
 use baton_events::{Envelope, RunId, TenantId};
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::mpsc;
 
 type Key = (TenantId, RunId);
 
+struct Subscriber {
+    id: u64,
+    tx: mpsc::Sender<Envelope>,
+}
+
 pub struct Hub {
-    subscribers: Mutex<HashMap<Key, Vec<mpsc::Sender<Envelope>>>>,
+    subscribers: Mutex<HashMap<Key, Vec<Subscriber>>>,
     buffer: usize,
+    next_id: AtomicU64,
     closed_slow: AtomicU64,
 }
 
@@ -23,14 +31,28 @@ impl Hub {
         Self {
             subscribers: Mutex::new(HashMap::new()),
             buffer: buffer.max(1),
+            next_id: AtomicU64::new(0),
             closed_slow: AtomicU64::new(0),
         }
     }
 
-    pub fn subscribe(&self, tenant: TenantId, run: RunId) -> Subscription {
+    /// A feed of the run's events dispatched from now on. Dropping it removes exactly
+    /// this subscriber (and the run's entry once it has none); the hook holds only a
+    /// weak reference, so a subscription may outlive the hub.
+    pub fn subscribe(self: &Arc<Self>, tenant: TenantId, run: RunId) -> Subscription {
         let (tx, rx) = mpsc::channel(self.buffer);
-        self.lock().entry((tenant, run)).or_default().push(tx);
-        Subscription { events: rx }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let key = (tenant, run);
+        self.lock()
+            .entry(key)
+            .or_default()
+            .push(Subscriber { id, tx });
+        let hub = Arc::downgrade(self);
+        Subscription::with_release(rx, move || {
+            if let Some(hub) = hub.upgrade() {
+                hub.remove(key, id);
+            }
+        })
     }
 
     /// Hands the event to every subscriber of its run, dropping the full and the gone.
@@ -40,7 +62,7 @@ impl Hub {
         let Some(list) = subs.get_mut(&key) else {
             return;
         };
-        list.retain(|tx| match tx.try_send(event.clone()) {
+        list.retain(|s| match s.tx.try_send(event.clone()) {
             Ok(()) => true,
             Err(mpsc::error::TrySendError::Full(_)) => {
                 self.closed_slow.fetch_add(1, Ordering::Relaxed);
@@ -59,20 +81,34 @@ impl Hub {
         self.closed_slow.load(Ordering::Relaxed)
     }
 
-    /// Live subscribers (pruning those whose receiver is gone).
+    /// Live subscribers: registered and still listening.
     pub fn subscriber_count(&self) -> usize {
-        let mut subs = self.lock();
-        subs.retain(|_, list| {
-            list.retain(|tx| !tx.is_closed());
-            !list.is_empty()
-        });
-        subs.values().map(Vec::len).sum()
+        self.lock()
+            .values()
+            .flatten()
+            .filter(|s| !s.tx.is_closed())
+            .count()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Vec<mpsc::Sender<Envelope>>>> {
+    /// Runs with at least one registered subscriber (the size of the internal map).
+    pub fn runs_tracked(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn remove(&self, key: Key, id: u64) {
+        let mut subs = self.lock();
+        if let Some(list) = subs.get_mut(&key) {
+            list.retain(|s| s.id != id);
+            if list.is_empty() {
+                subs.remove(&key);
+            }
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<Key, Vec<Subscriber>>> {
         // A panic while holding this lock cannot leave the map inconsistent.
         self.subscribers
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }

@@ -1,8 +1,11 @@
 //! The team tier's bus: events are published to `baton.ev.<tenant>.<run>` after commit;
-//! one wildcard subscription per replica feeds the local hub. A failed publish is logged
-//! and counted: subscribers fill the gap from the database.
+//! one wildcard subscription per replica feeds the local hub. Publishing never waits on
+//! NATS: events go through a bounded queue to a background publisher, and a lost or
+//! failed publish is counted and logged (throttled): subscribers fill the gap from the
+//! database.
 
 use crate::hub::Hub;
+use crate::publisher::Publisher;
 use crate::subjects;
 use async_trait::async_trait;
 use baton_core::StoreError;
@@ -10,7 +13,6 @@ use baton_core::ports::{EventBus, Subscription};
 use baton_events::{Envelope, RunId, TenantId};
 use futures::StreamExt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use thiserror::Error;
 
@@ -22,26 +24,58 @@ pub enum NatsError {
     Subscribe { subject: String, reason: String },
 }
 
+/// How a [`NatsBus`] buffers; `NatsOptions { publish_queue: 64, ..Default::default() }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NatsOptions {
+    /// Each local subscriber's buffer, in events (at least 1); a subscriber that falls
+    /// this far behind is closed and resumes from its cursor.
+    pub subscriber_buffer: usize,
+    /// Events waiting for the background publisher (at least 1). While NATS is slow or
+    /// down this fills up, and further events are dropped and counted, not waited for.
+    pub publish_queue: usize,
+    /// How long the first connection may take before start-up fails.
+    pub connect_timeout: Duration,
+}
+
+impl Default for NatsOptions {
+    fn default() -> Self {
+        Self {
+            subscriber_buffer: 256,
+            publish_queue: 8192,
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
 pub struct NatsBus {
     client: async_nats::Client,
     hub: Arc<Hub>,
-    publish_failures: AtomicU64,
+    publisher: Publisher,
     forwarder: tokio::task::JoinHandle<()>,
 }
 
 impl NatsBus {
-    /// Connects, subscribes to every event subject and starts feeding the local hub.
-    /// Fails at once when the server is unreachable (start-up should say so, not hang);
-    /// after that the client reconnects by itself. The URL may carry credentials; it
-    /// never reaches logs or errors.
+    /// [`NatsBus::connect_with`] with `buffer` per subscriber and default options.
     pub async fn connect(url: &str, buffer: usize) -> Result<Self, NatsError> {
+        let options = NatsOptions {
+            subscriber_buffer: buffer,
+            ..NatsOptions::default()
+        };
+        Self::connect_with(url, options).await
+    }
+
+    /// Connects, subscribes to every event subject, starts feeding the local hub and
+    /// starts the background publisher. Fails at once when the server is unreachable
+    /// (start-up should say so, not hang); after that the client reconnects by itself.
+    /// The URL may carry credentials; it never reaches logs or errors.
+    pub async fn connect_with(url: &str, options: NatsOptions) -> Result<Self, NatsError> {
         let client = async_nats::ConnectOptions::new()
-            .connection_timeout(Duration::from_secs(5))
+            .connection_timeout(options.connect_timeout)
             .name("baton")
             .connect(url)
             .await
             .map_err(|e| NatsError::Connect(e.kind().to_string()))?;
-        let hub = Arc::new(Hub::new(buffer));
+        let hub = Arc::new(Hub::new(options.subscriber_buffer));
         let mut sub =
             client
                 .subscribe(subjects::ALL_EVENTS)
@@ -65,10 +99,12 @@ impl NatsBus {
                 }
             }
         });
+        // Detached: it ends soon after the publisher handle drops with the bus.
+        let (publisher, _) = Publisher::start(client.clone(), options.publish_queue);
         Ok(Self {
             client,
             hub,
-            publish_failures: AtomicU64::new(0),
+            publisher,
             forwarder,
         })
     }
@@ -77,13 +113,21 @@ impl NatsBus {
         &self.hub
     }
 
-    /// Publishes that failed since start (each one costs subscribers latency only).
+    /// Publishes the NATS client refused since start (each one costs subscribers
+    /// latency only).
     pub fn publish_failures(&self) -> u64 {
-        self.publish_failures.load(Ordering::Relaxed)
+        self.publisher.failures()
+    }
+
+    /// Events never handed to NATS because the publish queue was full, since start
+    /// (each one costs subscribers latency only).
+    pub fn publish_dropped(&self) -> u64 {
+        self.publisher.dropped()
     }
 }
 
 impl Drop for NatsBus {
+    /// Stops the forwarder; dropping the publisher handle stops the publisher.
     fn drop(&mut self) {
         self.forwarder.abort();
     }
@@ -91,29 +135,10 @@ impl Drop for NatsBus {
 
 #[async_trait]
 impl EventBus for NatsBus {
+    /// Queues the events for the background publisher and returns at once.
     async fn publish(&self, events: &[Envelope]) {
         for e in events {
-            let subject = subjects::event(e.meta.tenant, e.stream);
-            let payload = match serde_json::to_vec(e) {
-                Ok(p) => p,
-                Err(err) => {
-                    tracing::error!(error = %err, "cannot encode an event for the bus");
-                    continue;
-                }
-            };
-            let mut headers = async_nats::HeaderMap::new();
-            if let Some(tp) = &e.meta.traceparent {
-                headers.insert("traceparent", tp.as_str());
-            }
-            if let Err(err) = self
-                .client
-                .publish_with_headers(subject, headers, payload.into())
-                .await
-            {
-                self.publish_failures.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(run_id = %e.stream, version = e.version, error = %err,
-                    "event publish failed; subscribers will re-read it from the database");
-            }
+            self.publisher.offer(e);
         }
     }
 
@@ -121,6 +146,8 @@ impl EventBus for NatsBus {
         Ok(self.hub.subscribe(tenant, run))
     }
 
+    /// The client's connection state: publishing itself never fails, so this is where
+    /// a NATS outage shows.
     async fn ping(&self) -> Result<(), StoreError> {
         match self.client.connection_state() {
             async_nats::connection::State::Connected => Ok(()),

@@ -1,33 +1,14 @@
 //! The bus contract, run against the in-process bus and a real NATS server.
 
-use baton_bus::{InProcessBus, NatsBus};
+mod common;
+
+use baton_bus::{Hub, InProcessBus, NatsBus};
 use baton_core::ports::EventBus;
-use baton_events::{Envelope, EventId, EventMeta, RunId, TenantId};
-use std::time::Duration;
+use baton_events::{RunId, TenantId};
+use common::{event, recv};
 
 fn nats_url() -> String {
     std::env::var("BATON_TEST_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into())
-}
-
-fn event(tenant: TenantId, run: RunId, version: i64) -> Envelope {
-    Envelope {
-        id: EventId::new(),
-        stream: run,
-        version,
-        position: version,
-        event_type: "turn.started".into(),
-        schema: 1,
-        data: serde_json::json!({ "turn": version }),
-        meta: EventMeta::new(tenant),
-        recorded_at: chrono::Utc::now(),
-    }
-}
-
-async fn recv(sub: &mut baton_core::ports::Subscription) -> Option<Envelope> {
-    tokio::time::timeout(Duration::from_secs(5), sub.events.recv())
-        .await
-        .ok()
-        .flatten()
 }
 
 async fn delivers_a_runs_events_in_order_and_only_to_its_subscribers(bus: &dyn EventBus) {
@@ -69,6 +50,39 @@ async fn closes_a_subscriber_that_falls_behind(bus: &dyn EventBus, buffer: usize
         assert_eq!(e.version, seen);
     }
     assert_eq!(seen as usize, buffer, "the slow feed ends after its buffer");
+}
+
+async fn forgets_dropped_subscribers(bus: &dyn EventBus, hub: &Hub) {
+    let tenant = TenantId::new();
+    let (before, runs) = (hub.subscriber_count(), hub.runs_tracked());
+    let run = RunId::new();
+    let mut kept = bus.subscribe(tenant, run).await.expect("subscribe");
+    for _ in 0..100 {
+        drop(bus.subscribe(tenant, run).await.expect("subscribe"));
+        drop(
+            bus.subscribe(tenant, RunId::new())
+                .await
+                .expect("subscribe"),
+        );
+    }
+    assert_eq!(hub.subscriber_count(), before + 1);
+    assert_eq!(hub.runs_tracked(), runs + 1);
+    bus.publish(&[event(tenant, run, 1)]).await;
+    assert_eq!(recv(&mut kept).await.map(|e| e.version), Some(1));
+    drop(kept);
+    assert_eq!((hub.subscriber_count(), hub.runs_tracked()), (before, runs));
+}
+
+#[tokio::test]
+async fn in_process_forgets_dropped_subscribers() {
+    let bus = InProcessBus::new(8);
+    forgets_dropped_subscribers(&bus, bus.hub()).await;
+}
+
+#[tokio::test]
+async fn nats_forgets_dropped_subscribers() {
+    let bus = NatsBus::connect(&nats_url(), 8).await.expect("nats");
+    forgets_dropped_subscribers(&bus, bus.hub()).await;
 }
 
 #[tokio::test]

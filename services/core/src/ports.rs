@@ -138,8 +138,48 @@ pub trait TenantStore: Send + Sync {
 
 /// A live feed of one run's durable events, bounded: when the subscriber falls behind
 /// the feed is closed (the receiver yields `None`) and the client resumes from its cursor.
+/// Dropping it runs the bus's release hook, so the bus forgets the subscriber at once.
 pub struct Subscription {
     pub events: mpsc::Receiver<Envelope>,
+    release: Option<Box<dyn FnOnce() + Send + Sync>>,
+}
+
+impl Subscription {
+    /// A feed the bus need not be told about when it goes away.
+    pub fn new(events: mpsc::Receiver<Envelope>) -> Self {
+        Self {
+            events,
+            release: None,
+        }
+    }
+
+    /// A feed that calls `release` once, when it is dropped (the bus unregisters it).
+    pub fn with_release(
+        events: mpsc::Receiver<Envelope>,
+        release: impl FnOnce() + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            events,
+            release: Some(Box::new(release)),
+        }
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        if let Some(release) = self.release.take() {
+            release();
+        }
+    }
+}
+
+impl std::fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscription")
+            .field("events", &self.events)
+            .field("release", &self.release.is_some())
+            .finish()
+    }
 }
 
 /// Publishes committed events and feeds subscribers. The database stays the source of

@@ -1,0 +1,68 @@
+//! The local hub forgets subscribers as soon as their subscription is dropped.
+
+mod common;
+
+use baton_bus::Hub;
+use baton_events::{RunId, TenantId};
+use common::{event, recv};
+use std::sync::Arc;
+
+#[tokio::test]
+async fn a_thousand_dropped_subscriptions_leave_no_entry_behind() {
+    let hub = Arc::new(Hub::new(4));
+    let tenant = TenantId::new();
+    let finished = RunId::new();
+    for i in 0..1000 {
+        // Half on one finished run, half on runs nobody ever publishes to again.
+        let run = if i % 2 == 0 { finished } else { RunId::new() };
+        let sub = hub.subscribe(tenant, run);
+        assert_eq!(hub.subscriber_count(), 1);
+        drop(sub);
+    }
+    assert_eq!(hub.subscriber_count(), 0);
+    assert_eq!(hub.runs_tracked(), 0);
+}
+
+#[tokio::test]
+async fn a_dropped_subscriber_leaves_the_others_on_its_run_receiving() {
+    let hub = Arc::new(Hub::new(4));
+    let (tenant, run) = (TenantId::new(), RunId::new());
+    let mut first = hub.subscribe(tenant, run);
+    let gone = hub.subscribe(tenant, run);
+    let mut last = hub.subscribe(tenant, run);
+    drop(gone);
+    assert_eq!((hub.subscriber_count(), hub.runs_tracked()), (2, 1));
+    hub.dispatch(&event(tenant, run, 1));
+    assert_eq!(recv(&mut first).await.map(|e| e.version), Some(1));
+    assert_eq!(recv(&mut last).await.map(|e| e.version), Some(1));
+    drop(first);
+    hub.dispatch(&event(tenant, run, 2));
+    assert_eq!(recv(&mut last).await.map(|e| e.version), Some(2));
+    drop(last);
+    assert_eq!((hub.subscriber_count(), hub.runs_tracked()), (0, 0));
+}
+
+#[tokio::test]
+async fn a_subscription_may_outlive_its_hub() {
+    let hub = Arc::new(Hub::new(4));
+    let mut sub = hub.subscribe(TenantId::new(), RunId::new());
+    drop(hub);
+    assert!(recv(&mut sub).await.is_none(), "the feed ends with the hub");
+    drop(sub);
+}
+
+#[tokio::test]
+async fn a_slow_subscriber_closed_by_dispatch_releases_cleanly() {
+    let hub = Arc::new(Hub::new(1));
+    let (tenant, run) = (TenantId::new(), RunId::new());
+    let slow = hub.subscribe(tenant, run);
+    let mut other = hub.subscribe(tenant, run);
+    hub.dispatch(&event(tenant, run, 1));
+    assert_eq!(recv(&mut other).await.map(|e| e.version), Some(1));
+    hub.dispatch(&event(tenant, run, 2));
+    assert_eq!(hub.closed_slow(), 1);
+    assert_eq!((hub.subscriber_count(), hub.runs_tracked()), (1, 1));
+    drop(slow);
+    drop(other);
+    assert_eq!((hub.subscriber_count(), hub.runs_tracked()), (0, 0));
+}
