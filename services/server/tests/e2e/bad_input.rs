@@ -210,3 +210,23 @@ async fn without_auth_only_loopback_hosts_and_origins_are_served() {
     assert_eq!(local_page.status, 200);
     app.stop().await;
 }
+
+#[tokio::test]
+async fn with_nats_down_writes_still_answer_and_readiness_reports_the_bus() {
+    let mut nats = baton_testkit::TestNats::start()
+        .await
+        .expect("private nats");
+    let url = nats.url();
+    let app = TestApp::team_with_nats(&url).await;
+    let (_, api) = app.tenant(baton_core::Role::Owner).await;
+    let agent = api.agent(&[("hi", 0, false), ("again", 0, false)]).await;
+    assert_eq!(api.get("/readyz").await.body["bus"], "ok");
+    nats.stop();
+    let run = api.run(&agent, Some("hello")).await;
+    api.wait_status(&run, "waiting").await;
+    assert_eq!(api.message(&run, "still there?", None).await.status, 201);
+    let ready = api.get("/readyz").await;
+    assert_eq!(ready.status, 200, "{}", ready.body);
+    assert_eq!(ready.body["bus"], "unavailable");
+    app.stop().await;
+}

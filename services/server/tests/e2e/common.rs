@@ -38,6 +38,11 @@ impl TestApp {
 
     /// The team tier: a fresh Postgres database, the real NATS, API keys required.
     pub async fn team() -> Self {
+        Self::team_with_nats(&nats_url()).await
+    }
+
+    /// The team tier against the NATS server at `nats`.
+    pub async fn team_with_nats(nats: &str) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = TestDatabase::postgres().await.expect("test database");
         let mut config = Config::embedded(dir.path());
@@ -52,7 +57,7 @@ impl TestApp {
             migrate_on_start: true,
         };
         config.bus = Bus::Nats {
-            url: SecretString::from(nats_url()),
+            url: SecretString::from(nats.to_string()),
         };
         Self::start(config, dir, Some(db)).await
     }
