@@ -158,3 +158,34 @@ async fn sse_rejects_a_bad_last_event_id_and_a_cursor_past_the_end() {
     assert!(detail.contains("past the end"), "{detail}");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn an_idle_stream_gets_keep_alive_comments() {
+    let app = TestApp::embedded_with(|c| {
+        c.http.sse_keepalive = std::time::Duration::from_millis(100);
+    })
+    .await;
+    let api = app.anonymous();
+    let agent = api.agent(&[("x", 0, false)]).await;
+    let run = api.run(&agent, None).await;
+    let res = api
+        .req(reqwest::Method::GET, &format!("/v1/runs/{run}/events"))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .expect("sse");
+    let mut body = res.bytes_stream();
+    let mut text = String::new();
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    // The hint, the replayed run.created, then keep-alives while nothing happens.
+    while text.lines().filter(|l| *l == ":").count() < 3 {
+        let chunk = tokio::time::timeout_at(deadline, body.next())
+            .await
+            .expect("keep-alives arrive")
+            .expect("stream open")
+            .expect("chunk");
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(text.contains("event: run.created"), "{text}");
+    app.stop().await;
+}
