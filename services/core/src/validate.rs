@@ -27,6 +27,28 @@ pub fn non_blank(field: &str, value: &str, max: usize) -> Result<(), CoreError> 
     text(field, value, max)
 }
 
+/// A client idempotency key: 1 to `max` characters, no control characters.
+pub fn request_id(id: Option<&str>, max: usize) -> Result<(), CoreError> {
+    match id {
+        Some("") => Err(CoreError::invalid("request_id must not be empty")),
+        Some(id) if id.chars().any(char::is_control) => Err(CoreError::invalid(
+            "request_id must not contain control characters",
+        )),
+        Some(id) => text("request_id", id, max),
+        None => Ok(()),
+    }
+}
+
+/// An optional cursor or version from a client: absent means 0.
+pub fn non_negative(field: &str, v: Option<i64>) -> Result<i64, CoreError> {
+    match v {
+        Some(n) if n < 0 => Err(CoreError::invalid(format!(
+            "{field} must not be negative, got {n}"
+        ))),
+        v => Ok(v.unwrap_or(0)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,6 +6,7 @@
 //! messages exactly one is stored and the other gets `RunBusy` with nothing written.
 
 mod follow;
+mod idempotency;
 
 pub use follow::follow;
 
@@ -14,16 +15,15 @@ use crate::error::{CoreError, StoreError};
 use crate::model::{Message, RunStatus, RunSummary};
 use crate::page::{self, Page};
 use crate::ports::{
-    AgentStore, AppendOutcome, AppendRequest, Clock, EventBus, IdempotencyRecord, RunDriver,
-    RunListQuery, RunStore,
+    AgentStore, AppendOutcome, AppendRequest, Clock, EventBus, RunDriver, RunListQuery, RunStore,
 };
 use crate::validate;
 use baton_events::{
     AgentId, Envelope, EventMeta, MessageAppended, MessageId, MessageRole, NewEvent,
     RunCancelRequested, RunCancelled, RunCreated, RunEvent, RunId, TenantId, TurnRequested,
 };
+use idempotency::{check_replay, fingerprint, record};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::sync::Arc;
 
 /// How often a command re-reads and retries after losing a version race.
@@ -102,7 +102,7 @@ impl Runs {
 
     pub async fn create_run(&self, p: &Principal, cmd: CreateRun) -> Result<CreatedRun, CoreError> {
         p.require(Action::CreateRuns)?;
-        check_request_id(cmd.request_id.as_deref())?;
+        validate::request_id(cmd.request_id.as_deref(), MAX_REQUEST_ID_CHARS)?;
         if let Some(title) = &cmd.title {
             validate::text("title", title, MAX_TITLE_CHARS)?;
         }
@@ -201,7 +201,7 @@ impl Runs {
         cmd: PostMessage,
     ) -> Result<PostedMessage, CoreError> {
         p.require(Action::PostMessages)?;
-        check_request_id(cmd.request_id.as_deref())?;
+        validate::request_id(cmd.request_id.as_deref(), MAX_REQUEST_ID_CHARS)?;
         check_content(&cmd.content)?;
         let fingerprint = fingerprint("post_message", &(run_id, &cmd));
         for _ in 0..MAX_ATTEMPTS {
@@ -270,7 +270,7 @@ impl Runs {
     ) -> Result<Page<Message>, CoreError> {
         p.require(Action::ReadRuns)?;
         let limit = page::limit(limit)?;
-        let after = non_negative("after", after)?;
+        let after = validate::non_negative("after", after)?;
         self.load(p.tenant, run).await?;
         let items = self
             .store()
@@ -353,7 +353,7 @@ impl Runs {
     ) -> Result<Vec<Envelope>, CoreError> {
         p.require(Action::ReadRuns)?;
         let limit = page::limit(limit)?;
-        let after = non_negative("after", after)?;
+        let after = validate::non_negative("after", after)?;
         self.load(p.tenant, run).await?;
         Ok(self
             .store()
@@ -385,39 +385,6 @@ impl Runs {
     }
 }
 
-fn check_replay<T: for<'de> Deserialize<'de>>(
-    rec: &IdempotencyRecord,
-    fingerprint: &str,
-) -> Result<T, CoreError> {
-    if rec.fingerprint != fingerprint {
-        return Err(CoreError::IdempotencyKeyReused(rec.request_id.clone()));
-    }
-    decode_replay(rec)
-}
-
-fn decode_replay<T: for<'de> Deserialize<'de>>(rec: &IdempotencyRecord) -> Result<T, CoreError> {
-    serde_json::from_value(rec.response.clone()).map_err(|e| {
-        CoreError::Internal(format!(
-            "stored response of {} unreadable: {e}",
-            rec.command
-        ))
-    })
-}
-
-fn record<T: Serialize>(
-    request_id: &Option<String>,
-    command: &str,
-    fingerprint: String,
-    result: &T,
-) -> Option<IdempotencyRecord> {
-    request_id.as_ref().map(|id| IdempotencyRecord {
-        request_id: id.clone(),
-        command: command.to_string(),
-        fingerprint,
-        response: serde_json::to_value(result).unwrap_or(serde_json::Value::Null),
-    })
-}
-
 /// The two events of a user message that asks for a turn.
 fn user_turn(m: &Message, turn: i64, meta: &EventMeta) -> Vec<NewEvent> {
     vec![
@@ -446,31 +413,6 @@ fn meta(p: &Principal, request_id: Option<&str>) -> EventMeta {
     meta
 }
 
-fn fingerprint<T: Serialize>(command: &str, input: &T) -> String {
-    let body = serde_json::to_string(input).unwrap_or_default();
-    hex::encode(Sha256::digest(format!("{command}\n{body}").as_bytes()))
-}
-
 fn check_content(content: &str) -> Result<(), CoreError> {
     validate::non_blank("content", content, MAX_CONTENT_CHARS)
-}
-
-fn check_request_id(id: Option<&str>) -> Result<(), CoreError> {
-    match id {
-        Some("") => Err(CoreError::invalid("request_id must not be empty")),
-        Some(id) if id.chars().any(char::is_control) => Err(CoreError::invalid(
-            "request_id must not contain control characters",
-        )),
-        Some(id) => validate::text("request_id", id, MAX_REQUEST_ID_CHARS),
-        None => Ok(()),
-    }
-}
-
-fn non_negative(field: &str, v: Option<i64>) -> Result<i64, CoreError> {
-    match v {
-        Some(n) if n < 0 => Err(CoreError::invalid(format!(
-            "{field} must not be negative, got {n}"
-        ))),
-        v => Ok(v.unwrap_or(0)),
-    }
 }
