@@ -20,7 +20,8 @@ pub fn event(tenant: TenantId, run: RunId, version: i64) -> Envelope {
 
 /// The next event, or `None` when the feed ends or nothing comes within 5 s.
 pub async fn recv(sub: &mut Subscription) -> Option<Envelope> {
-    tokio::time::timeout(Duration::from_secs(5), sub.events.recv())
+    // Generous: a loaded CI machine can stall a loopback round trip for seconds.
+    tokio::time::timeout(Duration::from_secs(15), sub.events.recv())
         .await
         .ok()
         .flatten()
