@@ -18,7 +18,7 @@ pub fn event(tenant: TenantId, run: RunId, version: i64) -> Envelope {
     }
 }
 
-/// The next event, or `None` when the feed ends or nothing comes within 5 s.
+/// The next event, or `None` when the feed ends or nothing comes within 15 s.
 pub async fn recv(sub: &mut Subscription) -> Option<Envelope> {
     // Generous: a loaded CI machine can stall a loopback round trip for seconds.
     tokio::time::timeout(Duration::from_secs(15), sub.events.recv())
