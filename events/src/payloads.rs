@@ -108,6 +108,43 @@ pub struct RunFailed {
     pub error: ErrorInfo,
 }
 
+/// Why a replica took a run's lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeaseReason {
+    /// The run had no owner (a new turn, or a command on an idle run).
+    New,
+    /// The previous owner's lease expired (it crashed, stalled or was cut off).
+    Adopted,
+    /// The previous owner released it while draining.
+    Handoff,
+}
+
+/// A replica took the run's lease; its later engine events are fenced by `epoch`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseAcquired {
+    /// The replica identity: configured name and boot id (`name/boot`).
+    pub owner: String,
+    /// The fencing token: increases with every acquisition of this run's lease.
+    pub epoch: i64,
+    pub reason: LeaseReason,
+}
+
+/// Why a replica gave a lease up while the run still had work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReleaseReason {
+    /// The replica is shutting down and hands the run to another one.
+    Drained,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseReleased {
+    pub owner: String,
+    pub epoch: i64,
+    pub reason: ReleaseReason,
+}
+
 /// Every durable run event this build knows.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", content = "data")]
@@ -132,6 +169,10 @@ pub enum RunEvent {
     RunCompleted(RunCompleted),
     #[serde(rename = "run.failed")]
     RunFailed(RunFailed),
+    #[serde(rename = "lease.acquired")]
+    LeaseAcquired(LeaseAcquired),
+    #[serde(rename = "lease.released")]
+    LeaseReleased(LeaseReleased),
 }
 
 impl RunEvent {
@@ -148,6 +189,8 @@ impl RunEvent {
             Self::RunCancelled(_) => "run.cancelled",
             Self::RunCompleted(_) => "run.completed",
             Self::RunFailed(_) => "run.failed",
+            Self::LeaseAcquired(_) => "lease.acquired",
+            Self::LeaseReleased(_) => "lease.released",
         }
     }
 

@@ -18,6 +18,8 @@ const SCHEMAS: &[(&str, u32)] = &[
     ("run.cancelled", 1),
     ("run.completed", 1),
     ("run.failed", 1),
+    ("lease.acquired", 1),
+    ("lease.released", 1),
 ];
 
 /// The newest schema version of `event_type`, or `None` for a type this build does not know.

@@ -59,6 +59,8 @@ fn every_event_type_this_build_writes_has_a_golden_fixture() {
         "run.cancelled",
         "run.completed",
         "run.failed",
+        "lease.acquired",
+        "lease.released",
     ];
     for t in samples {
         let schema = baton_events::upcast::current_schema(t).expect("known type");

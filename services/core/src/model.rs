@@ -139,6 +139,8 @@ impl RunSummary {
                 self.status = RunStatus::Failed;
                 self.last_error = Some(e.error.clone());
             }
+            // Ownership is on the run row's lease columns, not in the projection.
+            RunEvent::LeaseAcquired(_) | RunEvent::LeaseReleased(_) => {}
         }
     }
 }

@@ -22,6 +22,25 @@ pub struct IdempotencyRecord {
     pub response: serde_json::Value,
 }
 
+/// A run's lease as held by one replica: the fencing token of its engine appends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fence {
+    /// The replica identity (`name/boot`).
+    pub owner: String,
+    /// The lease epoch the replica acquired.
+    pub epoch: i64,
+}
+
+/// A run whose lease a replica just took.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimedRun {
+    pub tenant: TenantId,
+    pub run: RunId,
+    pub epoch: i64,
+    /// The lease had another owner whose lease expired (as opposed to no owner).
+    pub adopted: bool,
+}
+
 /// Events to append to one run's stream, all or nothing.
 #[derive(Debug, Clone)]
 pub struct AppendRequest {
@@ -34,6 +53,31 @@ pub struct AppendRequest {
     /// Stored in the same transaction; if the `request_id` exists already, nothing is
     /// appended and the stored record is returned.
     pub idempotency: Option<IdempotencyRecord>,
+    /// Engine appends only: the lease they act under. Unless the run's lease is still
+    /// exactly this owner and epoch, nothing is written and the append is `Fenced`.
+    pub fence: Option<Fence>,
+    /// With a fence: give the lease up in the same transaction (the run goes idle).
+    pub release: bool,
+}
+
+impl AppendRequest {
+    /// A client command's append: no lease, no idempotency record.
+    pub fn new(
+        run: RunId,
+        expected_version: i64,
+        events: Vec<NewEvent>,
+        at: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            run,
+            expected_version,
+            events,
+            at,
+            idempotency: None,
+            fence: None,
+            release: false,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -107,6 +151,41 @@ pub trait RunStore: Send + Sync {
 
     /// Cheap connectivity check for readiness.
     async fn ping(&self) -> Result<(), StoreError>;
+}
+
+/// Run leases (DESIGN.md §3): only the holder of a run's lease drives it. Expiry is
+/// `now + ttl`; an expired lease may be taken by anyone, which bumps the epoch and so
+/// fences the previous holder's appends.
+#[async_trait]
+pub trait LeaseStore: Send + Sync {
+    /// Takes the lease of runs that need driving (a turn in progress or a cancel
+    /// pending) whose lease is free or expired, oldest first, at most `limit`; concurrent
+    /// claimers skip each other's rows. With `only`, considers that one run alone.
+    async fn claim_runs(
+        &self,
+        owner: &str,
+        ttl: std::time::Duration,
+        now: DateTime<Utc>,
+        limit: u32,
+        only: Option<(TenantId, RunId)>,
+    ) -> Result<Vec<ClaimedRun>, StoreError>;
+
+    /// Extends every lease `owner` holds, in ONE statement, and returns the runs it still
+    /// holds; a run missing from the answer was lost (taken after expiry).
+    async fn renew_leases(
+        &self,
+        owner: &str,
+        ttl: std::time::Duration,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<RunId>, StoreError>;
+
+    /// Gives a lease up if it is still `fence`'s; returns whether it was.
+    async fn release_lease(
+        &self,
+        tenant: TenantId,
+        run: RunId,
+        fence: &Fence,
+    ) -> Result<bool, StoreError>;
 }
 
 /// Agent definitions.

@@ -122,6 +122,8 @@ impl World {
                 )],
                 at: SystemClock.now(),
                 idempotency: None,
+                fence: None,
+                release: false,
             };
             self.runs
                 .log

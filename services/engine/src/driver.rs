@@ -170,6 +170,8 @@ impl Driver {
                 .collect(),
             at: self.inner.clock.now(),
             idempotency: None,
+            fence: None,
+            release: false,
         };
         match self.inner.log.append(self.tenant, req).await {
             Ok(AppendOutcome::Appended { .. }) | Err(StoreError::Conflict { .. }) => {

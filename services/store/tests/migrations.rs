@@ -32,6 +32,8 @@ async fn smoke<S: RunStore + TenantStore>(s: &S) {
         events: vec![NewEvent::new(created, EventMeta::new(tenant.id))],
         at: SystemClock.now(),
         idempotency: None,
+        fence: None,
+        release: false,
     };
     let outcome = s.append(tenant.id, req).await.expect("append");
     assert!(matches!(outcome, AppendOutcome::Appended { .. }));

@@ -153,6 +153,8 @@ impl Runs {
             events,
             at,
             idempotency: record(&cmd.request_id, "create_run", fingerprint.clone(), &result),
+            fence: None,
+            release: false,
         };
         match self.log.append(p.tenant, req).await? {
             AppendOutcome::Appended { run, .. } => {
@@ -247,6 +249,8 @@ impl Runs {
                     fingerprint.clone(),
                     &result,
                 ),
+                fence: None,
+                release: false,
             };
             match self.log.append(p.tenant, req).await {
                 Ok(AppendOutcome::Appended { .. }) => {
@@ -325,6 +329,8 @@ impl Runs {
                 events,
                 at: self.clock.now(),
                 idempotency: None,
+                fence: None,
+                release: false,
             };
             match self.log.append(p.tenant, req).await {
                 Ok(AppendOutcome::Appended { run, .. }) => {

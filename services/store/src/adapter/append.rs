@@ -138,6 +138,9 @@ macro_rules! impl_append {
                     plan
                 } else {
                     let current = lock_run(conn, tenant, req).await?;
+                    if let Some(fence) = &req.fence {
+                        check_fence(conn, req, fence).await?;
+                    }
                     if current.version != req.expected_version {
                         return Err(AppendError::Store(StoreError::Conflict {
                             expected: req.expected_version,
@@ -161,6 +164,16 @@ macro_rules! impl_append {
                     .map_err($classify)?;
                     if updated.rows_affected() != 1 {
                         return Err(AppendError::Raced);
+                    }
+                    if req.release && req.fence.is_some() {
+                        sqlx::query(
+                            "UPDATE runs SET lease_owner = NULL, lease_expires_ms = NULL \
+                             WHERE id = $1",
+                        )
+                        .bind(req.run.as_uuid())
+                        .execute(&mut *conn)
+                        .await
+                        .map_err($classify)?;
                     }
                     plan
                 };
@@ -191,6 +204,26 @@ macro_rules! impl_append {
                 .map_err($classify)?;
                 let row = row.ok_or(AppendError::Store(StoreError::NotFound))?;
                 Ok(RunSummary::try_from(row)?)
+            }
+
+            /// `Fenced` unless the (locked) run's lease is still exactly `fence`: a replica
+            /// that lost its lease can never land an event.
+            async fn check_fence(
+                conn: &mut Connection,
+                req: &AppendRequest,
+                fence: &baton_core::ports::Fence,
+            ) -> Result<(), AppendError> {
+                let (owner, epoch): (Option<String>, i64) =
+                    sqlx::query_as("SELECT lease_owner, lease_epoch FROM runs WHERE id = $1")
+                        .bind(req.run.as_uuid())
+                        .fetch_one(&mut *conn)
+                        .await
+                        .map_err($classify)?;
+                if owner.as_deref() == Some(fence.owner.as_str()) && epoch == fence.epoch {
+                    Ok(())
+                } else {
+                    Err(AppendError::Store(StoreError::Fenced))
+                }
             }
 
             /// Inserts the planned events and message rows; returns the stored envelopes.

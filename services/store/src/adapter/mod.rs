@@ -11,34 +11,42 @@
 
 mod agents;
 mod append;
+mod leases;
 mod runs;
 mod tenants;
 
 pub(crate) use agents::impl_agent_store;
 pub(crate) use append::impl_append;
+pub(crate) use leases::impl_lease_store;
 pub(crate) use runs::impl_run_store;
 pub(crate) use tenants::impl_tenant_store;
 
 use baton_core::StoreError;
 
-/// Implements `RunStore`, `AgentStore` and `TenantStore` for an adapter's store, which
-/// must have an `app` field holding its request pool.
+/// Implements `RunStore`, `LeaseStore`, `AgentStore` and `TenantStore` for an adapter's
+/// store, which must have an `app` field holding its request pool.
 ///
 /// - `store`: the store type; `db`: its `sqlx::Database` (the pool is a `Pool<db>`).
 /// - `classify`: the adapter's `fn(sqlx::Error) -> StoreError`.
 /// - `begin`: the statement that starts an append's transaction.
 /// - `lock_run`: appended to the `SELECT` that reads the run being appended to, to lock
 ///   its row until the transaction ends (`""` when `begin` already takes the lock).
+/// - `skip_locked`: appended to the `SELECT` of lease claim candidates so concurrent
+///   claimers skip each other's rows (`""` when `begin` already serializes writers).
+/// - `control`: the field holding the pool for lease work, kept apart from requests.
 macro_rules! impl_ports {
     (
         store: $store:ty,
         db: $db:ty,
         classify: $classify:path,
         begin: $begin:literal,
-        lock_run: $lock_run:literal $(,)?
+        lock_run: $lock_run:literal,
+        skip_locked: $skip_locked:literal,
+        control: $control:ident $(,)?
     ) => {
         $crate::adapter::impl_run_store!($store, $db, $classify);
         $crate::adapter::impl_append!($store, $db, $classify, $begin, $lock_run);
+        $crate::adapter::impl_lease_store!($store, $db, $classify, $begin, $skip_locked, $control);
         $crate::adapter::impl_agent_store!($store, $db, $classify);
         $crate::adapter::impl_tenant_store!($store, $classify);
     };

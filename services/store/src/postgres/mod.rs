@@ -107,6 +107,10 @@ crate::adapter::impl_ports! {
     begin: "BEGIN",
     // Locks the run row an append reads until the transaction ends.
     lock_run: " FOR UPDATE",
+    // Concurrent replicas claiming leases skip each other's candidates.
+    skip_locked: " FOR UPDATE SKIP LOCKED",
+    // Lease renewal and adoption never wait behind request load.
+    control: control,
 }
 
 /// The one place Postgres driver errors become [`StoreError`]s: the shared rules of

@@ -112,6 +112,10 @@ crate::adapter::impl_ports! {
     // to upgrade a read lock; the run row an append reads needs no lock of its own.
     begin: "BEGIN IMMEDIATE",
     lock_run: "",
+    // BEGIN IMMEDIATE already serializes lease claimers.
+    skip_locked: "",
+    // One pool: a single process drives an embedded database.
+    control: app,
 }
 
 /// The one place SQLite driver errors become [`StoreError`]s: the shared rules of

@@ -5,6 +5,7 @@
 
 mod directory;
 mod idempotency;
+mod leases;
 mod streams;
 mod support;
 mod tenancy;
@@ -64,4 +65,11 @@ contract!(
     tenancy::ping_answers,
     directory::agents_round_trip_and_list_newest_first,
     directory::tenants_and_api_keys_round_trip,
+    leases::only_runs_with_work_are_claimed_and_a_live_lease_is_not_taken,
+    leases::an_expired_lease_is_adopted_with_a_higher_epoch,
+    leases::renewal_returns_exactly_the_leases_still_held,
+    leases::an_append_under_a_stale_lease_is_fenced_and_writes_nothing,
+    leases::an_append_can_release_its_lease_in_the_same_transaction,
+    leases::concurrent_claimers_never_claim_one_run_twice,
+    leases::release_needs_the_current_epoch,
 );

@@ -17,8 +17,14 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 /// What the contract suite needs of an adapter.
-pub trait Store: RunStore + AgentStore + TenantStore + Raw + Clone + 'static {}
-impl<T: RunStore + AgentStore + TenantStore + Raw + Clone + 'static> Store for T {}
+pub trait Store:
+    RunStore + baton_core::ports::LeaseStore + AgentStore + TenantStore + Raw + Clone + 'static
+{
+}
+impl<T: RunStore + baton_core::ports::LeaseStore + AgentStore + TenantStore + Raw + Clone + 'static>
+    Store for T
+{
+}
 
 /// Writes the ports do not offer: rows as another build would have stored them.
 #[async_trait]
@@ -177,6 +183,8 @@ pub fn request(run: RunId, expected_version: i64, events: Vec<NewEvent>) -> Appe
         events,
         at: now(),
         idempotency: None,
+        fence: None,
+        release: false,
     }
 }
 

@@ -1,0 +1,252 @@
+//! Leases: claiming, adoption after expiry, one-statement renewal, fencing, release.
+
+use crate::support::*;
+use baton_core::StoreError;
+use baton_core::ports::Fence;
+use baton_events::{RunId, TenantId, TurnStarted};
+use std::collections::HashSet;
+use std::time::Duration;
+
+const TTL: Duration = Duration::from_secs(10);
+
+/// A run with a turn requested (it needs driving) at version 3.
+async fn busy_run<S: Store>(s: &S, tenant: TenantId) -> RunId {
+    let run = RunId::new();
+    let events = vec![
+        created(tenant),
+        message(tenant, baton_events::MessageRole::User, "hi"),
+        turn_requested(tenant, 1),
+    ];
+    append_ok(s, tenant, request(run, 0, events)).await;
+    run
+}
+
+fn fenced(
+    run: RunId,
+    expected: i64,
+    tenant: TenantId,
+    fence: Fence,
+) -> baton_core::ports::AppendRequest {
+    let mut req = request(
+        run,
+        expected,
+        vec![event(
+            tenant,
+            baton_events::RunEvent::TurnStarted(TurnStarted { turn: 1 }),
+        )],
+    );
+    req.fence = Some(fence);
+    req
+}
+
+async fn claim_one<S: Store>(
+    s: &S,
+    owner: &str,
+    tenant: TenantId,
+    run: RunId,
+    at: chrono::DateTime<chrono::Utc>,
+) -> Option<i64> {
+    s.claim_runs(owner, TTL, at, 10, Some((tenant, run)))
+        .await
+        .expect("claim")
+        .first()
+        .map(|c| c.epoch)
+}
+
+pub async fn only_runs_with_work_are_claimed_and_a_live_lease_is_not_taken<S: Store>(s: &S) {
+    let tenant = tenant(s).await;
+    let idle = new_run(s, tenant).await;
+    let busy = busy_run(s, tenant).await;
+    let t0 = now();
+    let claimed = s
+        .claim_runs("a/1", TTL, t0, 100, None)
+        .await
+        .expect("claim");
+    let runs: Vec<RunId> = claimed.iter().map(|c| c.run).collect();
+    assert!(runs.contains(&busy), "a queued run is claimed");
+    assert!(!runs.contains(&idle), "an idle run holds no lease");
+    let mine = claimed.iter().find(|c| c.run == busy).expect("claimed");
+    assert_eq!((mine.epoch, mine.adopted, mine.tenant), (1, false, tenant));
+    assert_eq!(
+        claim_one(s, "b/2", tenant, busy, t0).await,
+        None,
+        "a live lease is not taken"
+    );
+    assert_eq!(
+        claim_one(s, "a/1", tenant, busy, t0).await,
+        None,
+        "not even by its holder"
+    );
+}
+
+pub async fn an_expired_lease_is_adopted_with_a_higher_epoch<S: Store>(s: &S) {
+    let tenant = tenant(s).await;
+    let run = busy_run(s, tenant).await;
+    let t0 = now();
+    assert_eq!(claim_one(s, "a/1", tenant, run, t0).await, Some(1));
+    let later = t0 + chrono::Duration::seconds(11);
+    let adopted = s
+        .claim_runs("b/2", TTL, later, 10, Some((tenant, run)))
+        .await
+        .expect("claim");
+    assert_eq!(adopted.len(), 1);
+    assert_eq!((adopted[0].epoch, adopted[0].adopted), (2, true));
+}
+
+pub async fn renewal_returns_exactly_the_leases_still_held<S: Store>(s: &S) {
+    let tenant = tenant(s).await;
+    let (r1, r2) = (busy_run(s, tenant).await, busy_run(s, tenant).await);
+    let owner = format!("a/{}", uuid::Uuid::new_v4());
+    let t0 = now();
+    claim_one(s, &owner, tenant, r1, t0).await.expect("r1");
+    claim_one(s, &owner, tenant, r2, t0).await.expect("r2");
+    let held: HashSet<RunId> = s
+        .renew_leases(&owner, TTL, t0)
+        .await
+        .expect("renew")
+        .into_iter()
+        .collect();
+    assert_eq!(held, HashSet::from([r1, r2]));
+    // r2 expires (its owner stalled) and is adopted; renewal no longer returns it.
+    let later = t0 + chrono::Duration::seconds(11);
+    claim_one(s, "b/2", tenant, r2, later)
+        .await
+        .expect("adopted");
+    let held = s.renew_leases(&owner, TTL, later).await.expect("renew");
+    assert_eq!(held, vec![r1]);
+    assert!(
+        s.renew_leases("nobody/0", TTL, later)
+            .await
+            .expect("renew")
+            .is_empty()
+    );
+}
+
+pub async fn an_append_under_a_stale_lease_is_fenced_and_writes_nothing<S: Store>(s: &S) {
+    let tenant = tenant(s).await;
+    let run = busy_run(s, tenant).await;
+    let t0 = now();
+    let old = claim_one(s, "a/1", tenant, run, t0).await.expect("claim");
+    let new = claim_one(s, "b/2", tenant, run, t0 + chrono::Duration::seconds(11))
+        .await
+        .expect("adopt");
+    let stale = Fence {
+        owner: "a/1".into(),
+        epoch: old,
+    };
+    match s.append(tenant, fenced(run, 3, tenant, stale)).await {
+        Err(StoreError::Fenced) => {}
+        other => panic!("expected Fenced, got {other:?}"),
+    }
+    assert_eq!(
+        versions(&all_events(s, tenant, run).await),
+        vec![1, 2, 3],
+        "nothing written"
+    );
+    let current = Fence {
+        owner: "b/2".into(),
+        epoch: new,
+    };
+    append_ok(s, tenant, fenced(run, 3, tenant, current)).await;
+    let wrong_owner = Fence {
+        owner: "a/1".into(),
+        epoch: new,
+    };
+    assert!(matches!(
+        s.append(tenant, fenced(run, 4, tenant, wrong_owner)).await,
+        Err(StoreError::Fenced)
+    ));
+}
+
+pub async fn an_append_can_release_its_lease_in_the_same_transaction<S: Store>(s: &S) {
+    let tenant = tenant(s).await;
+    let run = busy_run(s, tenant).await;
+    let t0 = now();
+    let epoch = claim_one(s, "a/1", tenant, run, t0).await.expect("claim");
+    let fence = Fence {
+        owner: "a/1".into(),
+        epoch,
+    };
+    let mut req = fenced(run, 3, tenant, fence.clone());
+    req.release = true;
+    append_ok(s, tenant, req).await;
+    assert!(
+        s.renew_leases("a/1", TTL, t0)
+            .await
+            .expect("renew")
+            .is_empty(),
+        "released"
+    );
+    // Still running (turn.started), so anyone may claim it at once, without waiting.
+    assert_eq!(claim_one(s, "b/2", tenant, run, t0).await, Some(epoch + 1));
+    let stale = fenced(run, 4, tenant, fence);
+    assert!(matches!(
+        s.append(tenant, stale).await,
+        Err(StoreError::Fenced)
+    ));
+    let run_row = s.get_run(tenant, run).await.expect("get").expect("run");
+    assert_eq!(run_row.version, 4);
+}
+
+pub async fn concurrent_claimers_never_claim_one_run_twice<S: Store>(s: &S) {
+    let tenant = tenant(s).await;
+    let mut runs = HashSet::new();
+    for _ in 0..20 {
+        runs.insert(busy_run(s, tenant).await);
+    }
+    let t0 = now();
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let s = s.clone();
+        tasks.push(tokio::spawn(async move {
+            s.claim_runs(&format!("r{i}/x"), TTL, t0, 5, None)
+                .await
+                .expect("claim")
+        }));
+    }
+    let mut seen = Vec::new();
+    for t in tasks {
+        seen.extend(
+            t.await
+                .expect("task")
+                .into_iter()
+                .map(|c| c.run)
+                .filter(|r| runs.contains(r)),
+        );
+    }
+    let unique: HashSet<RunId> = seen.iter().copied().collect();
+    assert_eq!(
+        unique.len(),
+        seen.len(),
+        "a run was claimed twice: {seen:?}"
+    );
+    assert_eq!(unique, runs, "8 claimers of 5 cover all 20 runs");
+}
+
+pub async fn release_needs_the_current_epoch<S: Store>(s: &S) {
+    let tenant = tenant(s).await;
+    let run = busy_run(s, tenant).await;
+    let t0 = now();
+    let epoch = claim_one(s, "a/1", tenant, run, t0).await.expect("claim");
+    let stale = Fence {
+        owner: "a/1".into(),
+        epoch: epoch - 1,
+    };
+    assert!(!s.release_lease(tenant, run, &stale).await.expect("release"));
+    let other_tenant = TenantId::new();
+    let fence = Fence {
+        owner: "a/1".into(),
+        epoch,
+    };
+    assert!(
+        !s.release_lease(other_tenant, run, &fence)
+            .await
+            .expect("release")
+    );
+    assert!(s.release_lease(tenant, run, &fence).await.expect("release"));
+    assert_eq!(
+        claim_one(s, "b/2", tenant, run, t0).await,
+        Some(epoch + 1),
+        "free at once"
+    );
+}
