@@ -37,6 +37,8 @@ pub struct AppState {
     pub tenants: Arc<dyn TenantStore>,
     pub auth: AuthMode,
     pub http: HttpSettings,
+    /// This replica's identity (`name/boot`), shown by `/readyz`.
+    pub replica: String,
     /// Cancelled when the server shuts down: SSE streams end so shutdown is not held up.
     pub shutdown: CancellationToken,
 }

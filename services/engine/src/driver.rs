@@ -1,15 +1,17 @@
 //! One run's driver: a loop that reads the run's projection and takes the next step
 //! (start the queued turn, answer it, honour a cancel) until the run is idle or ended.
-//! Each step is one optimistic append; losing a race just means reading again.
+//! Each step is one optimistic append under the run's lease; losing a race to a client
+//! command just means reading again, and losing the lease stops the driver at once.
 
 use crate::Inner;
 use crate::provider::{Reply, ScriptedProvider};
 use baton_core::model::{RunStatus, RunSummary};
-use baton_core::ports::{AppendOutcome, AppendRequest};
+use baton_core::ports::{AppendOutcome, AppendRequest, Fence};
 use baton_core::{RunId, StoreError, TenantId};
 use baton_events::{
-    ErrorInfo, EventMeta, MessageAppended, MessageId, MessageRole, NewEvent, RunCancelled,
-    RunCompleted, RunEvent, TurnCompleted, TurnFailed, TurnStarted,
+    ErrorInfo, EventMeta, LeaseAcquired, LeaseReason, LeaseReleased, MessageAppended, MessageId,
+    MessageRole, NewEvent, ReleaseReason, RunCancelled, RunCompleted, RunEvent, TurnCompleted,
+    TurnFailed, TurnStarted,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,11 +23,22 @@ use tokio::time::Instant;
 const RETRY_AFTER: Duration = Duration::from_millis(200);
 const RETRY_MAX: Duration = Duration::from_secs(30);
 
+/// A run lease this driver holds.
+#[derive(Debug, Clone)]
+pub(crate) struct Lease {
+    pub(crate) tenant: TenantId,
+    pub(crate) fence: Fence,
+    /// `lease.acquired` is in the stream (it goes with the first fenced append).
+    pub(crate) announced: bool,
+    pub(crate) reason: LeaseReason,
+}
+
 pub(crate) struct Driver {
     inner: Arc<Inner>,
     tenant: TenantId,
     run: RunId,
     notify: Arc<Notify>,
+    lease: Option<Lease>,
     /// When the reply of the turn being answered is due: a wait interrupted by an
     /// unrelated wake-up resumes towards the same deadline instead of starting over.
     due: Option<(i64, Instant)>,
@@ -43,12 +56,17 @@ impl Driver {
         tenant: TenantId,
         run: RunId,
         notify: Arc<Notify>,
+        lease: Option<Lease>,
     ) -> Self {
+        if lease.is_some() {
+            inner.mailboxes.set_leased(run, true);
+        }
         Self {
             inner,
             tenant,
             run,
             notify,
+            lease,
             due: None,
         }
     }
@@ -57,17 +75,28 @@ impl Driver {
     pub(crate) async fn run(mut self) {
         let mut backoff = RETRY_AFTER;
         loop {
-            let seen = self.inner.wakes(self.run);
+            let seen = self.inner.mailboxes.wakes(self.run);
             if self.inner.shutdown.is_cancelled() {
-                self.inner.forget(self.run);
+                self.hand_off().await;
+                self.inner.mailboxes.forget(self.run);
+                return;
+            }
+            if self.inner.mailboxes.lost(self.run) {
+                tracing::warn!("the run's lease was taken over; stopping");
+                self.inner.mailboxes.forget(self.run);
                 return;
             }
             match self.step().await {
                 Ok(Next::Continue) => backoff = RETRY_AFTER,
                 Ok(Next::Idle) => {
-                    if self.inner.retire(self.run, seen) {
+                    if self.inner.mailboxes.retire(self.run, seen) {
                         return;
                     }
+                }
+                Err(StoreError::Fenced) => {
+                    tracing::warn!("fenced: another replica owns this run now; stopping");
+                    self.inner.mailboxes.forget(self.run);
+                    return;
                 }
                 Err(StoreError::Unavailable(e)) => {
                     tracing::warn!(error = %e, retry_in = ?backoff, "store unavailable; retrying the step");
@@ -79,9 +108,10 @@ impl Driver {
                 }
                 Err(e) => {
                     // Not transient: data this build cannot read (a newer replica's agent
-                    // or event), or a bug. Leave the run alone until a client acts on it.
+                    // or event), or a bug. Keep the lease (so replicas of this build do
+                    // not take turns failing on it) and wait for a client or a drain.
                     tracing::error!(error = %e, "cannot drive this run; parking it");
-                    self.inner.park(self.run);
+                    self.inner.mailboxes.park(self.run, self.lease.take());
                     return;
                 }
             }
@@ -92,27 +122,105 @@ impl Driver {
         let Some(run) = self.inner.log.store.get_run(self.tenant, self.run).await? else {
             return Ok(Next::Idle);
         };
-        if run.status.is_terminal() || !(run.status.is_busy()) {
+        let has_work = run.status.is_busy() || (run.cancel_requested && !run.status.is_terminal());
+        if !has_work {
+            self.release().await;
+            return Ok(Next::Idle);
+        }
+        if self.lease.is_none() && !self.claim().await? {
+            // Another replica drives it.
             return Ok(Next::Idle);
         }
         if run.cancel_requested {
             let cancelled = RunEvent::RunCancelled(RunCancelled { reason: None });
-            return self.append(&run, vec![cancelled]).await;
+            return self.append(&run, vec![cancelled], true).await;
         }
         match run.status {
             RunStatus::Queued => {
                 let started = RunEvent::TurnStarted(TurnStarted {
                     turn: run.turn_count,
                 });
-                self.append(&run, vec![started]).await
+                self.append(&run, vec![started], false).await
             }
             RunStatus::Running => self.take_turn(&run).await,
             _ => Ok(Next::Idle),
         }
     }
 
+    /// Takes the run's lease if it is free or expired.
+    async fn claim(&mut self) -> Result<bool, StoreError> {
+        let opts = &self.inner.opts;
+        let claimed = self
+            .inner
+            .leases
+            .claim_runs(
+                &opts.replica,
+                opts.lease_ttl,
+                self.inner.clock.now(),
+                1,
+                Some((self.tenant, self.run)),
+            )
+            .await?;
+        let Some(c) = claimed.into_iter().next() else {
+            return Ok(false);
+        };
+        self.lease = Some(Lease {
+            tenant: self.tenant,
+            fence: Fence {
+                owner: opts.replica.clone(),
+                epoch: c.epoch,
+            },
+            announced: false,
+            reason: if c.adopted {
+                LeaseReason::Adopted
+            } else {
+                LeaseReason::New
+            },
+        });
+        self.inner.mailboxes.set_leased(self.run, true);
+        Ok(true)
+    }
+
+    /// Gives up a lease the run no longer needs (nothing to announce: no event).
+    async fn release(&mut self) {
+        if let Some(lease) = self.lease.take() {
+            self.inner.mailboxes.set_leased(self.run, false);
+            let _ = self
+                .inner
+                .leases
+                .release_lease(self.tenant, self.run, &lease.fence)
+                .await;
+        }
+    }
+
+    /// At shutdown: releases the lease with `lease.released{drained}` so another replica
+    /// adopts the run at once instead of after the lease expires.
+    async fn hand_off(&mut self) {
+        let Some(lease) = self.lease.clone() else {
+            return;
+        };
+        if !lease.announced {
+            self.release().await;
+            return;
+        }
+        let released = RunEvent::LeaseReleased(LeaseReleased {
+            owner: lease.fence.owner.clone(),
+            epoch: lease.fence.epoch,
+            reason: ReleaseReason::Drained,
+        });
+        let run = match self.inner.log.store.get_run(self.tenant, self.run).await {
+            Ok(Some(run)) => run,
+            _ => return,
+        };
+        match self.append(&run, vec![released], true).await {
+            Ok(_) => tracing::info!(epoch = lease.fence.epoch, "handed the run off"),
+            Err(e) => tracing::warn!(error = %e, "hand-off failed; the lease will expire"),
+        }
+    }
+
     /// Answers the running turn: asks the provider, waits out its latency (interrupted by
-    /// a wake-up, e.g. a cancel), then records the reply and settles the run in one append.
+    /// a wake-up, e.g. a cancel), then records the reply and settles the run in one append
+    /// that also releases the lease (the run goes idle or ends).
     async fn take_turn(&mut self, run: &RunSummary) -> Result<Next, StoreError> {
         let turn = run.turn_count;
         let Some(agent) = self
@@ -122,13 +230,13 @@ impl Driver {
             .await?
         else {
             let failed = failure(turn, "agent_missing", "the run's agent no longer exists");
-            return self.append(run, vec![failed]).await;
+            return self.append(run, vec![failed], true).await;
         };
         let reply = match ScriptedProvider::reply(&agent, turn) {
             Ok(reply) => reply,
             Err(error) => {
                 let failed = RunEvent::TurnFailed(TurnFailed { turn, error });
-                return self.append(run, vec![failed]).await;
+                return self.append(run, vec![failed], true).await;
             }
         };
         let due = match self.due {
@@ -140,7 +248,7 @@ impl Driver {
             // Woken or shutting down: re-read the run (a cancel may be pending).
             return Ok(Next::Continue);
         }
-        self.append(run, answer(turn, reply)).await
+        self.append(run, answer(turn, reply), true).await
     }
 
     /// Waits until `due`; false when interrupted by a wake-up or shutdown.
@@ -155,29 +263,55 @@ impl Driver {
         }
     }
 
-    /// Every engine write. The version check makes a step that raced with a client
-    /// command (a cancel) harmless: the loop reads the run again and decides anew.
-    async fn append(&self, run: &RunSummary, events: Vec<RunEvent>) -> Result<Next, StoreError> {
+    /// Every engine write: fenced by the lease (a replica that lost it can never land an
+    /// event) and checked against the version the step was decided on, so a step that
+    /// raced with a client command is harmless: the loop reads the run again. The first
+    /// write under a lease carries `lease.acquired`; `release` gives the lease up in the
+    /// same transaction.
+    async fn append(
+        &mut self,
+        run: &RunSummary,
+        events: Vec<RunEvent>,
+        release: bool,
+    ) -> Result<Next, StoreError> {
+        let Some(lease) = self.lease.clone() else {
+            return Ok(Next::Continue);
+        };
         let mut meta = EventMeta::new(self.tenant);
         meta.actor = Some("engine".into());
-        meta.replica = Some(self.inner.replica.clone());
-        let req = AppendRequest {
-            run: self.run,
-            expected_version: run.version,
-            events: events
-                .into_iter()
+        meta.replica = Some(self.inner.opts.replica.clone());
+        let mut all = Vec::with_capacity(events.len() + 1);
+        if !lease.announced {
+            all.push(RunEvent::LeaseAcquired(LeaseAcquired {
+                owner: lease.fence.owner.clone(),
+                epoch: lease.fence.epoch,
+                reason: lease.reason,
+            }));
+        }
+        all.extend(events);
+        let mut req = AppendRequest::new(
+            self.run,
+            run.version,
+            all.into_iter()
                 .map(|e| NewEvent::new(e, meta.clone()))
                 .collect(),
-            at: self.inner.clock.now(),
-            idempotency: None,
-            fence: None,
-            release: false,
-        };
+            self.inner.clock.now(),
+        );
+        req.fence = Some(lease.fence.clone());
+        req.release = release;
         match self.inner.log.append(self.tenant, req).await {
-            Ok(AppendOutcome::Appended { .. }) | Err(StoreError::Conflict { .. }) => {
+            Ok(AppendOutcome::Appended { .. }) => {
+                if release {
+                    self.lease = None;
+                    self.inner.mailboxes.set_leased(self.run, false);
+                } else if let Some(l) = self.lease.as_mut() {
+                    l.announced = true;
+                }
                 Ok(Next::Continue)
             }
-            Ok(AppendOutcome::Duplicate(_)) => Ok(Next::Continue),
+            Ok(AppendOutcome::Duplicate(_)) | Err(StoreError::Conflict { .. }) => {
+                Ok(Next::Continue)
+            }
             Err(e) => Err(e),
         }
     }

@@ -1,45 +1,69 @@
-//! The run engine: drives each run that has a turn to take, one driver task per run in
-//! this process, answering with the agent's model provider.
+//! The run engine: drives runs that have work (a turn to take, a cancel to honour), one
+//! driver task per run in this process, under a fenced lease (DESIGN.md §3).
 //!
-//! Single replica for now: the engine drives every run it is woken for, and at start-up
-//! (and periodically) every run whose projection says a turn is in progress. Every engine
-//! write goes through [`driver::Driver::append`], the one place where a lease fence joins
-//! the version check when runs get leases.
+//! - A driver claims its run's lease before its first write and appends
+//!   `lease.acquired` with its first step; every later write carries the fence, so a
+//!   driver whose lease was taken over is `Fenced` and stops at once. The append that
+//!   leaves the run idle also releases the lease: idle runs hold none.
+//! - The keeper renews every lease of this replica in one statement per interval and
+//!   stops drivers whose lease was lost.
+//! - The adopter claims runs with work whose lease is free or expired — left by a
+//!   crashed, stalled or draining replica, or never driven — at start-up and then
+//!   periodically, in bounded batches.
+//! - On shutdown, drivers stop at a step boundary and hand their runs off with
+//!   `lease.released{drained}`, so another replica adopts them without waiting for expiry.
 
+mod cluster;
 mod driver;
+mod mailbox;
 mod provider;
 
 pub use provider::{Reply, ScriptedProvider};
 
-use baton_core::ports::{AgentStore, Clock, RunDriver};
+use baton_core::ports::{AgentStore, Clock, LeaseStore, RunDriver};
 use baton_core::runs::EventLog;
-use baton_core::{RunId, StoreError, TenantId};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use tokio::sync::Notify;
+use baton_core::{RunId, TenantId};
+use mailbox::Mailboxes;
+use std::sync::Arc;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-/// How many runs one recovery sweep picks up.
-const SWEEP_BATCH: u32 = 500;
+/// Who this replica is and how it keeps its leases.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// The replica identity: configured name and boot id (`name/boot`). A restarted
+    /// process has a new one, so it never believes it still owns its old leases.
+    pub replica: String,
+    /// How long a lease lasts without renewal.
+    pub lease_ttl: Duration,
+    /// How often the keeper renews this replica's leases.
+    pub renew_every: Duration,
+    /// How often the adopter looks for runs with work and no live lease.
+    pub adopt_every: Duration,
+    /// At most this many runs per adoption round.
+    pub adopt_batch: u32,
+}
 
-/// A driver's mailbox: `wakes` counts wake-ups so a driver never exits over one it
-/// has not seen; `notify` interrupts its waits.
-#[derive(Default)]
-struct Mailbox {
-    wakes: u64,
-    notify: Arc<Notify>,
+impl EngineOptions {
+    pub fn new(replica: impl Into<String>) -> Self {
+        Self {
+            replica: replica.into(),
+            lease_ttl: Duration::from_secs(15),
+            renew_every: Duration::from_secs(5),
+            adopt_every: Duration::from_secs(2),
+            adopt_batch: 100,
+        }
+    }
 }
 
 pub(crate) struct Inner {
     log: EventLog,
+    leases: Arc<dyn LeaseStore>,
     agents: Arc<dyn AgentStore>,
     clock: Arc<dyn Clock>,
-    replica: String,
-    active: Mutex<HashMap<RunId, Mailbox>>,
-    /// Runs whose driver met an error that retrying will not fix; the sweep skips them
-    /// until a client command wakes them again.
-    parked: Mutex<std::collections::HashSet<RunId>>,
+    opts: EngineOptions,
+    mailboxes: Mailboxes,
     shutdown: CancellationToken,
     tasks: TaskTracker,
 }
@@ -53,66 +77,73 @@ pub struct Engine {
 impl Engine {
     pub fn new(
         log: EventLog,
+        leases: Arc<dyn LeaseStore>,
         agents: Arc<dyn AgentStore>,
         clock: Arc<dyn Clock>,
-        replica: impl Into<String>,
+        opts: EngineOptions,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 log,
+                leases,
                 agents,
                 clock,
-                replica: replica.into(),
-                active: Mutex::new(HashMap::new()),
-                parked: Mutex::new(std::collections::HashSet::new()),
+                opts,
+                mailboxes: Mailboxes::default(),
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
             }),
         }
     }
 
-    /// Starts a driver for every run with a turn in progress or a cancel pending that
-    /// has none in this process. Returns how many drivers it started.
-    pub async fn run_once(&self) -> Result<usize, StoreError> {
-        let runs = self.inner.log.store.runs_needing_drive(SWEEP_BATCH).await?;
-        let mut started = 0;
-        for (tenant, run) in runs {
-            if !self.inner.lock().contains_key(&run) && !self.inner.is_parked(run) {
-                self.wake(tenant, run);
-                started += 1;
-            }
-        }
-        Ok(started)
-    }
-
-    /// Sweeps at start and then every `every` until shutdown, so a run whose wake-up was
-    /// lost (a crash between commit and wake) is still driven.
-    pub fn spawn_sweeper(&self, every: std::time::Duration) {
-        let engine = self.clone();
-        self.inner.tasks.spawn(async move {
-            loop {
-                if let Err(e) = engine.run_once().await {
-                    tracing::warn!(error = %e, "engine sweep failed; retrying");
-                }
-                tokio::select! {
-                    () = engine.inner.shutdown.cancelled() => return,
-                    () = tokio::time::sleep(every) => {}
-                }
-            }
-        });
+    /// This replica's identity, as recorded in leases and events.
+    pub fn replica(&self) -> &str {
+        &self.inner.opts.replica
     }
 
     /// Runs with a live driver in this process.
     pub fn active_runs(&self) -> usize {
-        self.inner.lock().len()
+        self.inner.mailboxes.active()
     }
 
-    /// Stops taking work and waits for drivers to reach a step boundary. Nothing is
-    /// appended on the way out: an interrupted turn is taken again after the restart.
+    /// Starts the keeper and the adopter (which adopts at once, then every interval).
+    pub fn start(&self) {
+        cluster::spawn_keeper(self.inner.clone());
+        cluster::spawn_adopter(self.clone());
+    }
+
+    /// One adoption round: claims runs with work and no live lease and starts their
+    /// drivers. Returns how many it claimed.
+    pub async fn run_once(&self) -> Result<usize, baton_core::StoreError> {
+        cluster::adopt(self).await
+    }
+
+    /// Stops taking work, lets every driver reach a step boundary and hand its run off,
+    /// and waits for them.
     pub async fn shutdown(&self) {
         self.inner.shutdown.cancel();
         self.inner.tasks.close();
         self.inner.tasks.wait().await;
+    }
+
+    /// Starts a driver for the run, handing it `lease` when the caller already claimed it.
+    fn spawn_driver(&self, tenant: TenantId, run: RunId, lease: Option<driver::Lease>) {
+        let Some(notify) = self.inner.mailboxes.open(run) else {
+            // A driver exists already; it will claim the lease itself if it needs it.
+            if let Some(lease) = lease {
+                let inner = self.inner.clone();
+                self.inner.tasks.spawn(async move {
+                    let _ = inner.leases.release_lease(tenant, run, &lease.fence).await;
+                });
+            }
+            return;
+        };
+        let inner = self.inner.clone();
+        self.inner.tasks.spawn(async move {
+            driver::Driver::new(inner, tenant, run, notify, lease)
+                .run()
+                .await;
+        });
     }
 }
 
@@ -121,71 +152,10 @@ impl RunDriver for Engine {
         if self.inner.shutdown.is_cancelled() {
             return;
         }
-        self.inner.unpark(run);
-        let mut active = self.inner.lock();
-        if let Some(mailbox) = active.get_mut(&run) {
-            mailbox.wakes += 1;
-            mailbox.notify.notify_one();
+        let parked_lease = self.inner.mailboxes.unpark(run);
+        if self.inner.mailboxes.wake(run) {
             return;
         }
-        let mailbox = Mailbox::default();
-        let notify = mailbox.notify.clone();
-        active.insert(run, mailbox);
-        drop(active);
-        let inner = self.inner.clone();
-        self.inner.tasks.spawn(async move {
-            driver::Driver::new(inner, tenant, run, notify).run().await;
-        });
-    }
-}
-
-impl Inner {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RunId, Mailbox>> {
-        self.active
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// The number of wake-ups a run's driver has been sent.
-    fn wakes(&self, run: RunId) -> u64 {
-        self.lock().get(&run).map_or(0, |m| m.wakes)
-    }
-
-    /// Removes the run's driver whatever wake-ups it was sent (shutdown).
-    fn forget(&self, run: RunId) {
-        self.lock().remove(&run);
-    }
-
-    /// Removes the run's driver and keeps the sweep away from the run.
-    fn park(&self, run: RunId) {
-        self.parked_runs().insert(run);
-        self.forget(run);
-    }
-
-    fn unpark(&self, run: RunId) {
-        self.parked_runs().remove(&run);
-    }
-
-    fn is_parked(&self, run: RunId) -> bool {
-        self.parked_runs().contains(&run)
-    }
-
-    fn parked_runs(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<RunId>> {
-        self.parked
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Removes the run's driver unless a wake-up arrived after `seen`; returns whether
-    /// the driver may exit.
-    fn retire(&self, run: RunId, seen: u64) -> bool {
-        let mut active = self.lock();
-        match active.get(&run) {
-            Some(m) if m.wakes != seen => false,
-            _ => {
-                active.remove(&run);
-                true
-            }
-        }
+        self.spawn_driver(tenant, run, parked_lease);
     }
 }

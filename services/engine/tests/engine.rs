@@ -6,7 +6,7 @@ use baton_core::model::{ProviderSpec, RunStatus, RunSummary, ScriptedReply};
 use baton_core::ports::{AgentStore, Clock, RunDriver, RunStore, SystemClock};
 use baton_core::runs::{CreateRun, EventLog, PostMessage, Runs};
 use baton_core::{AgentId, Principal, Role, RunId, TenantId};
-use baton_engine::Engine;
+use baton_engine::{Engine, EngineOptions};
 use baton_store::SqliteStore;
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,7 +40,13 @@ async fn world() -> World {
     };
     let agents: Arc<dyn AgentStore> = Arc::new(store.clone());
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let engine = Engine::new(log.clone(), agents.clone(), clock.clone(), "test");
+    let engine = Engine::new(
+        log.clone(),
+        Arc::new(store.clone()),
+        agents.clone(),
+        clock.clone(),
+        EngineOptions::new("test"),
+    );
     let runs = Runs {
         log,
         agents,
@@ -155,12 +161,19 @@ async fn a_turn_records_the_answer_and_settles_the_run_in_one_append() {
             "run.created",
             "message.appended",
             "turn.requested",
+            "lease.acquired",
             "turn.started",
             "message.appended",
             "turn.completed"
         ]
     );
-    let (answer, settled) = (&events[4], &events[5]);
+    assert_eq!(events[3].data["owner"], "test");
+    assert_eq!(events[3].data["reason"], "new");
+    assert_eq!(
+        events[3].recorded_at, events[4].recorded_at,
+        "announced with the first step"
+    );
+    let (answer, settled) = (&events[5], &events[6]);
     assert_eq!(answer.data["role"], "assistant");
     assert_eq!(answer.data["content"], "hello");
     assert_eq!(answer.recorded_at, settled.recorded_at, "one append");
@@ -265,8 +278,9 @@ async fn a_turn_interrupted_by_shutdown_writes_nothing_and_is_taken_again_after_
     let restarted = Engine::new(
         w.runs.log.clone(),
         Arc::new(w.store.clone()),
+        Arc::new(w.store.clone()),
         Arc::new(SystemClock),
-        "test-2",
+        EngineOptions::new("test-2"),
     );
     assert_eq!(restarted.run_once().await.expect("sweep"), 1);
     let r = w
@@ -278,6 +292,34 @@ async fn a_turn_interrupted_by_shutdown_writes_nothing_and_is_taken_again_after_
         types.iter().filter(|t| *t == "turn.started").count(),
         1,
         "the turn is resumed, not started twice: {types:?}"
+    );
+    let leases: Vec<_> = w
+        .store
+        .read_stream(w.owner.tenant, run, 0, 100)
+        .await
+        .expect("read")
+        .into_iter()
+        .filter(|e| e.event_type.starts_with("lease."))
+        .map(|e| {
+            (
+                e.event_type,
+                e.data["owner"].clone(),
+                e.data["reason"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        leases,
+        [
+            ("lease.acquired".to_string(), "test".into(), "new".into()),
+            (
+                "lease.released".to_string(),
+                "test".into(),
+                "drained".into()
+            ),
+            ("lease.acquired".to_string(), "test-2".into(), "new".into()),
+        ],
+        "handed off at shutdown, taken at once by the next engine"
     );
     restarted.shutdown().await;
 }

@@ -8,28 +8,27 @@ use baton_api::{AppState, AuthMode, HttpSettings};
 use baton_bus::{InProcessBus, NatsBus};
 use baton_core::agents::Agents;
 use baton_core::model::Tenant;
-use baton_core::ports::{AgentStore, Clock, EventBus, RunStore, SystemClock, TenantStore};
+use baton_core::ports::{
+    AgentStore, Clock, EventBus, LeaseStore, RunStore, SystemClock, TenantStore,
+};
 use baton_core::runs::{EventLog, Runs};
 use baton_core::{StoreError, TenantId};
-use baton_engine::Engine;
+use baton_engine::{Engine, EngineOptions};
 use baton_store::{PgOptions, PgStore, SqliteStore};
 use secrecy::ExposeSecret;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 /// The tenant that unauthenticated loopback requests act in (embedded tier, auth off).
 pub const DEFAULT_TENANT: &str = "default";
 
-/// How often the engine looks for runs that need driving but have no driver.
-const SWEEP_EVERY: Duration = Duration::from_secs(5);
-
 /// The three store ports, backed by one database.
 #[derive(Clone)]
 pub struct Stores {
     pub runs: Arc<dyn RunStore>,
+    pub leases: Arc<dyn LeaseStore>,
     pub agents: Arc<dyn AgentStore>,
     pub tenants: Arc<dyn TenantStore>,
     closer: Closer,
@@ -111,6 +110,7 @@ pub async fn open_stores(storage: &Storage) -> anyhow::Result<Stores> {
             let s = Arc::new(store.clone());
             Ok(Stores {
                 runs: s.clone(),
+                leases: s.clone(),
                 agents: s.clone(),
                 tenants: s,
                 closer: Closer::Sqlite(store),
@@ -136,6 +136,7 @@ pub async fn open_stores(storage: &Storage) -> anyhow::Result<Stores> {
             let s = Arc::new(store.clone());
             Ok(Stores {
                 runs: s.clone(),
+                leases: s.clone(),
                 agents: s.clone(),
                 tenants: s,
                 closer: Closer::Pg(store),
@@ -245,8 +246,20 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
         config.replica_name,
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     );
-    let engine = Engine::new(log.clone(), stores.agents.clone(), clock.clone(), &replica);
-    engine.spawn_sweeper(SWEEP_EVERY);
+    let engine = Engine::new(
+        log.clone(),
+        stores.leases.clone(),
+        stores.agents.clone(),
+        clock.clone(),
+        EngineOptions {
+            replica: replica.clone(),
+            lease_ttl: config.cluster.lease_ttl,
+            renew_every: config.cluster.renew_every,
+            adopt_every: config.cluster.adopt_every,
+            adopt_batch: config.cluster.adopt_batch,
+        },
+    );
+    engine.start();
     let shutdown = CancellationToken::new();
     let state = AppState {
         runs: Runs {
@@ -266,6 +279,7 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
             sse_keepalive: config.http.sse_keepalive,
             sse_resync: config.http.sse_resync,
         },
+        replica: replica.clone(),
         shutdown: shutdown.clone(),
     };
     let router = baton_api::router(state);

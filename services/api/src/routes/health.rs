@@ -16,7 +16,7 @@ pub async fn livez() -> Response {
 }
 
 /// Readiness: the database answers and the server is not shutting down. The body says
-/// whether the bus is up (`"bus": "ok" | "unavailable"`).
+/// whether the bus is up (`"bus": "ok" | "unavailable"`) and which replica answered.
 #[utoipa::path(get, path = "/readyz", tag = "health",
     responses((status = 200), (status = 503, body = crate::error::Problem)))]
 pub async fn readyz(State(st): State<AppState>) -> Response {
@@ -35,5 +35,5 @@ pub async fn readyz(State(st): State<AppState>) -> Response {
             "unavailable"
         }
     };
-    axum::Json(json!({ "status": "ready", "bus": bus })).into_response()
+    axum::Json(json!({ "status": "ready", "bus": bus, "replica": st.replica })).into_response()
 }

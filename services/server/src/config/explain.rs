@@ -30,6 +30,10 @@ const KEY_ORDER: &[&str] = &[
     "auth.required",
     "log.format",
     "log.filter",
+    "cluster.lease_ttl_ms",
+    "cluster.renew_interval_ms",
+    "cluster.adopt_interval_ms",
+    "cluster.adopt_batch",
 ];
 
 /// Shown for keys without a value.

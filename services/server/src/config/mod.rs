@@ -26,9 +26,12 @@ use secrecy::SecretString;
 
 pub use error::ConfigError;
 pub use explain::{ExplainRow, UNSET};
-pub use resolve::{Bus, Config, HttpConfig, LogConfig, Pools, SqliteLocation, Storage};
+pub use resolve::{
+    Bus, ClusterConfig, Config, HttpConfig, LogConfig, Pools, SqliteLocation, Storage,
+};
 pub use schema::{
-    AuthSection, BusSection, DatabaseSection, HttpSection, LogFormat, LogSection, RawConfig, Tier,
+    AuthSection, BusSection, ClusterSection, DatabaseSection, HttpSection, LogFormat, LogSection,
+    RawConfig, Tier,
 };
 pub use urls::{REDACTED, redact_dsn, redact_nats_url};
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use secrecy::{ExposeSecret, SecretString};
 
 use super::ConfigError;
-use super::schema::{HttpSection, LogFormat, RawConfig, Tier};
+use super::schema::{ClusterSection, HttpSection, LogFormat, RawConfig, Tier};
 use super::urls::{DatabaseUrl, check_nats_url, parse_database_url};
 
 /// The validated configuration of one replica.
@@ -31,6 +31,17 @@ pub struct Config {
     pub auth_required: bool,
     /// Log output.
     pub log: LogConfig,
+    /// Leases and adoption.
+    pub cluster: ClusterConfig,
+}
+
+/// Lease timing across replicas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClusterConfig {
+    pub lease_ttl: Duration,
+    pub renew_every: Duration,
+    pub adopt_every: Duration,
+    pub adopt_batch: u32,
 }
 
 /// Listener, limits and SSE settings.
@@ -178,6 +189,7 @@ impl Config {
                 format: defaults.log.format,
                 filter: defaults.log.filter,
             },
+            cluster: cluster_config(&defaults.cluster),
         }
     }
 }
@@ -186,6 +198,7 @@ impl RawConfig {
     /// Checks every value and combination and builds the typed `Config`.
     pub fn validate(&self) -> Result<Config, ConfigError> {
         let http = validate_http(&self.http)?;
+        let cluster = validate_cluster(&self.cluster)?;
         let pools = validate_pools(self)?;
         validate_replica_name(&self.replica_name)?;
         if self.data_dir.as_os_str().is_empty() {
@@ -286,8 +299,50 @@ impl RawConfig {
                 format: self.log.format,
                 filter: self.log.filter.clone(),
             },
+            cluster,
         })
     }
+}
+
+fn cluster_config(c: &ClusterSection) -> ClusterConfig {
+    ClusterConfig {
+        lease_ttl: Duration::from_millis(c.lease_ttl_ms),
+        renew_every: Duration::from_millis(c.renew_interval_ms),
+        adopt_every: Duration::from_millis(c.adopt_interval_ms),
+        adopt_batch: c.adopt_batch,
+    }
+}
+
+fn validate_cluster(c: &ClusterSection) -> Result<ClusterConfig, ConfigError> {
+    if c.renew_interval_ms == 0 {
+        return Err(invalid(
+            "cluster.renew_interval_ms",
+            "must be greater than 0",
+        ));
+    }
+    if c.adopt_interval_ms == 0 {
+        return Err(invalid(
+            "cluster.adopt_interval_ms",
+            "must be greater than 0",
+        ));
+    }
+    if c.lease_ttl_ms < c.renew_interval_ms.saturating_mul(2) {
+        return Err(invalid(
+            "cluster.lease_ttl_ms",
+            &format!(
+                "must be at least twice cluster.renew_interval_ms ({} ms), so one late \
+                 renewal does not lose every lease",
+                c.renew_interval_ms
+            ),
+        ));
+    }
+    if !(1..=10_000).contains(&c.adopt_batch) {
+        return Err(invalid(
+            "cluster.adopt_batch",
+            "must be between 1 and 10000",
+        ));
+    }
+    Ok(cluster_config(c))
 }
 
 fn invalid(key: &'static str, message: &str) -> ConfigError {

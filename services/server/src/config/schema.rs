@@ -78,6 +78,8 @@ pub struct RawConfig {
     pub auth: AuthSection,
     /// Logging.
     pub log: LogSection,
+    /// Run leases, renewal and adoption across replicas.
+    pub cluster: ClusterSection,
 }
 
 impl Default for RawConfig {
@@ -91,6 +93,7 @@ impl Default for RawConfig {
             bus: BusSection::default(),
             auth: AuthSection::default(),
             log: LogSection::default(),
+            cluster: ClusterSection::default(),
         }
     }
 }
@@ -199,6 +202,35 @@ pub struct AuthSection {
     /// Require an API key or login token on every API request. Default false; must be true in
     /// the team tier and for any listener outside loopback.
     pub required: bool,
+}
+
+/// `[cluster]`: how replicas share runs (DESIGN.md §3, §5).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterSection {
+    /// Milliseconds a run's lease lasts without renewal: how long a crashed replica's
+    /// runs wait before another replica adopts them. Default 15000; at least twice
+    /// `renew_interval_ms`.
+    pub lease_ttl_ms: u64,
+    /// Milliseconds between lease renewals (one statement per replica for all its leases).
+    /// Default 5000; greater than 0.
+    pub renew_interval_ms: u64,
+    /// Milliseconds between adoption rounds, which claim runs with work and no live lease.
+    /// Default 2000; greater than 0.
+    pub adopt_interval_ms: u64,
+    /// Most runs one adoption round claims. Default 100; 1 to 10000.
+    pub adopt_batch: u32,
+}
+
+impl Default for ClusterSection {
+    fn default() -> Self {
+        Self {
+            lease_ttl_ms: 15_000,
+            renew_interval_ms: 5_000,
+            adopt_interval_ms: 2_000,
+            adopt_batch: 100,
+        }
+    }
 }
 
 /// `[log]`: log output.

@@ -41,6 +41,10 @@ bus.nats_url                   (unset)         default
 auth.required                  false           default
 log.format                     pretty          default
 log.filter                     info            default
+cluster.lease_ttl_ms           15000           default
+cluster.renew_interval_ms      5000            default
+cluster.adopt_interval_ms      2000            default
+cluster.adopt_batch            100             default
 ";
     assert_eq!(text, expected);
 }
@@ -84,7 +88,7 @@ fn explain_covers_every_schema_key_exactly_once() {
     unique.sort_unstable();
     unique.dedup();
     assert_eq!(unique.len(), keys.len());
-    assert_eq!(keys.len(), 21);
+    assert_eq!(keys.len(), 25);
 }
 
 #[test]

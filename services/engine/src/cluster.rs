@@ -1,0 +1,111 @@
+//! The replica's background loops: the lease keeper (one renewal statement per interval
+//! for every lease held) and the adopter (claims runs with work and no live lease).
+
+use crate::driver::Lease;
+use crate::{Engine, Inner};
+use baton_core::StoreError;
+use baton_core::ports::Fence;
+use baton_events::LeaseReason;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// Renews this replica's leases every interval until shutdown; drivers whose lease is
+/// missing from the answer were taken over and are stopped. Parked runs' leases are
+/// released at shutdown.
+pub(crate) fn spawn_keeper(inner: Arc<Inner>) {
+    let keeper = inner.clone();
+    inner.tasks.spawn(async move {
+        loop {
+            tokio::select! {
+                () = keeper.shutdown.cancelled() => break,
+                () = tokio::time::sleep(keeper.opts.renew_every) => {}
+            }
+            renew(&keeper).await;
+        }
+        for (run, lease) in keeper.mailboxes.take_parked() {
+            let _ = keeper
+                .leases
+                .release_lease(lease.tenant, run, &lease.fence)
+                .await;
+        }
+    });
+}
+
+async fn renew(inner: &Inner) {
+    let now = inner.clock.now();
+    match inner
+        .leases
+        .renew_leases(&inner.opts.replica, inner.opts.lease_ttl, now)
+        .await
+    {
+        Ok(held) => {
+            let held: HashSet<_> = held.into_iter().collect();
+            let lost = inner.mailboxes.keep_only(&held);
+            if lost > 0 {
+                tracing::warn!(lost, "leases were taken over; stopping their drivers");
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "lease renewal failed; retrying next interval"),
+    }
+}
+
+/// Adopts at once, then every interval until shutdown.
+pub(crate) fn spawn_adopter(engine: Engine) {
+    let inner = engine.inner.clone();
+    inner.tasks.spawn(async move {
+        loop {
+            if let Err(e) = adopt(&engine).await {
+                tracing::warn!(error = %e, "adoption round failed; retrying");
+            }
+            tokio::select! {
+                () = engine.inner.shutdown.cancelled() => return,
+                () = tokio::time::sleep(engine.inner.opts.adopt_every) => {}
+            }
+        }
+    });
+}
+
+/// One adoption round; returns how many runs it claimed.
+pub(crate) async fn adopt(engine: &Engine) -> Result<usize, StoreError> {
+    let inner = &engine.inner;
+    if inner.shutdown.is_cancelled() {
+        return Ok(0);
+    }
+    let claimed = inner
+        .leases
+        .claim_runs(
+            &inner.opts.replica,
+            inner.opts.lease_ttl,
+            inner.clock.now(),
+            inner.opts.adopt_batch,
+            None,
+        )
+        .await?;
+    let n = claimed.len();
+    for c in claimed {
+        let reason = if c.adopted {
+            LeaseReason::Adopted
+        } else {
+            LeaseReason::New
+        };
+        if c.adopted {
+            tracing::info!(run_id = %c.run, epoch = c.epoch, "adopting a run whose lease expired");
+        }
+        let lease = Lease {
+            tenant: c.tenant,
+            fence: Fence {
+                owner: inner.opts.replica.clone(),
+                epoch: c.epoch,
+            },
+            announced: false,
+            reason,
+        };
+        if inner.mailboxes.is_parked(c.run) {
+            // Its old lease expired; hold the new one so the run stays parked here.
+            inner.mailboxes.park(c.run, Some(lease));
+            continue;
+        }
+        engine.spawn_driver(c.tenant, c.run, Some(lease));
+    }
+    Ok(n)
+}

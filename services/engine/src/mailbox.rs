@@ -1,0 +1,132 @@
+//! The drivers of this process, by run: wake-up counts (so a driver never exits over a
+//! wake-up it has not seen), a notifier that interrupts their waits, whether each holds
+//! its run's lease (for the keeper), and the runs parked after an error that retrying
+//! cannot fix.
+
+use crate::driver::Lease;
+use baton_core::RunId;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use tokio::sync::Notify;
+
+#[derive(Default)]
+struct Mailbox {
+    wakes: u64,
+    notify: Arc<Notify>,
+    /// The driver holds the run's lease.
+    leased: bool,
+    /// The keeper found the lease gone: the driver must stop.
+    lost: bool,
+}
+
+#[derive(Default)]
+pub(crate) struct Mailboxes {
+    active: Mutex<HashMap<RunId, Mailbox>>,
+    /// Parked runs and the lease they still hold, kept (and renewed) so other replicas
+    /// of this build do not claim and park them in turn; a drain or a client command
+    /// frees them.
+    parked: Mutex<HashMap<RunId, Option<Lease>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding these locks cannot leave the maps inconsistent.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Mailboxes {
+    /// Registers a new driver; `None` when the run has one already.
+    pub(crate) fn open(&self, run: RunId) -> Option<Arc<Notify>> {
+        let mut active = lock(&self.active);
+        if active.contains_key(&run) {
+            return None;
+        }
+        let mailbox = Mailbox::default();
+        let notify = mailbox.notify.clone();
+        active.insert(run, mailbox);
+        Some(notify)
+    }
+
+    /// Wakes the run's driver; false when it has none.
+    pub(crate) fn wake(&self, run: RunId) -> bool {
+        match lock(&self.active).get_mut(&run) {
+            Some(m) => {
+                m.wakes += 1;
+                m.notify.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub(crate) fn active(&self) -> usize {
+        lock(&self.active).len()
+    }
+
+    pub(crate) fn wakes(&self, run: RunId) -> u64 {
+        lock(&self.active).get(&run).map_or(0, |m| m.wakes)
+    }
+
+    pub(crate) fn set_leased(&self, run: RunId, leased: bool) {
+        if let Some(m) = lock(&self.active).get_mut(&run) {
+            m.leased = leased;
+        }
+    }
+
+    /// Whether the keeper found the driver's lease gone.
+    pub(crate) fn lost(&self, run: RunId) -> bool {
+        lock(&self.active).get(&run).is_some_and(|m| m.lost)
+    }
+
+    /// Marks every leased driver whose run is not in `held` as lost, and wakes it.
+    /// Returns how many were lost.
+    pub(crate) fn keep_only(&self, held: &HashSet<RunId>) -> usize {
+        let mut lost = 0;
+        for (run, m) in lock(&self.active).iter_mut() {
+            if m.leased && !held.contains(run) {
+                m.lost = true;
+                m.notify.notify_one();
+                lost += 1;
+            }
+        }
+        lost
+    }
+
+    /// Removes the driver whatever wake-ups it was sent.
+    pub(crate) fn forget(&self, run: RunId) {
+        lock(&self.active).remove(&run);
+    }
+
+    /// Removes the driver unless a wake-up arrived after `seen`; whether it may exit.
+    pub(crate) fn retire(&self, run: RunId, seen: u64) -> bool {
+        let mut active = lock(&self.active);
+        match active.get(&run) {
+            Some(m) if m.wakes != seen => false,
+            _ => {
+                active.remove(&run);
+                true
+            }
+        }
+    }
+
+    pub(crate) fn park(&self, run: RunId, lease: Option<Lease>) {
+        lock(&self.parked).insert(run, lease);
+        self.forget(run);
+    }
+
+    /// Un-parks the run, returning the lease it held, if any.
+    pub(crate) fn unpark(&self, run: RunId) -> Option<Lease> {
+        lock(&self.parked).remove(&run).flatten()
+    }
+
+    pub(crate) fn is_parked(&self, run: RunId) -> bool {
+        lock(&self.parked).contains_key(&run)
+    }
+
+    /// Every parked run's lease, emptying the parked set (for the drain).
+    pub(crate) fn take_parked(&self) -> Vec<(RunId, Lease)> {
+        lock(&self.parked)
+            .drain()
+            .filter_map(|(run, lease)| lease.map(|l| (run, l)))
+            .collect()
+    }
+}
