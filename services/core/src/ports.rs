@@ -144,11 +144,6 @@ pub trait RunStore: Send + Sync {
         request_id: &str,
     ) -> Result<Option<IdempotencyRecord>, StoreError>;
 
-    /// Runs of every tenant with a turn in progress (`queued`, `running`) or a cancel
-    /// pending, oldest first: what an engine must drive after a start. System-wide on
-    /// purpose; only the engine calls it.
-    async fn runs_needing_drive(&self, limit: u32) -> Result<Vec<(TenantId, RunId)>, StoreError>;
-
     /// Cheap connectivity check for readiness.
     async fn ping(&self) -> Result<(), StoreError>;
 }

@@ -34,7 +34,7 @@ macro_rules! impl_lease_store {
                 ) -> Result<Vec<ClaimedRun>, StoreError> {
                     let mut tx = self.$control.begin_with($begin).await.map_err($classify)?;
                     // Runs with work to do (a turn in progress or a cancel pending, as in
-                    // the `runs_needing_drive` partial index) and a free or expired lease.
+                    // the `runs_needing_drive` partial index of migration 0001) and a free or expired lease.
                     let q = match only {
                         None => sqlx::query_as::<_, (Uuid, Uuid, Option<String>)>(concat!(
                             "SELECT tenant_id, id, lease_owner FROM runs \

@@ -14,7 +14,6 @@ macro_rules! impl_run_store {
             };
             use baton_events::{Envelope, RunId, TenantId};
             use sqlx::QueryBuilder;
-            use uuid::Uuid;
             use $crate::rows::{
                 EventRow, IdempotencyRow, MessageRow, RunRow, event_columns, idempotency_columns,
                 map_all, message_columns, run_columns,
@@ -137,28 +136,6 @@ macro_rules! impl_run_store {
                     .await
                     .map_err($classify)?;
                     Ok(row.map(IdempotencyRecord::from))
-                }
-
-                async fn runs_needing_drive(
-                    &self,
-                    limit: u32,
-                ) -> Result<Vec<(TenantId, RunId)>, StoreError> {
-                    // The predicate is the one of the `runs_needing_drive` partial index.
-                    let rows: Vec<(Uuid, Uuid)> = sqlx::query_as(
-                        "SELECT tenant_id, id FROM runs \
-                         WHERE status IN ('queued', 'running') \
-                            OR (cancel_requested \
-                                AND status NOT IN ('completed', 'failed', 'cancelled')) \
-                         ORDER BY id LIMIT $1",
-                    )
-                    .bind(i64::from(limit))
-                    .fetch_all(&self.app)
-                    .await
-                    .map_err($classify)?;
-                    Ok(rows
-                        .into_iter()
-                        .map(|(t, r)| (TenantId(t), RunId(r)))
-                        .collect())
                 }
 
                 async fn ping(&self) -> Result<(), StoreError> {

@@ -61,7 +61,7 @@ contract!(
     idempotency::request_ids_are_scoped_by_tenant,
     tenancy::another_tenants_data_is_invisible,
     tenancy::list_runs_filters_by_status_and_pages_with_a_cursor,
-    tenancy::runs_needing_drive_are_busy_or_cancelling_oldest_first,
+    tenancy::runs_with_work_are_claimed_across_tenants_oldest_first,
     tenancy::ping_answers,
     directory::agents_round_trip_and_list_newest_first,
     directory::tenants_and_api_keys_round_trip,

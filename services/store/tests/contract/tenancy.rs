@@ -144,7 +144,9 @@ pub async fn list_runs_filters_by_status_and_pages_with_a_cursor<S: Store>(s: &S
     assert_eq!(s.list_runs(t, &waiting).await.expect("list").len(), 2);
 }
 
-pub async fn runs_needing_drive_are_busy_or_cancelling_oldest_first<S: Store>(s: &S) {
+/// Runs with work (a turn in progress or a cancel pending), across tenants, oldest first,
+/// are what lease claims pick up; idle and ended runs are never claimed.
+pub async fn runs_with_work_are_claimed_across_tenants_oldest_first<S: Store>(s: &S) {
     let (a, b) = (tenant(s).await, tenant(s).await);
     let busy = |t: TenantId| vec![message(t, MessageRole::User, "go"), turn_requested(t, 1)];
     let idle = new_run(s, a).await;
@@ -168,9 +170,26 @@ pub async fn runs_needing_drive_are_busy_or_cancelling_oldest_first<S: Store>(s:
     events.push(event(b, RunEvent::RunCompleted(RunCompleted {})));
     append_ok(s, b, request(completed, 1, events)).await;
 
-    let expected = vec![(b, queued_b), (a, running_a), (b, cancelling)];
-    assert_eq!(s.runs_needing_drive(100).await.expect("drive"), expected);
-    assert_eq!(s.runs_needing_drive(2).await.expect("drive"), expected[..2]);
+    let expected = [(b, queued_b), (a, running_a), (b, cancelling)];
+    let claim = |owner: &'static str, limit| async move {
+        let ttl = std::time::Duration::from_secs(10);
+        s.claim_runs(owner, ttl, now(), limit, None)
+            .await
+            .expect("claim")
+            .into_iter()
+            .map(|c| (c.tenant, c.run))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        claim("x/1", 2).await,
+        expected[..2],
+        "oldest first, bounded"
+    );
+    assert_eq!(
+        claim("y/2", 100).await,
+        expected[2..],
+        "the rest, never a live lease"
+    );
     let _ = idle;
 }
 
