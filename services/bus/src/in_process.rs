@@ -3,19 +3,25 @@
 use crate::hub::Hub;
 use async_trait::async_trait;
 use baton_core::StoreError;
-use baton_core::ports::{EventBus, Subscription};
+use baton_core::ports::{ControlMessage, EventBus, Subscription};
 use baton_events::{Envelope, RunId, TenantId};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use tokio::sync::mpsc;
+
+/// Control messages buffered per subscriber.
+const CONTROL_BUFFER: usize = 1024;
 
 #[derive(Clone)]
 pub struct InProcessBus {
     hub: Arc<Hub>,
+    control: Arc<Mutex<Vec<mpsc::Sender<ControlMessage>>>>,
 }
 
 impl InProcessBus {
     pub fn new(buffer: usize) -> Self {
         Self {
             hub: Arc::new(Hub::new(buffer)),
+            control: Arc::default(),
         }
     }
 
@@ -38,5 +44,25 @@ impl EventBus for InProcessBus {
 
     async fn ping(&self) -> Result<(), StoreError> {
         Ok(())
+    }
+
+    async fn publish_control(&self, msg: &ControlMessage) {
+        let mut subs = self.control.lock().unwrap_or_else(PoisonError::into_inner);
+        // A full receiver loses hints; a closed one is forgotten.
+        subs.retain(|tx| {
+            !matches!(
+                tx.try_send(msg.clone()),
+                Err(mpsc::error::TrySendError::Closed(_))
+            )
+        });
+    }
+
+    async fn subscribe_control(&self) -> Result<mpsc::Receiver<ControlMessage>, StoreError> {
+        let (tx, rx) = mpsc::channel(CONTROL_BUFFER);
+        self.control
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(tx);
+        Ok(rx)
     }
 }

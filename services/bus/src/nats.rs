@@ -9,7 +9,7 @@ use crate::publisher::Publisher;
 use crate::subjects;
 use async_trait::async_trait;
 use baton_core::StoreError;
-use baton_core::ports::{EventBus, Subscription};
+use baton_core::ports::{ControlMessage, EventBus, Subscription};
 use baton_events::{Envelope, RunId, TenantId};
 use futures::StreamExt;
 use std::sync::Arc;
@@ -154,4 +154,46 @@ impl EventBus for NatsBus {
             state => Err(StoreError::Unavailable(format!("NATS is {state}"))),
         }
     }
+
+    async fn publish_control(&self, msg: &ControlMessage) {
+        self.publisher.offer_control(msg);
+    }
+
+    async fn subscribe_control(
+        &self,
+    ) -> Result<tokio::sync::mpsc::Receiver<ControlMessage>, StoreError> {
+        let mut sub = self
+            .client
+            .subscribe(subjects::CONTROL)
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("cannot subscribe to control: {e}")))?;
+        self.client
+            .flush()
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("cannot subscribe to control: {e}")))?;
+        let (tx, rx) = tokio::sync::mpsc::channel(CONTROL_BUFFER);
+        tokio::spawn(async move {
+            while let Some(msg) = sub.next().await {
+                match serde_json::from_slice::<ControlMessage>(&msg.payload) {
+                    // A full receiver loses hints, never work.
+                    Ok(control) => {
+                        if let Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) =
+                            tx.try_send(control)
+                        {
+                            return;
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "dropping an undecodable control message"),
+                }
+            }
+        });
+        Ok(rx)
+    }
+
+    async fn close(&self, timeout: Duration) {
+        self.publisher.flush(timeout).await;
+    }
 }
+
+/// Control messages buffered per subscriber.
+const CONTROL_BUFFER: usize = 1024;

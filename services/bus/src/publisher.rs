@@ -5,11 +5,20 @@
 //! caller and never log once per event.
 
 use crate::subjects;
+use baton_core::ports::ControlMessage;
 use baton_events::Envelope;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// What the background task publishes, in queue order.
+pub(crate) enum Outgoing {
+    Event(Box<Envelope>),
+    Control(ControlMessage),
+    /// Everything queued before it has been handed to the client and flushed.
+    Flush(oneshot::Sender<()>),
+}
 
 /// At most one warning per this interval for dropped or failed publishes.
 const LOG_INTERVAL: Duration = Duration::from_secs(10);
@@ -24,7 +33,7 @@ struct Counters {
 /// The caller's handle. Dropping it stops the task: what the client takes without
 /// waiting is still published, the rest is abandoned.
 pub(crate) struct Publisher {
-    queue: mpsc::Sender<Envelope>,
+    queue: mpsc::Sender<Outgoing>,
     counters: Arc<Counters>,
     drop_log: Throttle,
     capacity: usize,
@@ -56,16 +65,46 @@ impl Publisher {
     /// Queues the event for publishing, or drops and counts it when the queue is full.
     /// Never waits.
     pub(crate) fn offer(&self, event: &Envelope) {
-        if let Err(err) = self.queue.try_send(event.clone()) {
+        self.try_queue(Outgoing::Event(Box::new(event.clone())));
+    }
+
+    /// Queues a control message like [`Publisher::offer`].
+    pub(crate) fn offer_control(&self, msg: &ControlMessage) {
+        self.try_queue(Outgoing::Control(msg.clone()));
+    }
+
+    /// Waits, at most `timeout`, until everything queued so far reached the client and
+    /// the client flushed it.
+    pub(crate) async fn flush(&self, timeout: Duration) {
+        let (done, flushed) = oneshot::channel();
+        let waited = tokio::time::timeout(timeout, async {
+            if self.queue.send(Outgoing::Flush(done)).await.is_ok() {
+                let _ = flushed.await;
+            }
+        })
+        .await;
+        if waited.is_err() {
+            tracing::warn!(
+                ?timeout,
+                "the bus did not drain in time; queued messages are lost"
+            );
+        }
+    }
+
+    fn try_queue(&self, item: Outgoing) {
+        if let Err(err) = self.queue.try_send(item) {
             let dropped = self.counters.dropped.fetch_add(1, Ordering::Relaxed) + 1;
             if self.drop_log.ready() {
                 let reason = match err {
                     mpsc::error::TrySendError::Full(_) => "the publish queue is full",
                     mpsc::error::TrySendError::Closed(_) => "the publisher has stopped",
                 };
-                tracing::warn!(dropped_total = dropped, queue_capacity = self.capacity,
-                    run_id = %event.stream, version = event.version, reason,
-                    "dropping events for the bus; subscribers will re-read them from the database");
+                tracing::warn!(
+                    dropped_total = dropped,
+                    queue_capacity = self.capacity,
+                    reason,
+                    "dropping bus messages; subscribers will re-read events from the database"
+                );
             }
         }
     }
@@ -84,37 +123,54 @@ impl Publisher {
 /// never outlives its bus by more than what the client accepts at once.
 async fn run(
     client: async_nats::Client,
-    mut queue: mpsc::Receiver<Envelope>,
+    mut queue: mpsc::Receiver<Outgoing>,
     mut stopped: watch::Receiver<()>,
     counters: Arc<Counters>,
 ) {
     let failure_log = Throttle::new(LOG_INTERVAL);
-    while let Some(event) = queue.recv().await {
-        let subject = subjects::event(event.meta.tenant, event.stream);
-        let payload = match serde_json::to_vec(&event) {
+    while let Some(item) = queue.recv().await {
+        let (subject, headers, payload) = match item {
+            Outgoing::Flush(done) => {
+                tokio::select! {
+                    biased;
+                    _ = client.flush() => {}
+                    () = closed(&mut stopped) => return,
+                }
+                let _ = done.send(());
+                continue;
+            }
+            Outgoing::Event(event) => {
+                let mut headers = async_nats::HeaderMap::new();
+                if let Some(tp) = &event.meta.traceparent {
+                    headers.insert("traceparent", tp.as_str());
+                }
+                let subject = subjects::event(event.meta.tenant, event.stream);
+                (subject, headers, serde_json::to_vec(&event))
+            }
+            Outgoing::Control(msg) => (
+                subjects::CONTROL.to_string(),
+                async_nats::HeaderMap::new(),
+                serde_json::to_vec(&msg),
+            ),
+        };
+        let payload = match payload {
             Ok(p) => p,
             Err(err) => {
                 counters.failures.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(run_id = %event.stream, version = event.version, error = %err,
-                    "cannot encode an event for the bus");
+                tracing::error!(%subject, error = %err, "cannot encode a bus message");
                 continue;
             }
         };
-        let mut headers = async_nats::HeaderMap::new();
-        if let Some(tp) = &event.meta.traceparent {
-            headers.insert("traceparent", tp.as_str());
-        }
         let result = tokio::select! {
             biased;
-            r = client.publish_with_headers(subject, headers, payload.into()) => r,
+            r = client.publish_with_headers(subject.clone(), headers, payload.into()) => r,
             () = closed(&mut stopped) => return,
         };
         if let Err(err) = result {
             let failures = counters.failures.fetch_add(1, Ordering::Relaxed) + 1;
             if failure_log.ready() {
-                tracing::warn!(failures_total = failures, run_id = %event.stream,
-                    version = event.version, error = %err,
-                    "event publish failed; subscribers will re-read it from the database");
+                tracing::warn!(failures_total = failures, %subject, error = %err,
+                    "bus publish failed; subscribers will re-read events from the database");
             }
         }
     }

@@ -10,6 +10,10 @@ pub fn event(tenant: TenantId, run: RunId) -> String {
 /// Every durable event of every run.
 pub const ALL_EVENTS: &str = "baton.ev.>";
 
+/// Control messages between replicas (wake a run's driver, adopt now): one subject,
+/// JSON tagged by `kind`.
+pub const CONTROL: &str = "baton.ctl.cluster";
+
 /// Ephemeral events (token deltas, progress) of one run: `baton.delta.<tenant>.<run>`.
 pub fn delta(tenant: TenantId, run: RunId) -> String {
     format!("baton.delta.{tenant}.{run}")

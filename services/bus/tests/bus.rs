@@ -119,3 +119,46 @@ async fn nats_events_reach_subscribers_of_another_connection() {
     writer.publish(&[event(tenant, run, 1)]).await;
     assert_eq!(recv(&mut sub).await.map(|e| e.version), Some(1));
 }
+
+async fn control_messages_reach_every_subscriber(bus_a: &dyn EventBus, bus_b: &dyn EventBus) {
+    use baton_core::ports::{Control, ControlMessage};
+    let mut on_a = bus_a.subscribe_control().await.expect("subscribe");
+    let mut on_b = bus_b.subscribe_control().await.expect("subscribe");
+    let (tenant, run) = (TenantId::new(), RunId::new());
+    let msg = ControlMessage {
+        from: "replica-a/1".into(),
+        control: Control::Wake { tenant, run },
+    };
+    bus_a.publish_control(&msg).await;
+    bus_a
+        .publish_control(&ControlMessage {
+            from: "replica-a/1".into(),
+            control: Control::Adopt,
+        })
+        .await;
+    for rx in [&mut on_a, &mut on_b] {
+        let wait = std::time::Duration::from_secs(15);
+        let first = tokio::time::timeout(wait, rx.recv())
+            .await
+            .expect("in time");
+        assert_eq!(first.as_ref(), Some(&msg));
+        let second = tokio::time::timeout(wait, rx.recv())
+            .await
+            .expect("in time");
+        assert_eq!(second.map(|m| m.control), Some(Control::Adopt));
+    }
+}
+
+#[tokio::test]
+async fn in_process_control_messages_reach_every_subscriber() {
+    let bus = InProcessBus::new(8);
+    control_messages_reach_every_subscriber(&bus, &bus).await;
+}
+
+#[tokio::test]
+async fn nats_control_messages_reach_every_replica() {
+    let a = NatsBus::connect(&nats_url(), 8).await.expect("nats");
+    let b = NatsBus::connect(&nats_url(), 8).await.expect("nats");
+    control_messages_reach_every_subscriber(&a, &b).await;
+    a.close(std::time::Duration::from_secs(2)).await;
+}

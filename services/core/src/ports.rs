@@ -256,6 +256,26 @@ impl std::fmt::Debug for Subscription {
     }
 }
 
+/// What one replica tells the others over the bus (DESIGN.md §3, §5). Best effort:
+/// a lost message costs latency (the lease and adoption loops catch up), never work.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Control {
+    /// A client command changed the run: its driver, wherever it is, should look again.
+    Wake { tenant: TenantId, run: RunId },
+    /// Leases were released (a replica drained): claim what needs driving now rather
+    /// than at the next adoption round.
+    Adopt,
+}
+
+/// A [`Control`] and the replica that sent it (receivers ignore their own).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ControlMessage {
+    pub from: String,
+    #[serde(flatten)]
+    pub control: Control,
+}
+
 /// Publishes committed events and feeds subscribers. The database stays the source of
 /// truth: a failed publish is logged and costs latency, never an event.
 #[async_trait]
@@ -264,6 +284,13 @@ pub trait EventBus: Send + Sync {
     /// Subscribes to one run's events published from now on.
     async fn subscribe(&self, tenant: TenantId, run: RunId) -> Result<Subscription, StoreError>;
     async fn ping(&self) -> Result<(), StoreError>;
+    /// Tells every replica (this one included); never waits on the bus.
+    async fn publish_control(&self, msg: &ControlMessage);
+    /// Control messages published from now on; a receiver that falls behind loses
+    /// messages (they are hints).
+    async fn subscribe_control(&self) -> Result<mpsc::Receiver<ControlMessage>, StoreError>;
+    /// At shutdown: hands what is queued to the bus, waiting at most `timeout`.
+    async fn close(&self, _timeout: std::time::Duration) {}
 }
 
 /// Whoever drives runs (the engine): told when a run may need work.

@@ -100,6 +100,17 @@ impl EventBus for Silent {
     async fn ping(&self) -> Result<(), baton_core::StoreError> {
         Ok(())
     }
+    async fn publish_control(&self, msg: &baton_core::ports::ControlMessage) {
+        self.0.publish_control(msg).await;
+    }
+    async fn subscribe_control(
+        &self,
+    ) -> Result<
+        tokio::sync::mpsc::Receiver<baton_core::ports::ControlMessage>,
+        baton_core::StoreError,
+    > {
+        self.0.subscribe_control().await
+    }
 }
 
 impl World {

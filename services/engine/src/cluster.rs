@@ -4,7 +4,7 @@
 use crate::driver::Lease;
 use crate::{Engine, Inner};
 use baton_core::StoreError;
-use baton_core::ports::Fence;
+use baton_core::ports::{Control, Fence};
 use baton_events::LeaseReason;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -108,4 +108,38 @@ pub(crate) async fn adopt(engine: &Engine) -> Result<usize, StoreError> {
         engine.spawn_driver(c.tenant, c.run, Some(lease));
     }
     Ok(n)
+}
+
+/// Acts on other replicas' control messages until shutdown: a wake reaches this
+/// replica's driver of the run, if it has one (the replica that took the command starts
+/// a driver itself when nobody drives the run); an adopt request runs an adoption round.
+pub(crate) fn spawn_listener(
+    engine: Engine,
+    mut control: tokio::sync::mpsc::Receiver<baton_core::ports::ControlMessage>,
+) {
+    let inner = engine.inner.clone();
+    inner.tasks.spawn(async move {
+        loop {
+            let msg = tokio::select! {
+                () = engine.inner.shutdown.cancelled() => return,
+                msg = control.recv() => match msg {
+                    Some(msg) => msg,
+                    None => return,
+                },
+            };
+            if msg.from == engine.inner.opts.replica {
+                continue;
+            }
+            match msg.control {
+                Control::Wake { run, .. } => {
+                    engine.inner.mailboxes.wake(run);
+                }
+                Control::Adopt => {
+                    if let Err(e) = adopt(&engine).await {
+                        tracing::warn!(error = %e, "adoption on request failed");
+                    }
+                }
+            }
+        }
+    });
 }

@@ -58,9 +58,6 @@ impl Driver {
         notify: Arc<Notify>,
         lease: Option<Lease>,
     ) -> Self {
-        if lease.is_some() {
-            inner.mailboxes.set_leased(run, true);
-        }
         Self {
             inner,
             tenant,
@@ -126,6 +123,9 @@ impl Driver {
         if !has_work {
             self.release().await;
             return Ok(Next::Idle);
+        }
+        if self.lease.is_none() {
+            self.lease = self.inner.mailboxes.take_offered(self.run);
         }
         if self.lease.is_none() && !self.claim().await? {
             // Another replica drives it.
@@ -203,19 +203,33 @@ impl Driver {
             self.release().await;
             return;
         }
-        let released = RunEvent::LeaseReleased(LeaseReleased {
-            owner: lease.fence.owner.clone(),
-            epoch: lease.fence.epoch,
-            reason: ReleaseReason::Drained,
-        });
-        let run = match self.inner.log.store.get_run(self.tenant, self.run).await {
-            Ok(Some(run)) => run,
-            _ => return,
-        };
-        match self.append(&run, vec![released], true).await {
-            Ok(_) => tracing::info!(epoch = lease.fence.epoch, "handed the run off"),
-            Err(e) => tracing::warn!(error = %e, "hand-off failed; the lease will expire"),
+        // A client command may move the version under us: read and try again.
+        for _ in 0..3 {
+            let released = RunEvent::LeaseReleased(LeaseReleased {
+                owner: lease.fence.owner.clone(),
+                epoch: lease.fence.epoch,
+                reason: ReleaseReason::Drained,
+            });
+            let run = match self.inner.log.store.get_run(self.tenant, self.run).await {
+                Ok(Some(run)) => run,
+                _ => return,
+            };
+            match self.append(&run, vec![released], true).await {
+                Ok(_) if self.lease.is_none() => {
+                    self.inner
+                        .handed_off
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    tracing::info!(epoch = lease.fence.epoch, "handed the run off");
+                    return;
+                }
+                Ok(_) => continue,
+                Err(e) => {
+                    tracing::warn!(error = %e, "hand-off failed; the lease will expire");
+                    return;
+                }
+            }
         }
+        tracing::warn!("hand-off kept racing client commands; the lease will expire");
     }
 
     /// Answers the running turn: asks the provider, waits out its latency (interrupted by

@@ -20,7 +20,7 @@ mod provider;
 
 pub use provider::{Reply, ScriptedProvider};
 
-use baton_core::ports::{AgentStore, Clock, LeaseStore, RunDriver};
+use baton_core::ports::{AgentStore, Clock, Control, ControlMessage, LeaseStore, RunDriver};
 use baton_core::runs::EventLog;
 use baton_core::{RunId, TenantId};
 use mailbox::Mailboxes;
@@ -64,6 +64,8 @@ pub(crate) struct Inner {
     clock: Arc<dyn Clock>,
     opts: EngineOptions,
     mailboxes: Mailboxes,
+    /// Runs handed off at shutdown (announced to the other replicas afterwards).
+    handed_off: std::sync::atomic::AtomicUsize,
     shutdown: CancellationToken,
     tasks: TaskTracker,
 }
@@ -90,6 +92,7 @@ impl Engine {
                 clock,
                 opts,
                 mailboxes: Mailboxes::default(),
+                handed_off: std::sync::atomic::AtomicUsize::new(0),
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
             }),
@@ -106,10 +109,14 @@ impl Engine {
         self.inner.mailboxes.active()
     }
 
-    /// Starts the keeper and the adopter (which adopts at once, then every interval).
-    pub fn start(&self) {
+    /// Starts the keeper, the adopter (which adopts at once, then every interval) and
+    /// the listener for other replicas' control messages.
+    pub async fn start(&self) -> Result<(), baton_core::StoreError> {
+        let control = self.inner.log.bus.subscribe_control().await?;
         cluster::spawn_keeper(self.inner.clone());
         cluster::spawn_adopter(self.clone());
+        cluster::spawn_listener(self.clone(), control);
+        Ok(())
     }
 
     /// One adoption round: claims runs with work and no live lease and starts their
@@ -124,18 +131,21 @@ impl Engine {
         self.inner.shutdown.cancel();
         self.inner.tasks.close();
         self.inner.tasks.wait().await;
+        let handed_off = self
+            .inner
+            .handed_off
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if handed_off > 0 {
+            tracing::info!(handed_off, "asking the other replicas to adopt at once");
+            self.inner.control(Control::Adopt).await;
+        }
+        self.inner.log.bus.close(BUS_DRAIN).await;
     }
 
-    /// Starts a driver for the run, handing it `lease` when the caller already claimed it.
+    /// Starts a driver for the run, handing it `lease` when the caller already claimed it
+    /// (a running driver gets the lease instead).
     fn spawn_driver(&self, tenant: TenantId, run: RunId, lease: Option<driver::Lease>) {
-        let Some(notify) = self.inner.mailboxes.open(run) else {
-            // A driver exists already; it will claim the lease itself if it needs it.
-            if let Some(lease) = lease {
-                let inner = self.inner.clone();
-                self.inner.tasks.spawn(async move {
-                    let _ = inner.leases.release_lease(tenant, run, &lease.fence).await;
-                });
-            }
+        let Some(notify) = self.inner.mailboxes.open(run, lease.clone()) else {
             return;
         };
         let inner = self.inner.clone();
@@ -148,14 +158,33 @@ impl Engine {
 }
 
 impl RunDriver for Engine {
+    /// Wakes the run's driver here, starting one if needed, and tells the other
+    /// replicas: if one of them holds the lease, its driver looks again at once.
     fn wake(&self, tenant: TenantId, run: RunId) {
         if self.inner.shutdown.is_cancelled() {
             return;
         }
+        let inner = self.inner.clone();
+        self.inner.tasks.spawn(async move {
+            inner.control(Control::Wake { tenant, run }).await;
+        });
         let parked_lease = self.inner.mailboxes.unpark(run);
         if self.inner.mailboxes.wake(run) {
             return;
         }
         self.spawn_driver(tenant, run, parked_lease);
+    }
+}
+
+/// How long a stopping replica waits for its last bus messages to go out.
+const BUS_DRAIN: Duration = Duration::from_secs(2);
+
+impl Inner {
+    async fn control(&self, control: Control) {
+        let msg = ControlMessage {
+            from: self.opts.replica.clone(),
+            control,
+        };
+        self.log.bus.publish_control(&msg).await;
     }
 }

@@ -17,6 +17,8 @@ struct Mailbox {
     leased: bool,
     /// The keeper found the lease gone: the driver must stop.
     lost: bool,
+    /// A lease claimed for this run by the adopter while the driver was running.
+    offered: Option<Lease>,
 }
 
 #[derive(Default)]
@@ -34,16 +36,37 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Mailboxes {
-    /// Registers a new driver; `None` when the run has one already.
-    pub(crate) fn open(&self, run: RunId) -> Option<Arc<Notify>> {
+    /// Registers a new driver and returns its notifier; `None` when the run has a driver
+    /// already, which then gets `lease` (if any) and a wake-up, atomically, so a lease
+    /// claimed by the adopter is never lost to a driver deciding to exit.
+    pub(crate) fn open(&self, run: RunId, lease: Option<Lease>) -> Option<Arc<Notify>> {
         let mut active = lock(&self.active);
-        if active.contains_key(&run) {
+        if let Some(m) = active.get_mut(&run) {
+            if lease.is_some() {
+                m.offered = lease;
+                m.wakes += 1;
+                m.notify.notify_one();
+            }
             return None;
         }
-        let mailbox = Mailbox::default();
+        let mailbox = Mailbox {
+            leased: lease.is_some(),
+            ..Mailbox::default()
+        };
         let notify = mailbox.notify.clone();
         active.insert(run, mailbox);
         Some(notify)
+    }
+
+    /// A lease the adopter handed to this run's running driver, if any.
+    pub(crate) fn take_offered(&self, run: RunId) -> Option<Lease> {
+        let mut active = lock(&self.active);
+        let m = active.get_mut(&run)?;
+        let lease = m.offered.take();
+        if lease.is_some() {
+            m.leased = true;
+        }
+        lease
     }
 
     /// Wakes the run's driver; false when it has none.

@@ -45,8 +45,13 @@ async fn world() -> World {
         Arc::new(store.clone()),
         agents.clone(),
         clock.clone(),
-        EngineOptions::new("test"),
+        // Adoption only when a test calls run_once, so tests decide when it happens.
+        EngineOptions {
+            adopt_every: Duration::from_secs(3600),
+            ..EngineOptions::new("test")
+        },
     );
+    engine.start().await.expect("engine starts");
     let runs = Runs {
         log,
         agents,
@@ -357,4 +362,51 @@ async fn a_run_whose_agent_this_build_cannot_read_is_parked_until_a_client_acts(
         .expect("cancel");
     w.wait_for(run, "cancelled", |r| r.status == RunStatus::Cancelled)
         .await;
+}
+
+#[tokio::test]
+async fn a_command_taken_by_another_replica_reaches_the_owner_at_once() {
+    let w = world().await;
+    let agent = w.agent(&[("too late", 30_000, false)]).await;
+    let run = w.start(&w.runs, agent, "go").await;
+    w.wait_for(run, "running", |r| r.status == RunStatus::Running)
+        .await;
+    // A second replica on the same database and bus takes the cancel.
+    let other = Engine::new(
+        w.runs.log.clone(),
+        Arc::new(w.store.clone()),
+        Arc::new(w.store.clone()),
+        Arc::new(SystemClock),
+        EngineOptions::new("other"),
+    );
+    other.start().await.expect("start");
+    let via_other = Runs {
+        driver: Arc::new(other.clone()),
+        ..w.runs.clone()
+    };
+    let started = tokio::time::Instant::now();
+    via_other
+        .cancel_run(&w.owner, run, None)
+        .await
+        .expect("cancel");
+    w.wait_for(run, "cancelled", |r| r.status == RunStatus::Cancelled)
+        .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the owner was woken over the bus, not after its 30 s wait"
+    );
+    let writers: Vec<_> = w
+        .store
+        .read_stream(w.owner.tenant, run, 0, 100)
+        .await
+        .expect("read")
+        .into_iter()
+        .filter(|e| e.meta.actor.as_deref() == Some("engine"))
+        .map(|e| e.meta.replica.unwrap_or_default())
+        .collect();
+    assert!(
+        writers.iter().all(|r| r == "test"),
+        "only the owner wrote: {writers:?}"
+    );
+    other.shutdown().await;
 }

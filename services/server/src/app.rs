@@ -259,7 +259,7 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
             adopt_batch: config.cluster.adopt_batch,
         },
     );
-    engine.start();
+    engine.start().await.context("starting the engine")?;
     let shutdown = CancellationToken::new();
     let state = AppState {
         runs: Runs {
