@@ -70,6 +70,7 @@ async fn world(buffer: usize, bus_publishes: bool) -> (World, RunId) {
         .expect("agent");
     let runs = Runs {
         log,
+        replica: "test".into(),
         agents: Arc::new(store.clone()),
         driver: Arc::new(Nobody),
         clock: Arc::new(SystemClock),

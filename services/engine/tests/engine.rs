@@ -54,6 +54,7 @@ async fn world() -> World {
     engine.start().await.expect("engine starts");
     let runs = Runs {
         log,
+        replica: "test".into(),
         agents,
         driver: Arc::new(engine.clone()),
         clock,

@@ -199,10 +199,11 @@ impl RunningApp {
         self.wait().await
     }
 
-    /// Waits until the server stops (after the shutdown token is cancelled).
+    /// Waits until the server stops (call after the shutdown token is cancelled): the
+    /// HTTP server finishes its requests and closes SSE streams while, at the same time,
+    /// the engine stops adopting, brings its runs to a step boundary and hands them off.
     pub async fn wait(self) -> anyhow::Result<()> {
-        let served = self.server.await;
-        self.engine.shutdown().await;
+        let (served, ()) = tokio::join!(self.server, self.engine.shutdown());
         self.stores.close().await;
         served.context("the HTTP server task failed")??;
         Ok(())
@@ -264,6 +265,7 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
     let state = AppState {
         runs: Runs {
             log,
+            replica: replica.clone(),
             agents: stores.agents.clone(),
             driver: Arc::new(engine.clone()),
             clock: clock.clone(),

@@ -86,6 +86,8 @@ pub struct PostedMessage {
 #[derive(Clone)]
 pub struct Runs {
     pub log: EventLog,
+    /// The replica taking the commands, recorded in their events' metadata.
+    pub replica: String,
     pub agents: Arc<dyn AgentStore>,
     pub driver: Arc<dyn RunDriver>,
     pub clock: Arc<dyn Clock>,
@@ -121,7 +123,7 @@ impl Runs {
 
         let at = self.clock.now();
         let run_id = RunId::new();
-        let meta = meta(p, cmd.request_id.as_deref());
+        let meta = meta(&self.replica, p, cmd.request_id.as_deref());
         let mut events = vec![NewEvent::new(
             RunEvent::RunCreated(RunCreated {
                 agent_id: agent.id,
@@ -241,7 +243,11 @@ impl Runs {
             let req = AppendRequest {
                 run: run_id,
                 expected_version: run.version,
-                events: user_turn(&result.message, turn, &meta(p, cmd.request_id.as_deref())),
+                events: user_turn(
+                    &result.message,
+                    turn,
+                    &meta(&self.replica, p, cmd.request_id.as_deref()),
+                ),
                 at,
                 idempotency: record(
                     &cmd.request_id,
@@ -307,7 +313,7 @@ impl Runs {
                 s if s.is_busy() && run.cancel_requested => return Ok(run),
                 _ => {}
             }
-            let meta = meta(p, None);
+            let meta = meta(&self.replica, p, None);
             let mut events = vec![NewEvent::new(
                 RunEvent::RunCancelRequested(RunCancelRequested {
                     reason: reason.clone(),
@@ -412,8 +418,9 @@ fn user_turn(m: &Message, turn: i64, meta: &EventMeta) -> Vec<NewEvent> {
     ]
 }
 
-fn meta(p: &Principal, request_id: Option<&str>) -> EventMeta {
+fn meta(replica: &str, p: &Principal, request_id: Option<&str>) -> EventMeta {
     let mut meta = EventMeta::new(p.tenant);
+    meta.replica = Some(replica.to_string());
     meta.actor = Some(p.actor.clone());
     meta.request_id = request_id.map(str::to_string);
     meta
