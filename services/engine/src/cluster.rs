@@ -32,6 +32,7 @@ pub(crate) fn spawn_keeper(inner: Arc<Inner>) {
 }
 
 async fn renew(inner: &Inner) {
+    let started = std::time::Instant::now();
     let now = inner.clock.now();
     match inner
         .leases
@@ -40,7 +41,7 @@ async fn renew(inner: &Inner) {
     {
         Ok(held) => {
             let held: HashSet<_> = held.into_iter().collect();
-            let lost = inner.mailboxes.keep_only(&held);
+            let lost = inner.mailboxes.keep_only(&held, started);
             if lost > 0 {
                 tracing::warn!(lost, "leases were taken over; stopping their drivers");
             }
@@ -49,17 +50,17 @@ async fn renew(inner: &Inner) {
     }
 }
 
-/// Adopts at once, then every interval until shutdown.
+/// Adopts every interval until shutdown (the first round runs in `Engine::start`).
 pub(crate) fn spawn_adopter(engine: Engine) {
     let inner = engine.inner.clone();
     inner.tasks.spawn(async move {
         loop {
-            if let Err(e) = adopt(&engine).await {
-                tracing::warn!(error = %e, "adoption round failed; retrying");
-            }
             tokio::select! {
                 () = engine.inner.shutdown.cancelled() => return,
                 () = tokio::time::sleep(engine.inner.opts.adopt_every) => {}
+            }
+            if let Err(e) = adopt(&engine).await {
+                tracing::warn!(error = %e, "adoption round failed; retrying");
             }
         }
     });

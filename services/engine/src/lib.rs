@@ -109,10 +109,11 @@ impl Engine {
         self.inner.mailboxes.active()
     }
 
-    /// Starts the keeper, the adopter (which adopts at once, then every interval) and
-    /// the listener for other replicas' control messages.
+    /// Adopts what needs driving, then starts the keeper, the adopter (every interval)
+    /// and the listener for other replicas' control messages.
     pub async fn start(&self) -> Result<(), baton_core::StoreError> {
         let control = self.inner.log.bus.subscribe_control().await?;
+        cluster::adopt(self).await?;
         cluster::spawn_keeper(self.inner.clone());
         cluster::spawn_adopter(self.clone());
         cluster::spawn_listener(self.clone(), control);

@@ -7,14 +7,15 @@ use crate::driver::Lease;
 use baton_core::RunId;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
 use tokio::sync::Notify;
 
 #[derive(Default)]
 struct Mailbox {
     wakes: u64,
     notify: Arc<Notify>,
-    /// The driver holds the run's lease.
-    leased: bool,
+    /// Since when the driver holds the run's lease, if it does.
+    leased: Option<Instant>,
     /// The keeper found the lease gone: the driver must stop.
     lost: bool,
     /// A lease claimed for this run by the adopter while the driver was running.
@@ -50,7 +51,7 @@ impl Mailboxes {
             return None;
         }
         let mailbox = Mailbox {
-            leased: lease.is_some(),
+            leased: lease.is_some().then(Instant::now),
             ..Mailbox::default()
         };
         let notify = mailbox.notify.clone();
@@ -64,7 +65,7 @@ impl Mailboxes {
         let m = active.get_mut(&run)?;
         let lease = m.offered.take();
         if lease.is_some() {
-            m.leased = true;
+            m.leased = Some(Instant::now());
         }
         lease
     }
@@ -91,7 +92,7 @@ impl Mailboxes {
 
     pub(crate) fn set_leased(&self, run: RunId, leased: bool) {
         if let Some(m) = lock(&self.active).get_mut(&run) {
-            m.leased = leased;
+            m.leased = leased.then(Instant::now);
         }
     }
 
@@ -100,12 +101,13 @@ impl Mailboxes {
         lock(&self.active).get(&run).is_some_and(|m| m.lost)
     }
 
-    /// Marks every leased driver whose run is not in `held` as lost, and wakes it.
-    /// Returns how many were lost.
-    pub(crate) fn keep_only(&self, held: &HashSet<RunId>) -> usize {
+    /// Marks every driver that held its lease before `renewed_at` (when the renewal that
+    /// answered `held` started) but is missing from `held` as lost, and wakes it; a lease
+    /// taken after the renewal started cannot be in its answer. Returns how many were lost.
+    pub(crate) fn keep_only(&self, held: &HashSet<RunId>, renewed_at: Instant) -> usize {
         let mut lost = 0;
         for (run, m) in lock(&self.active).iter_mut() {
-            if m.leased && !held.contains(run) {
+            if m.leased.is_some_and(|t| t < renewed_at) && !held.contains(run) {
                 m.lost = true;
                 m.notify.notify_one();
                 lost += 1;
@@ -151,5 +153,35 @@ impl Mailboxes {
             .drain()
             .filter_map(|(run, lease)| lease.map(|l| (run, l)))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_leases_held_before_a_renewal_can_be_lost_by_it() {
+        let boxes = Mailboxes::default();
+        let (old, new, idle) = (RunId::new(), RunId::new(), RunId::new());
+        for run in [old, new, idle] {
+            assert!(boxes.open(run, None).is_some());
+        }
+        boxes.set_leased(old, true);
+        let renewal_started = Instant::now();
+        boxes.set_leased(new, true);
+        // The renewal's answer holds neither: `old` was taken over; `new` was claimed
+        // after the renewal statement ran, so its absence means nothing.
+        assert_eq!(boxes.keep_only(&HashSet::new(), renewal_started), 1);
+        assert!(boxes.lost(old));
+        assert!(!boxes.lost(new));
+        assert!(
+            !boxes.lost(idle),
+            "a driver without a lease cannot lose one"
+        );
+        assert!(
+            boxes.open(old, None).is_none(),
+            "still registered until it stops"
+        );
     }
 }
