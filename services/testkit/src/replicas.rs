@@ -14,7 +14,7 @@ mod replica;
 #[cfg(test)]
 mod tests;
 
-pub use invariants::EventRow;
+pub use invariants::{EventRow, LeaseRow};
 pub use replica::Replica;
 
 use crate::TestDatabase;

@@ -28,6 +28,19 @@ impl EventRow {
     }
 }
 
+/// The lease columns of one run's row (migration 0002), as the replicas left them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRow {
+    pub run: uuid::Uuid,
+    /// `<replica name>/<boot id>` of the holder; `None` when the lease is free.
+    pub owner: Option<String>,
+    /// The fencing token: grows with every acquisition.
+    pub epoch: i64,
+    /// When the lease lapses unless renewed, in Unix milliseconds of the holder's clock
+    /// (claim or last renewal + TTL); `None` when free.
+    pub expires_ms: Option<i64>,
+}
+
 impl Cluster {
     /// A small pool on the cluster's database, opened on first use.
     pub async fn pool(&self) -> anyhow::Result<&sqlx::PgPool> {
@@ -59,6 +72,28 @@ impl Cluster {
                 version,
                 event_type,
                 replica,
+            })
+            .collect())
+    }
+
+    /// The lease (owner, epoch) of each of `runs` that exists, in no particular order:
+    /// when a replica claims, renews or releases a lease, whether or not it has written
+    /// `lease.acquired` yet.
+    pub async fn leases(&self, runs: &[uuid::Uuid]) -> anyhow::Result<Vec<LeaseRow>> {
+        let rows: Vec<(uuid::Uuid, Option<String>, i64, Option<i64>)> = sqlx::query_as(
+            "SELECT id, lease_owner, lease_epoch, lease_expires_ms FROM runs WHERE id = ANY($1)",
+        )
+        .bind(runs)
+        .fetch_all(self.pool().await?)
+        .await
+        .context("cannot read the runs' leases")?;
+        Ok(rows
+            .into_iter()
+            .map(|(run, owner, epoch, expires_ms)| LeaseRow {
+                run,
+                owner,
+                epoch,
+                expires_ms,
             })
             .collect())
     }

@@ -222,3 +222,54 @@ async fn the_invariant_check_finds_gaps_duplicates_and_a_stale_projection() {
     }
     cluster.stop().await.expect("stop");
 }
+
+#[tokio::test]
+async fn leases_reads_the_owner_and_epoch_of_the_runs_asked_for() {
+    let (_guard, bin) = fake_baton();
+    let cluster = Cluster::start(&bin, 0).await.expect("database only");
+    let pool = cluster.pool().await.expect("pool");
+    sqlx::query(
+        "CREATE TABLE runs (id UUID, lease_owner TEXT, lease_epoch BIGINT, lease_expires_ms BIGINT)",
+    )
+        .execute(pool)
+        .await
+        .expect("ddl");
+    let [held, free, other] = [0; 3].map(|_| uuid::Uuid::new_v4());
+    for (run, owner, epoch, expires) in [
+        (
+            held,
+            Some("replica-2/abcd"),
+            3_i64,
+            Some(1_700_000_000_000_i64),
+        ),
+        (free, None, 1, None),
+        (other, Some("replica-0/ef01"), 7, Some(1)),
+    ] {
+        sqlx::query("INSERT INTO runs VALUES ($1, $2, $3, $4)")
+            .bind(run)
+            .bind(owner)
+            .bind(epoch)
+            .bind(expires)
+            .execute(pool)
+            .await
+            .expect("insert");
+    }
+    let mut got = cluster.leases(&[held, free]).await.expect("leases");
+    got.sort_by_key(|l| l.epoch);
+    let want = vec![
+        super::LeaseRow {
+            run: free,
+            owner: None,
+            epoch: 1,
+            expires_ms: None,
+        },
+        super::LeaseRow {
+            run: held,
+            owner: Some("replica-2/abcd".into()),
+            epoch: 3,
+            expires_ms: Some(1_700_000_000_000),
+        },
+    ];
+    assert_eq!(got, want);
+    cluster.stop().await.expect("stop");
+}
