@@ -37,8 +37,9 @@ pub struct ClaimedRun {
     pub tenant: TenantId,
     pub run: RunId,
     pub epoch: i64,
-    /// The lease had another owner whose lease expired (as opposed to no owner).
-    pub adopted: bool,
+    /// `new` (no owner before), `adopted` (the owner's lease expired) or `handoff`
+    /// (the owner released it while draining).
+    pub reason: baton_events::LeaseReason,
 }
 
 /// Events to append to one run's stream, all or nothing.
@@ -56,8 +57,8 @@ pub struct AppendRequest {
     /// Engine appends only: the lease they act under. Unless the run's lease is still
     /// exactly this owner and epoch, nothing is written and the append is `Fenced`.
     pub fence: Option<Fence>,
-    /// With a fence: give the lease up in the same transaction (the run goes idle).
-    pub release: bool,
+    /// With a fence: give the lease up in the same transaction.
+    pub release: Option<Release>,
 }
 
 impl AppendRequest {
@@ -75,9 +76,18 @@ impl AppendRequest {
             at,
             idempotency: None,
             fence: None,
-            release: false,
+            release: None,
         }
     }
+}
+
+/// How an append gives its lease up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Release {
+    /// The run goes idle or ends: nobody needs the lease.
+    Idle,
+    /// The owner is draining: the next claimer takes the run over as a hand-off.
+    HandOff,
 }
 
 #[derive(Debug, Clone)]

@@ -135,7 +135,7 @@ impl World {
                 at: SystemClock.now(),
                 idempotency: None,
                 fence: None,
-                release: false,
+                release: None,
             };
             self.runs
                 .log

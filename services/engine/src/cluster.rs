@@ -84,12 +84,8 @@ pub(crate) async fn adopt(engine: &Engine) -> Result<usize, StoreError> {
         .await?;
     let n = claimed.len();
     for c in claimed {
-        let reason = if c.adopted {
-            LeaseReason::Adopted
-        } else {
-            LeaseReason::New
-        };
-        if c.adopted {
+        let reason = c.reason;
+        if reason == LeaseReason::Adopted {
             tracing::info!(run_id = %c.run, epoch = c.epoch, "adopting a run whose lease expired");
         }
         let lease = Lease {

@@ -6,7 +6,7 @@
 use crate::Inner;
 use crate::provider::{Reply, ScriptedProvider};
 use baton_core::model::{RunStatus, RunSummary};
-use baton_core::ports::{AppendOutcome, AppendRequest, Fence};
+use baton_core::ports::{AppendOutcome, AppendRequest, Fence, Release};
 use baton_core::{RunId, StoreError, TenantId};
 use baton_events::{
     ErrorInfo, EventMeta, LeaseAcquired, LeaseReason, LeaseReleased, MessageAppended, MessageId,
@@ -133,14 +133,20 @@ impl Driver {
         }
         if run.cancel_requested {
             let cancelled = RunEvent::RunCancelled(RunCancelled { reason: None });
-            return self.append(&run, vec![cancelled], true).await;
+            return self
+                .append(&run, vec![cancelled], Some(Release::Idle))
+                .await;
+        }
+        if run.status == RunStatus::Running && self.lease.as_ref().is_some_and(|l| !l.announced) {
+            // Taking over a turn in progress: say so now, not when the turn is answered.
+            return self.append(&run, vec![], None).await;
         }
         match run.status {
             RunStatus::Queued => {
                 let started = RunEvent::TurnStarted(TurnStarted {
                     turn: run.turn_count,
                 });
-                self.append(&run, vec![started], false).await
+                self.append(&run, vec![started], None).await
             }
             RunStatus::Running => self.take_turn(&run).await,
             _ => Ok(Next::Idle),
@@ -171,11 +177,7 @@ impl Driver {
                 epoch: c.epoch,
             },
             announced: false,
-            reason: if c.adopted {
-                LeaseReason::Adopted
-            } else {
-                LeaseReason::New
-            },
+            reason: c.reason,
         });
         self.inner.mailboxes.set_leased(self.run, true);
         Ok(true)
@@ -214,7 +216,10 @@ impl Driver {
                 Ok(Some(run)) => run,
                 _ => return,
             };
-            match self.append(&run, vec![released], true).await {
+            match self
+                .append(&run, vec![released], Some(Release::HandOff))
+                .await
+            {
                 Ok(_) if self.lease.is_none() => {
                     self.inner
                         .handed_off
@@ -244,13 +249,13 @@ impl Driver {
             .await?
         else {
             let failed = failure(turn, "agent_missing", "the run's agent no longer exists");
-            return self.append(run, vec![failed], true).await;
+            return self.append(run, vec![failed], Some(Release::Idle)).await;
         };
         let reply = match ScriptedProvider::reply(&agent, turn) {
             Ok(reply) => reply,
             Err(error) => {
                 let failed = RunEvent::TurnFailed(TurnFailed { turn, error });
-                return self.append(run, vec![failed], true).await;
+                return self.append(run, vec![failed], Some(Release::Idle)).await;
             }
         };
         let due = match self.due {
@@ -262,7 +267,8 @@ impl Driver {
             // Woken or shutting down: re-read the run (a cancel may be pending).
             return Ok(Next::Continue);
         }
-        self.append(run, answer(turn, reply), true).await
+        self.append(run, answer(turn, reply), Some(Release::Idle))
+            .await
     }
 
     /// Waits until `due`; false when interrupted by a wake-up or shutdown.
@@ -286,7 +292,7 @@ impl Driver {
         &mut self,
         run: &RunSummary,
         events: Vec<RunEvent>,
-        release: bool,
+        release: Option<Release>,
     ) -> Result<Next, StoreError> {
         let Some(lease) = self.lease.clone() else {
             return Ok(Next::Continue);
@@ -315,7 +321,7 @@ impl Driver {
         req.release = release;
         match self.inner.log.append(self.tenant, req).await {
             Ok(AppendOutcome::Appended { .. }) => {
-                if release {
+                if release.is_some() {
                     self.lease = None;
                     self.inner.mailboxes.set_leased(self.run, false);
                 } else if let Some(l) = self.lease.as_mut() {

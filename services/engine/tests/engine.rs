@@ -323,7 +323,11 @@ async fn a_turn_interrupted_by_shutdown_writes_nothing_and_is_taken_again_after_
                 "test".into(),
                 "drained".into()
             ),
-            ("lease.acquired".to_string(), "test-2".into(), "new".into()),
+            (
+                "lease.acquired".to_string(),
+                "test-2".into(),
+                "handoff".into()
+            ),
         ],
         "handed off at shutdown, taken at once by the next engine"
     );

@@ -33,7 +33,7 @@ async fn smoke<S: RunStore + TenantStore>(s: &S) {
         at: SystemClock.now(),
         idempotency: None,
         fence: None,
-        release: false,
+        release: None,
     };
     let outcome = s.append(tenant.id, req).await.expect("append");
     assert!(matches!(outcome, AppendOutcome::Appended { .. }));

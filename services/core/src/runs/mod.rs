@@ -156,7 +156,7 @@ impl Runs {
             at,
             idempotency: record(&cmd.request_id, "create_run", fingerprint.clone(), &result),
             fence: None,
-            release: false,
+            release: None,
         };
         match self.log.append(p.tenant, req).await? {
             AppendOutcome::Appended { run, .. } => {
@@ -256,7 +256,7 @@ impl Runs {
                     &result,
                 ),
                 fence: None,
-                release: false,
+                release: None,
             };
             match self.log.append(p.tenant, req).await {
                 Ok(AppendOutcome::Appended { .. }) => {
@@ -336,7 +336,7 @@ impl Runs {
                 at: self.clock.now(),
                 idempotency: None,
                 fence: None,
-                release: false,
+                release: None,
             };
             match self.log.append(p.tenant, req).await {
                 Ok(AppendOutcome::Appended { run, .. }) => {

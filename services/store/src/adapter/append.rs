@@ -13,7 +13,9 @@ macro_rules! impl_append {
         const _: () = {
             use baton_core::StoreError;
             use baton_core::model::RunSummary;
-            use baton_core::ports::{AppendOutcome, AppendRequest, IdempotencyRecord, RunStore};
+            use baton_core::ports::{
+                AppendOutcome, AppendRequest, IdempotencyRecord, Release, RunStore,
+            };
             use baton_events::TenantId;
             use sqlx::types::Json;
             use $crate::plan::{self, AppendError, AppendPlan, bind_run};
@@ -165,15 +167,27 @@ macro_rules! impl_append {
                     if updated.rows_affected() != 1 {
                         return Err(AppendError::Raced);
                     }
-                    if req.release && req.fence.is_some() {
-                        sqlx::query(
-                            "UPDATE runs SET lease_owner = NULL, lease_expires_ms = NULL \
-                             WHERE id = $1",
-                        )
-                        .bind(req.run.as_uuid())
-                        .execute(&mut *conn)
-                        .await
-                        .map_err($classify)?;
+                    match (req.release, &req.fence) {
+                        (Some(Release::Idle), Some(_)) => {
+                            sqlx::query(
+                                "UPDATE runs SET lease_owner = NULL, lease_expires_ms = NULL \
+                                 WHERE id = $1",
+                            )
+                            .bind(req.run.as_uuid())
+                            .execute(&mut *conn)
+                            .await
+                            .map_err($classify)?;
+                        }
+                        // The owner stays, with expiry 0: free to claim at once, and
+                        // the claimer knows it is a hand-off.
+                        (Some(Release::HandOff), Some(_)) => {
+                            sqlx::query("UPDATE runs SET lease_expires_ms = 0 WHERE id = $1")
+                                .bind(req.run.as_uuid())
+                                .execute(&mut *conn)
+                                .await
+                                .map_err($classify)?;
+                        }
+                        _ => {}
                     }
                     plan
                 };
@@ -213,13 +227,19 @@ macro_rules! impl_append {
                 req: &AppendRequest,
                 fence: &baton_core::ports::Fence,
             ) -> Result<(), AppendError> {
-                let (owner, epoch): (Option<String>, i64) =
-                    sqlx::query_as("SELECT lease_owner, lease_epoch FROM runs WHERE id = $1")
-                        .bind(req.run.as_uuid())
-                        .fetch_one(&mut *conn)
-                        .await
-                        .map_err($classify)?;
-                if owner.as_deref() == Some(fence.owner.as_str()) && epoch == fence.epoch {
+                let (owner, epoch, expires): (Option<String>, i64, Option<i64>) = sqlx::query_as(
+                    "SELECT lease_owner, lease_epoch, lease_expires_ms FROM runs WHERE id = $1",
+                )
+                .bind(req.run.as_uuid())
+                .fetch_one(&mut *conn)
+                .await
+                .map_err($classify)?;
+                // Expiry 0 marks a lease handed off: its owner may not write any more.
+                let handed_off = expires == Some(0);
+                if owner.as_deref() == Some(fence.owner.as_str())
+                    && epoch == fence.epoch
+                    && !handed_off
+                {
                     Ok(())
                 } else {
                     Err(AppendError::Store(StoreError::Fenced))

@@ -12,7 +12,7 @@ macro_rules! impl_lease_store {
             use async_trait::async_trait;
             use baton_core::StoreError;
             use baton_core::ports::{ClaimedRun, Fence, LeaseStore};
-            use baton_events::{RunId, TenantId};
+            use baton_events::{LeaseReason, RunId, TenantId};
             use chrono::{DateTime, Utc};
             use std::time::Duration;
             use uuid::Uuid;
@@ -36,8 +36,8 @@ macro_rules! impl_lease_store {
                     // Runs with work to do (a turn in progress or a cancel pending, as in
                     // the `runs_needing_drive` partial index of migration 0001) and a free or expired lease.
                     let q = match only {
-                        None => sqlx::query_as::<_, (Uuid, Uuid, Option<String>)>(concat!(
-                            "SELECT tenant_id, id, lease_owner FROM runs \
+                        None => sqlx::query_as::<_, (Uuid, Uuid, Option<String>, Option<i64>)>(concat!(
+                            "SELECT tenant_id, id, lease_owner, lease_expires_ms FROM runs \
                              WHERE (status IN ('queued', 'running') \
                                 OR (cancel_requested \
                                     AND status NOT IN ('completed', 'failed', 'cancelled'))) \
@@ -45,8 +45,8 @@ macro_rules! impl_lease_store {
                              ORDER BY id LIMIT $2",
                             $skip_locked
                         )),
-                        Some(_) => sqlx::query_as::<_, (Uuid, Uuid, Option<String>)>(concat!(
-                            "SELECT tenant_id, id, lease_owner FROM runs \
+                        Some(_) => sqlx::query_as::<_, (Uuid, Uuid, Option<String>, Option<i64>)>(concat!(
+                            "SELECT tenant_id, id, lease_owner, lease_expires_ms FROM runs \
                              WHERE (status IN ('queued', 'running') \
                                 OR (cancel_requested \
                                     AND status NOT IN ('completed', 'failed', 'cancelled'))) \
@@ -62,7 +62,7 @@ macro_rules! impl_lease_store {
                     }
                     let candidates = q.fetch_all(&mut *tx).await.map_err($classify)?;
                     let mut claimed = Vec::with_capacity(candidates.len());
-                    for (tenant, run, previous) in candidates {
+                    for (tenant, run, previous, expires) in candidates {
                         let epoch: i64 = sqlx::query_scalar(
                             "UPDATE runs SET lease_owner = $1, lease_epoch = lease_epoch + 1, \
                              lease_expires_ms = $2 WHERE id = $3 RETURNING lease_epoch",
@@ -77,7 +77,11 @@ macro_rules! impl_lease_store {
                             tenant: TenantId(tenant),
                             run: RunId(run),
                             epoch,
-                            adopted: previous.is_some(),
+                            reason: match (previous, expires) {
+                                (None, _) => LeaseReason::New,
+                                (Some(_), Some(0)) => LeaseReason::Handoff,
+                                (Some(_), _) => LeaseReason::Adopted,
+                            },
                         });
                     }
                     tx.commit().await.map_err($classify)?;
@@ -91,7 +95,8 @@ macro_rules! impl_lease_store {
                     now: DateTime<Utc>,
                 ) -> Result<Vec<RunId>, StoreError> {
                     let held: Vec<Uuid> = sqlx::query_scalar(
-                        "UPDATE runs SET lease_expires_ms = $1 WHERE lease_owner = $2 RETURNING id",
+                        "UPDATE runs SET lease_expires_ms = $1 \
+                         WHERE lease_owner = $2 AND lease_expires_ms <> 0 RETURNING id",
                     )
                     .bind(expiry(now, ttl))
                     .bind(owner)

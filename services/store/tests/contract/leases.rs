@@ -3,7 +3,7 @@
 use crate::support::*;
 use baton_core::StoreError;
 use baton_core::ports::Fence;
-use baton_events::{RunId, TenantId, TurnStarted};
+use baton_events::{LeaseReason, RunId, TenantId, TurnStarted};
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -66,7 +66,10 @@ pub async fn only_runs_with_work_are_claimed_and_a_live_lease_is_not_taken<S: St
     assert!(runs.contains(&busy), "a queued run is claimed");
     assert!(!runs.contains(&idle), "an idle run holds no lease");
     let mine = claimed.iter().find(|c| c.run == busy).expect("claimed");
-    assert_eq!((mine.epoch, mine.adopted, mine.tenant), (1, false, tenant));
+    assert_eq!(
+        (mine.epoch, mine.reason, mine.tenant),
+        (1, LeaseReason::New, tenant)
+    );
     assert_eq!(
         claim_one(s, "b/2", tenant, busy, t0).await,
         None,
@@ -90,7 +93,10 @@ pub async fn an_expired_lease_is_adopted_with_a_higher_epoch<S: Store>(s: &S) {
         .await
         .expect("claim");
     assert_eq!(adopted.len(), 1);
-    assert_eq!((adopted[0].epoch, adopted[0].adopted), (2, true));
+    assert_eq!(
+        (adopted[0].epoch, adopted[0].reason),
+        (2, LeaseReason::Adopted)
+    );
 }
 
 pub async fn renewal_returns_exactly_the_leases_still_held<S: Store>(s: &S) {
@@ -168,7 +174,7 @@ pub async fn an_append_can_release_its_lease_in_the_same_transaction<S: Store>(s
         epoch,
     };
     let mut req = fenced(run, 3, tenant, fence.clone());
-    req.release = true;
+    req.release = Some(baton_core::ports::Release::Idle);
     append_ok(s, tenant, req).await;
     assert!(
         s.renew_leases("a/1", TTL, t0)
@@ -248,5 +254,44 @@ pub async fn release_needs_the_current_epoch<S: Store>(s: &S) {
         claim_one(s, "b/2", tenant, run, t0).await,
         Some(epoch + 1),
         "free at once"
+    );
+}
+
+pub async fn a_handed_off_lease_is_claimed_at_once_as_a_hand_off_and_fences_its_owner<S: Store>(
+    s: &S,
+) {
+    let tenant = tenant(s).await;
+    let run = busy_run(s, tenant).await;
+    let t0 = now();
+    let epoch = claim_one(s, "a/1", tenant, run, t0).await.expect("claim");
+    let fence = Fence {
+        owner: "a/1".into(),
+        epoch,
+    };
+    let mut req = fenced(run, 3, tenant, fence.clone());
+    req.release = Some(baton_core::ports::Release::HandOff);
+    append_ok(s, tenant, req).await;
+    assert!(
+        s.renew_leases("a/1", TTL, t0)
+            .await
+            .expect("renew")
+            .is_empty(),
+        "a handed-off lease is not renewed back to life"
+    );
+    assert!(
+        matches!(
+            s.append(tenant, fenced(run, 4, tenant, fence)).await,
+            Err(StoreError::Fenced)
+        ),
+        "its owner may not write after handing off"
+    );
+    let claimed = s
+        .claim_runs("b/2", TTL, t0, 10, Some((tenant, run)))
+        .await
+        .expect("claim");
+    assert_eq!(claimed.len(), 1, "claimable at once, long before the TTL");
+    assert_eq!(
+        (claimed[0].epoch, claimed[0].reason),
+        (epoch + 1, LeaseReason::Handoff)
     );
 }

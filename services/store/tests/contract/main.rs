@@ -72,4 +72,5 @@ contract!(
     leases::an_append_can_release_its_lease_in_the_same_transaction,
     leases::concurrent_claimers_never_claim_one_run_twice,
     leases::release_needs_the_current_epoch,
+    leases::a_handed_off_lease_is_claimed_at_once_as_a_hand_off_and_fences_its_owner,
 );

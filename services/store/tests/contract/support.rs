@@ -184,7 +184,7 @@ pub fn request(run: RunId, expected_version: i64, events: Vec<NewEvent>) -> Appe
         at: now(),
         idempotency: None,
         fence: None,
-        release: false,
+        release: None,
     }
 }
 
