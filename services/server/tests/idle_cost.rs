@@ -3,9 +3,8 @@
 //! its leases, one adoption round), not one per run. Counted from Postgres's own
 //! per-database transaction counter, so nothing in Baton is trusted to count itself.
 
-use baton_testkit::Cluster;
+use baton_testkit::{Api, Cluster};
 use futures::StreamExt;
-use serde_json::{Value, json};
 use sqlx::Row;
 use std::time::Duration;
 
@@ -13,18 +12,6 @@ const BATON: &str = env!("CARGO_BIN_EXE_baton");
 const IDLE: usize = 1_000;
 const ACTIVE: usize = 100;
 const INTERVAL_MS: u64 = 500;
-
-async fn post(http: &reqwest::Client, url: String, key: &str, body: Value) -> Value {
-    let res = http
-        .post(url)
-        .bearer_auth(key)
-        .json(&body)
-        .send()
-        .await
-        .expect("request");
-    assert_eq!(res.status(), 201);
-    res.json().await.expect("json")
-}
 
 /// Transactions committed or rolled back in the database so far (all connections).
 async fn transactions(pool: &sqlx::PgPool) -> i64 {
@@ -49,28 +36,16 @@ async fn idle_runs_cost_no_sql_and_renewal_is_one_statement_per_interval() {
         .await
         .expect("cluster");
     let (_, key) = cluster.create_tenant("idle").await.expect("tenant");
-    let base = cluster.base_url(0).to_string();
-    let http = reqwest::Client::new();
-    let agent = |delay: u64| {
-        json!({"name": "a", "provider": {"kind": "scripted",
-            "replies": [{"content": "x", "delay_ms": delay}]}})
-    };
-    let idle_agent = post(&http, format!("{base}/v1/agents"), &key, agent(0)).await;
-    let slow_agent = post(&http, format!("{base}/v1/agents"), &key, agent(600_000)).await;
-    let create = |agent: &Value, message: Option<&str>| {
-        let mut body = json!({"agent_id": agent["id"]});
-        if let Some(m) = message {
-            body["message"] = json!(m);
-        }
-        post(&http, format!("{base}/v1/runs"), &key, body)
-    };
-    let idle: Vec<_> = (0..IDLE).map(|_| create(&idle_agent, None)).collect();
+    let api = Api::new(cluster.base_url(0), Some(key));
+    let idle_agent = api.agent(&[("x", 0, false)]).await;
+    let slow_agent = api.agent(&[("x", 600_000, false)]).await;
+    let idle: Vec<_> = (0..IDLE).map(|_| api.run(&idle_agent, None)).collect();
     futures::stream::iter(idle)
         .buffer_unordered(16)
         .collect::<Vec<_>>()
         .await;
     let active: Vec<_> = (0..ACTIVE)
-        .map(|_| create(&slow_agent, Some("go")))
+        .map(|_| api.run(&slow_agent, Some("go")))
         .collect();
     futures::stream::iter(active)
         .buffer_unordered(16)

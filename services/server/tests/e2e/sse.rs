@@ -3,9 +3,8 @@
 
 use crate::common::{Api, DEADLINE, TestApp, assert_problem};
 use baton_core::Role;
-use eventsource_stream::Eventsource;
+use baton_testkit::api::sse;
 use futures::StreamExt;
-use serde_json::Value;
 
 /// Turns in the scenario; the last reply completes the run.
 const TURNS: usize = 12;
@@ -18,36 +17,8 @@ async fn read_sse(
     last_event_id: Option<i64>,
     stop_after: Option<usize>,
 ) -> Vec<(i64, String)> {
-    let mut req = api
-        .req(reqwest::Method::GET, &format!("/v1/runs/{run}/events"))
-        .header("accept", "text/event-stream");
-    if let Some(id) = last_event_id {
-        req = req.header("last-event-id", id.to_string());
-    }
-    let res = req.send().await.expect("sse request");
-    assert_eq!(res.status(), 200);
-    let mut stream = res.bytes_stream().eventsource();
-    let mut got = Vec::new();
-    let read = async {
-        while let Some(ev) = stream.next().await {
-            let ev = ev.expect("well-formed SSE");
-            if ev.data.is_empty() {
-                continue;
-            }
-            let env: Value = serde_json::from_str(&ev.data).expect("envelope JSON");
-            let version: i64 = ev.id.parse().expect("numeric id");
-            assert_eq!(env["version"], version, "id matches the envelope");
-            assert_eq!(env["type"], ev.event.as_str());
-            got.push((version, ev.event));
-            if stop_after.is_some_and(|n| got.len() >= n) {
-                return;
-            }
-        }
-    };
-    tokio::time::timeout(DEADLINE, read)
-        .await
-        .expect("stream ended in time");
-    got
+    let mut stream = api.sse(run, last_event_id).await.expect("a 200 stream");
+    sse::pairs(&sse::read_frames(&mut stream, stop_after, DEADLINE).await)
 }
 
 /// Keeps posting messages as soon as the run is idle, until the script ends the run.
@@ -107,9 +78,7 @@ async fn resume_without_gaps(api: Api) {
     // ...and one at its very end answers 204, which tells EventSource to stop.
     let end = rest.last().map(|(v, _)| *v).expect("events");
     let r = api
-        .req(reqwest::Method::GET, &format!("/v1/runs/{run}/events"))
-        .header("accept", "text/event-stream")
-        .header("last-event-id", end.to_string())
+        .sse_req(&run, Some(&end.to_string()))
         .send()
         .await
         .expect("sse request");
@@ -138,22 +107,10 @@ async fn sse_rejects_a_bad_last_event_id_and_a_cursor_past_the_end() {
     let agent = api.agent(&[("x", 0, false)]).await;
     let run = api.run(&agent, None).await;
     for bad in ["abc", "-1", "1.5"] {
-        let r = api
-            .send(
-                api.req(reqwest::Method::GET, &format!("/v1/runs/{run}/events"))
-                    .header("accept", "text/event-stream")
-                    .header("last-event-id", bad),
-            )
-            .await;
+        let r = api.send(api.sse_req(&run, Some(bad))).await;
         assert_problem(&r, 400, "invalid_last_event_id");
     }
-    let r = api
-        .send(
-            api.req(reqwest::Method::GET, &format!("/v1/runs/{run}/events"))
-                .header("accept", "text/event-stream")
-                .header("last-event-id", "99"),
-        )
-        .await;
+    let r = api.send(api.sse_req(&run, Some("99"))).await;
     let detail = assert_problem(&r, 400, "invalid_request");
     assert!(detail.contains("past the end"), "{detail}");
     app.stop().await;
@@ -168,12 +125,7 @@ async fn an_idle_stream_gets_keep_alive_comments() {
     let api = app.anonymous();
     let agent = api.agent(&[("x", 0, false)]).await;
     let run = api.run(&agent, None).await;
-    let res = api
-        .req(reqwest::Method::GET, &format!("/v1/runs/{run}/events"))
-        .header("accept", "text/event-stream")
-        .send()
-        .await
-        .expect("sse");
+    let res = api.sse_req(&run, None).send().await.expect("sse");
     let mut body = res.bytes_stream();
     let mut text = String::new();
     let deadline = tokio::time::Instant::now() + DEADLINE;

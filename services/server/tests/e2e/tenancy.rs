@@ -23,13 +23,7 @@ async fn another_tenants_agents_runs_messages_and_events_answer_404() {
     ] {
         assert_problem(&mallory.get(&path).await, 404, "not_found");
     }
-    let sse = mallory
-        .send(
-            mallory
-                .req(reqwest::Method::GET, &format!("/v1/runs/{run}/events"))
-                .header("accept", "text/event-stream"),
-        )
-        .await;
+    let sse = mallory.send(mallory.sse_req(&run, None)).await;
     assert_problem(&sse, 404, "not_found");
     let post = mallory.message(&run, "injected", Some("x")).await;
     assert_problem(&post, 404, "not_found");
