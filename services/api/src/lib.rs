@@ -7,6 +7,7 @@ pub mod auth;
 pub mod error;
 pub mod extract;
 mod local;
+pub mod metrics;
 mod problem;
 pub mod routes;
 pub mod state;
@@ -73,6 +74,7 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             local::guard,
         ))
+        .layer(axum::middleware::from_fn(metrics::track))
         .with_state(state)
         .layer(axum::middleware::from_fn(problem::finish_problems))
         .layer(DefaultBodyLimit::max(body_limit))

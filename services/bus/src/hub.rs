@@ -66,6 +66,7 @@ impl Hub {
             Ok(()) => true,
             Err(mpsc::error::TrySendError::Full(_)) => {
                 self.closed_slow.fetch_add(1, Ordering::Relaxed);
+                metrics::counter!("baton_sse_closed_slow_total").increment(1);
                 tracing::info!(run_id = %event.stream, "closing a slow event subscriber");
                 false
             }

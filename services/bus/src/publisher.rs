@@ -94,6 +94,7 @@ impl Publisher {
     fn try_queue(&self, item: Outgoing) {
         if let Err(err) = self.queue.try_send(item) {
             let dropped = self.counters.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+            metrics::counter!("baton_bus_publish_dropped_total").increment(1);
             if self.drop_log.ready() {
                 let reason = match err {
                     mpsc::error::TrySendError::Full(_) => "the publish queue is full",
@@ -168,6 +169,7 @@ async fn run(
         };
         if let Err(err) = result {
             let failures = counters.failures.fetch_add(1, Ordering::Relaxed) + 1;
+            metrics::counter!("baton_bus_publish_failures_total").increment(1);
             if failure_log.ready() {
                 tracing::warn!(failures_total = failures, %subject, error = %err,
                     "bus publish failed; subscribers will re-read events from the database");

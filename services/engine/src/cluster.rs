@@ -40,9 +40,11 @@ async fn renew(inner: &Inner) {
         .await
     {
         Ok(held) => {
+            metrics::gauge!("baton_leases_held").set(held.len() as f64);
             let held: HashSet<_> = held.into_iter().collect();
             let lost = inner.mailboxes.keep_only(&held, started);
             if lost > 0 {
+                metrics::counter!("baton_leases_lost_total").increment(lost as u64);
                 tracing::warn!(lost, "leases were taken over; stopping their drivers");
             }
         }
@@ -85,6 +87,7 @@ pub(crate) async fn adopt(engine: &Engine) -> Result<usize, StoreError> {
     let n = claimed.len();
     for c in claimed {
         let reason = c.reason;
+        count_claim(reason);
         if reason == LeaseReason::Adopted {
             tracing::info!(run_id = %c.run, epoch = c.epoch, "adopting a run whose lease expired");
         }
@@ -139,4 +142,14 @@ pub(crate) fn spawn_listener(
             }
         }
     });
+}
+
+/// Counts a lease claim by why it was taken.
+pub(crate) fn count_claim(reason: LeaseReason) {
+    let reason = match reason {
+        LeaseReason::New => "new",
+        LeaseReason::Adopted => "adopted",
+        LeaseReason::Handoff => "handoff",
+    };
+    metrics::counter!("baton_lease_claims_total", "reason" => reason).increment(1);
 }

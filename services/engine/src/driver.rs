@@ -108,6 +108,7 @@ impl Driver {
                     // or event), or a bug. Keep the lease (so replicas of this build do
                     // not take turns failing on it) and wait for a client or a drain.
                     tracing::error!(error = %e, "cannot drive this run; parking it");
+                    metrics::counter!("baton_runs_parked_total").increment(1);
                     self.inner.mailboxes.park(self.run, self.lease.take());
                     return;
                 }
@@ -179,6 +180,7 @@ impl Driver {
             announced: false,
             reason: c.reason,
         });
+        crate::cluster::count_claim(c.reason);
         self.inner.mailboxes.set_leased(self.run, true);
         Ok(true)
     }
@@ -224,6 +226,7 @@ impl Driver {
                     self.inner
                         .handed_off
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    metrics::counter!("baton_lease_handoffs_total").increment(1);
                     tracing::info!(epoch = lease.fence.epoch, "handed the run off");
                     return;
                 }

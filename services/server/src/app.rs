@@ -41,6 +41,24 @@ enum Closer {
 }
 
 impl Stores {
+    /// Sets the pool gauges (sampled when `/metrics` is scraped).
+    pub fn record_pool_gauges(&self) {
+        let stats = match &self.closer {
+            Closer::Pg(s) => s.pool_stats(),
+            Closer::Sqlite(s) => s.pool_stats(),
+        };
+        for p in stats {
+            let idle = f64::from(p.idle);
+            let in_use = f64::from(p.size.saturating_sub(p.idle));
+            metrics::gauge!("baton_db_pool_connections", "pool" => p.name, "state" => "idle")
+                .set(idle);
+            metrics::gauge!("baton_db_pool_connections", "pool" => p.name, "state" => "in_use")
+                .set(in_use);
+            metrics::gauge!("baton_db_pool_max_connections", "pool" => p.name)
+                .set(f64::from(p.max));
+        }
+    }
+
     pub async fn close(&self) {
         match &self.closer {
             Closer::Pg(s) => s.close().await,
@@ -210,6 +228,26 @@ impl RunningApp {
     }
 }
 
+/// The Prometheus text exposition of every metric.
+fn metrics_text() -> axum::response::Response {
+    use axum::response::IntoResponse;
+    match crate::telemetry::metrics::handle() {
+        Some(handle) => (
+            [(
+                axum::http::header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
+            handle.render(),
+        )
+            .into_response(),
+        None => (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "another metrics recorder is installed in this process",
+        )
+            .into_response(),
+    }
+}
+
 /// Refuses a listener on a non-loopback address without auth, whatever the config said.
 fn check_exposure(addr: SocketAddr, auth_required: bool) -> anyhow::Result<()> {
     if !addr.ip().is_loopback() && !auth_required {
@@ -227,6 +265,8 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
         .local_addr()
         .context("reading the listener address")?;
     check_exposure(addr, config.auth_required)?;
+    // Installed before anything records, so no early measurement is lost.
+    crate::telemetry::metrics::handle();
     let stores = open_stores(&config.storage).await?;
     let bus = open_bus(&config.bus, config.http.sse_buffer).await?;
     let auth = if config.auth_required {
@@ -284,7 +324,16 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
         replica: replica.clone(),
         shutdown: shutdown.clone(),
     };
-    let router = baton_api::router(state);
+    let router = baton_api::router(state).route(
+        "/metrics",
+        axum::routing::get({
+            let stores = stores.clone();
+            move || async move {
+                stores.record_pool_gauges();
+                metrics_text()
+            }
+        }),
+    );
     let token = shutdown.clone();
     let server = tokio::spawn(async move {
         axum::serve(listener, router)

@@ -15,3 +15,26 @@ pub mod sqlite;
 pub use migrate::{MigrateError, PG_MIGRATOR, SQLITE_MIGRATOR};
 pub use postgres::{PgOptions, PgStore};
 pub use sqlite::SqliteStore;
+
+/// A connection pool's state, for metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStats {
+    /// `app` (requests) or `control` (leases, adoption).
+    pub name: &'static str,
+    /// Open connections, idle or in use.
+    pub size: u32,
+    pub idle: u32,
+    /// The pool's configured maximum.
+    pub max: u32,
+}
+
+impl PoolStats {
+    fn of<DB: sqlx::Database>(name: &'static str, pool: &sqlx::Pool<DB>) -> Self {
+        PoolStats {
+            name,
+            size: pool.size(),
+            idle: u32::try_from(pool.num_idle()).unwrap_or(u32::MAX),
+            max: pool.options().get_max_connections(),
+        }
+    }
+}

@@ -83,7 +83,11 @@ pub async fn events(
         // reconnecting.
         return Ok(StatusCode::NO_CONTENT.into_response());
     };
-    let frames = live.map(|item| Ok::<_, Infallible>(frame(item)));
+    let subscriber = crate::metrics::SseSubscriber::start();
+    let frames = live.map(move |item| {
+        let _counted = &subscriber;
+        Ok::<_, Infallible>(frame(item))
+    });
     let hint = futures::stream::once(async {
         Ok::<_, Infallible>(Event::default().retry(RETRY_HINT).comment("baton"))
     });

@@ -45,11 +45,23 @@ impl EventLog {
         tenant: TenantId,
         req: AppendRequest,
     ) -> Result<AppendOutcome, StoreError> {
-        let outcome = self.store.append(tenant, req).await?;
-        if let AppendOutcome::Appended { events, .. } = &outcome {
-            self.bus.publish(events).await;
+        let started = std::time::Instant::now();
+        let outcome = self.store.append(tenant, req).await;
+        metrics::histogram!("baton_event_append_duration_seconds")
+            .record(started.elapsed().as_secs_f64());
+        match &outcome {
+            Ok(AppendOutcome::Appended { events, .. }) => {
+                metrics::counter!("baton_events_appended_total").increment(events.len() as u64);
+                self.bus.publish(events).await;
+            }
+            Ok(AppendOutcome::Duplicate(_)) => {}
+            Err(StoreError::Conflict { .. }) => {
+                metrics::counter!("baton_append_conflicts_total").increment(1);
+            }
+            Err(StoreError::Fenced) => metrics::counter!("baton_appends_fenced_total").increment(1),
+            Err(_) => metrics::counter!("baton_append_errors_total").increment(1),
         }
-        Ok(outcome)
+        outcome
     }
 }
 

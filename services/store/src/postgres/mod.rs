@@ -88,6 +88,14 @@ impl PgStore {
     }
 
     /// The small pool reserved for lease renewal and adoption.
+    /// Both pools' state, for metrics.
+    pub fn pool_stats(&self) -> Vec<crate::PoolStats> {
+        vec![
+            crate::PoolStats::of("app", &self.app),
+            crate::PoolStats::of("control", &self.control),
+        ]
+    }
+
     pub fn control_pool(&self) -> &PgPool {
         &self.control
     }

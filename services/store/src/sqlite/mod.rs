@@ -55,6 +55,11 @@ impl SqliteStore {
     }
 
     /// The connection pool.
+    /// The pool's state, for metrics.
+    pub fn pool_stats(&self) -> Vec<crate::PoolStats> {
+        vec![crate::PoolStats::of("app", &self.app)]
+    }
+
     pub fn pool(&self) -> &SqlitePool {
         &self.app
     }

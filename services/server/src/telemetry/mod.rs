@@ -1,5 +1,8 @@
-//! Logging set-up: an env filter and pretty or JSON lines on stderr. Spans carry the
-//! request id, tenant and run as fields (set where the work is).
+//! Logging set-up (an env filter and pretty or JSON lines on stderr; spans carry the
+//! request id, tenant and run as fields, set where the work is) and, in [`metrics`], the
+//! Prometheus recorder.
+
+pub mod metrics;
 
 use crate::config::{LogConfig, LogFormat};
 use tracing_subscriber::EnvFilter;
