@@ -1,0 +1,144 @@
+{{/* Names, labels and the settings every Baton container gets. */}}
+
+{{- define "baton.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "baton.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "baton.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels of every object. */}}
+{{- define "baton.labels" -}}
+helm.sh/chart: {{ include "baton.chart" . }}
+app.kubernetes.io/name: {{ include "baton.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: baton
+{{- end }}
+
+{{/* The API pods: Deployment selector, Service, PDB, spread, NetworkPolicy, ServiceMonitor. */}}
+{{- define "baton.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "baton.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: server
+{{- end }}
+
+{{- define "baton.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "baton.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "baton.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/*
+Refuses to render what the team tier cannot start with: no Postgres DSN secret, no NATS URL,
+or credentials where they would land in a ConfigMap.
+*/}}
+{{- define "baton.validate" -}}
+{{- if not .Values.database.existingSecret.name }}
+{{- fail "database.existingSecret.name is required: the name of an existing Secret whose key (database.existingSecret.key, default \"url\") holds the Postgres DSN (team tier; the chart never stores secrets)" }}
+{{- end }}
+{{- if not .Values.database.existingSecret.key }}
+{{- fail "database.existingSecret.key must name the key of the DSN in that Secret" }}
+{{- end }}
+{{- $natsUrl := .Values.nats.url }}
+{{- $natsSecret := .Values.nats.existingSecret.name }}
+{{- if and (not $natsUrl) (not $natsSecret) }}
+{{- fail "a NATS URL is required (team tier): set nats.url (without credentials) or nats.existingSecret.name (a Secret whose key nats.existingSecret.key holds the URL)" }}
+{{- end }}
+{{- if and $natsUrl $natsSecret }}
+{{- fail "set one of nats.url and nats.existingSecret.name, not both" }}
+{{- end }}
+{{- if and $natsUrl (regexMatch "^[a-z]+://[^/]*@" $natsUrl) }}
+{{- fail "nats.url carries credentials: put the URL in a Secret and set nats.existingSecret.name instead" }}
+{{- end }}
+{{- if and $natsSecret (not .Values.nats.existingSecret.key) }}
+{{- fail "nats.existingSecret.key must name the key of the NATS URL in that Secret" }}
+{{- end }}
+{{- if and .Values.podDisruptionBudget.enabled (not (kindIs "invalid" .Values.podDisruptionBudget.minAvailable)) (not (kindIs "invalid" .Values.podDisruptionBudget.maxUnavailable)) }}
+{{- fail "podDisruptionBudget: set one of minAvailable and maxUnavailable (null the other)" }}
+{{- end }}
+{{- end }}
+
+{{/* A values scalar as an environment string: whole numbers without an exponent. */}}
+{{- define "baton.envValue" -}}
+{{- if kindIs "float64" . }}
+{{- if eq . (floor .) }}{{ int64 . }}{{ else }}{{ . }}{{ end }}
+{{- else }}
+{{- . }}
+{{- end }}
+{{- end }}
+
+{{/*
+The non-secret BATON_* settings as a YAML map (the ConfigMap's data; the migration Job's env).
+`config.<section>.<key>` becomes BATON_<SECTION>__<KEY>, a top-level `config.<key>` BATON_<KEY>.
+*/}}
+{{- define "baton.configData" -}}
+{{- $env := dict }}
+{{- range $section, $value := .Values.config }}
+{{- if kindIs "map" $value }}
+{{- range $key, $v := $value }}
+{{- if not (kindIs "invalid" $v) }}
+{{- $_ := set $env (printf "BATON_%s__%s" (upper $section) (upper $key)) (include "baton.envValue" $v) }}
+{{- end }}
+{{- end }}
+{{- else if not (kindIs "invalid" $value) }}
+{{- $_ := set $env (printf "BATON_%s" (upper $section)) (include "baton.envValue" $value) }}
+{{- end }}
+{{- end }}
+{{- $_ := set $env "BATON_TIER" "team" }}
+{{- $_ := set $env "BATON_AUTH__REQUIRED" "true" }}
+{{- $_ := set $env "BATON_HTTP__LISTEN" (printf "0.0.0.0:%d" (int .Values.containerPort)) }}
+{{- $_ := set $env "BATON_DATABASE__MIGRATE_ON_START" (ternary "false" "true" .Values.migrations.enabled) }}
+{{- if .Values.nats.url }}
+{{- $_ := set $env "BATON_BUS__NATS_URL" .Values.nats.url }}
+{{- end }}
+{{- toYaml $env }}
+{{- end }}
+
+{{/* Seconds baton may take to exit after SIGTERM. */}}
+{{- define "baton.shutdownGraceSecs" -}}
+{{- $http := .Values.config.http | default dict }}
+{{- int (default 30 $http.shutdown_grace_secs) }}
+{{- end }}
+
+{{/* preStop sleep + drain budget + margin: Kubernetes counts preStop in the grace period. */}}
+{{- define "baton.terminationGracePeriodSeconds" -}}
+{{- add (int .Values.lifecycle.preStopSleepSeconds) (int (include "baton.shutdownGraceSecs" .)) (int .Values.lifecycle.terminationGraceMarginSeconds) }}
+{{- end }}
+
+{{/* Secret-backed env: the DSN and (when from a Secret) the NATS URL. */}}
+{{- define "baton.secretEnv" -}}
+- name: BATON_DATABASE__URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.database.existingSecret.name | quote }}
+      key: {{ .Values.database.existingSecret.key | quote }}
+{{- if .Values.nats.existingSecret.name }}
+- name: BATON_BUS__NATS_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.nats.existingSecret.name | quote }}
+      key: {{ .Values.nats.existingSecret.key | quote }}
+{{- end }}
+{{- end }}
