@@ -6,7 +6,7 @@
 # By default it serves on 0.0.0.0:8080 with auth required (a non-loopback listener always
 # needs it), in the embedded tier with its SQLite database under /var/lib/baton. The Helm
 # chart (helm/baton) runs it in the team tier instead. docs/deploy.md has the details;
-# services/server/tests/deploy.rs checks that this file stays consistent.
+# services/server/tests/deploy/ checks that this file stays consistent.
 
 # Builder and runtime share one Debian release, so the binary finds the glibc it was built with.
 ARG RUST_VERSION=1.95

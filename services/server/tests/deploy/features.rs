@@ -1,0 +1,123 @@
+//! The chart's optional objects and settings, one value set each: the HPA, the NetworkPolicy
+//! with the NATS URL from a Secret, the ServiceMonitor on `/metrics` with the keyring mount,
+//! and replicas that migrate at start with settings passed through from values.
+
+use crate::chart::{assert_no_secrets_in_config_maps, pre_stop_sleep};
+use crate::render::{container, env_entry, int, selects, value_set};
+use crate::tools::{NAMESPACE, tools};
+use serde_json::{Value, json};
+
+#[test]
+fn optional_features_render_what_they_promise() {
+    let tools = tools();
+    let by_name = |name: &str| tools.render(&value_set(name));
+
+    // Autoscaling: the HPA owns the replica count.
+    let r = by_name("autoscaling");
+    let hpa = r.one("HorizontalPodAutoscaler");
+    assert_eq!(hpa["apiVersion"], "autoscaling/v2");
+    assert_eq!(hpa["spec"]["scaleTargetRef"]["kind"], "Deployment");
+    assert_eq!(
+        hpa["spec"]["scaleTargetRef"]["name"],
+        r.deployment()["metadata"]["name"]
+    );
+    assert!(int(&hpa["spec"]["minReplicas"], "minReplicas") >= 2);
+    assert!(
+        r.deployment()["spec"].get("replicas").is_none(),
+        "with an HPA the Deployment leaves replicas alone"
+    );
+    let metrics: Vec<&Value> = hpa["spec"]["metrics"]
+        .as_array()
+        .expect("metrics")
+        .iter()
+        .map(|m| &m["resource"]["name"])
+        .collect();
+    assert_eq!(metrics, [&json!("cpu"), &json!("memory")]);
+    assert!(r.container()["resources"]["requests"]["cpu"].is_string());
+
+    // NetworkPolicy, with the NATS URL from a Secret.
+    let r = by_name("network-policy");
+    let np = r.one("NetworkPolicy");
+    let selector = &r.deployment()["spec"]["selector"]["matchLabels"];
+    assert_eq!(&np["spec"]["podSelector"]["matchLabels"], selector);
+    assert_eq!(np["spec"]["policyTypes"], json!(["Ingress", "Egress"]));
+    assert_eq!(np["spec"]["ingress"][0]["ports"][0]["port"], "http");
+    assert_eq!(
+        np["spec"]["ingress"][0]["from"][0]["namespaceSelector"]["matchLabels"]["team"],
+        "web"
+    );
+    let egress = np["spec"]["egress"].as_array().expect("egress");
+    assert_eq!(egress[0]["ports"][0]["port"], 53, "DNS stays reachable");
+    assert_eq!(egress.len(), 3);
+    assert!(!r.config_map().contains_key("BATON_BUS__NATS_URL"));
+    for c in [r.container(), container(r.one("Job"))] {
+        assert_eq!(
+            env_entry(c, "BATON_BUS__NATS_URL").expect("NATS from a Secret")["valueFrom"],
+            json!({"secretKeyRef": {"name": "baton-nats", "key": "nats-url"}})
+        );
+    }
+    assert_no_secrets_in_config_maps(&r);
+
+    // ServiceMonitor (a CRD: no schema in kubernetes-validate, so its shape is checked here):
+    // it scrapes /metrics, which the API serves on its own port, the Service's `http`. And
+    // the reserved keyring Secret mounted read-only.
+    let r = by_name("service-monitor");
+    let sm = r.one("ServiceMonitor");
+    let service = r.one("Service");
+    assert_eq!(sm["apiVersion"], "monitoring.coreos.com/v1");
+    assert_eq!(sm["metadata"]["labels"]["release"], "prom");
+    assert!(selects(
+        &sm["spec"]["selector"]["matchLabels"],
+        &service["metadata"]["labels"]
+    ));
+    assert_eq!(
+        sm["spec"]["namespaceSelector"]["matchNames"],
+        json!([NAMESPACE])
+    );
+    let endpoint = &sm["spec"]["endpoints"][0];
+    assert_eq!(endpoint["port"], service["spec"]["ports"][0]["name"]);
+    assert_eq!(endpoint["port"], "http");
+    assert_eq!(endpoint["path"], "/metrics");
+    let pod = &r.pod()["spec"];
+    let volume = pod["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .find(|v| v["secret"]["secretName"] == "baton-keyring")
+        .expect("keyring volume");
+    let mount = r.container()["volumeMounts"]
+        .as_array()
+        .expect("mounts")
+        .iter()
+        .find(|m| m["name"] == volume["name"])
+        .expect("keyring mount");
+    assert_eq!(mount["readOnly"], true);
+    assert!(
+        !r.container()["env"].to_string().contains("baton-keyring"),
+        "the reserved keyring is not passed as BATON_* variables this build would refuse"
+    );
+
+    // Without the hook: each replica migrates at start; settings from values pass through.
+    let r = by_name("no-migration-hook");
+    assert!(r.all("Job").is_empty());
+    let config = r.config_map();
+    for (key, want) in [
+        ("BATON_DATABASE__MIGRATE_ON_START", "true"),
+        ("BATON_HTTP__SHUTDOWN_GRACE_SECS", "90"),
+        ("BATON_HTTP__BODY_LIMIT_BYTES", "2097152"),
+        ("BATON_DATABASE__APP_POOL", "24"),
+        ("BATON_CLUSTER__LEASE_TTL_MS", "20000"),
+    ] {
+        assert_eq!(config.get(key).map(String::as_str), Some(want), "{key}");
+    }
+    let termination = r.termination_grace();
+    assert!(
+        termination > 90 + pre_stop_sleep(r.container()),
+        "{termination}"
+    );
+    let required = &r.pod()["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
+    assert_eq!(required[0]["topologyKey"], "kubernetes.io/hostname");
+    let pdb = r.one("PodDisruptionBudget");
+    assert_eq!(pdb["spec"]["minAvailable"], 2);
+    assert!(pdb["spec"].get("maxUnavailable").is_none());
+}
