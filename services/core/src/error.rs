@@ -15,6 +15,10 @@ pub enum StoreError {
     Fenced,
     #[error("store unavailable: {0}")]
     Unavailable(String),
+    /// Stored data this build cannot read (written by a newer version): leave it to a
+    /// build that can.
+    #[error("unreadable data: {0}")]
+    Unreadable(String),
     #[error("store error: {0}")]
     Other(String),
 }
@@ -48,6 +52,7 @@ impl From<StoreError> for CoreError {
             StoreError::Conflict { .. } | StoreError::Fenced => CoreError::Conflict,
             StoreError::NotFound => CoreError::NotFound("resource"),
             StoreError::Unavailable(m) => CoreError::Unavailable(m),
+            StoreError::Unreadable(m) => CoreError::Internal(m),
             StoreError::Other(m) => CoreError::Internal(m),
         }
     }

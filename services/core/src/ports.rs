@@ -42,6 +42,14 @@ pub struct ClaimedRun {
     pub reason: baton_events::LeaseReason,
 }
 
+/// A lease a replica still holds, as its renewal found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldLease {
+    pub tenant: TenantId,
+    pub run: RunId,
+    pub epoch: i64,
+}
+
 /// Events to append to one run's stream, all or nothing.
 #[derive(Debug, Clone)]
 pub struct AppendRequest {
@@ -175,14 +183,14 @@ pub trait LeaseStore: Send + Sync {
         only: Option<(TenantId, RunId)>,
     ) -> Result<Vec<ClaimedRun>, StoreError>;
 
-    /// Extends every lease `owner` holds, in ONE statement, and returns the runs it still
-    /// holds; a run missing from the answer was lost (taken after expiry).
+    /// Extends every lease `owner` holds, in ONE statement, and returns the leases it
+    /// still holds; a run missing from the answer was lost (taken after expiry).
     async fn renew_leases(
         &self,
         owner: &str,
         ttl: std::time::Duration,
         now: DateTime<Utc>,
-    ) -> Result<Vec<RunId>, StoreError>;
+    ) -> Result<Vec<HeldLease>, StoreError>;
 
     /// Gives a lease up if it is still `fence`'s; returns whether it was.
     async fn release_lease(

@@ -1,54 +1,102 @@
 //! The replica's background loops: the lease keeper (one renewal statement per interval
 //! for every lease held) and the adopter (claims runs with work and no live lease).
 
+use crate::Engine;
 use crate::driver::Lease;
-use crate::{Engine, Inner};
 use baton_core::StoreError;
 use baton_core::ports::{Control, Fence};
 use baton_events::LeaseReason;
 use std::collections::HashSet;
-use std::sync::Arc;
 
-/// Renews this replica's leases every interval until shutdown; drivers whose lease is
-/// missing from the answer were taken over and are stopped. Parked runs' leases are
-/// released at shutdown.
-pub(crate) fn spawn_keeper(inner: Arc<Inner>) {
-    let keeper = inner.clone();
+/// Renews this replica's leases every interval until shutdown. Drivers whose lease is
+/// missing from the answer were taken over and are stopped; leases in the answer that no
+/// driver or parked run here holds (orphaned by a driver that stopped) are released and
+/// adopted again, so no run stays owned by nobody. Parked runs' leases are released at
+/// shutdown.
+pub(crate) fn spawn_keeper(engine: Engine) {
+    let inner = engine.inner.clone();
     inner.tasks.spawn(async move {
+        let keeper = &engine.inner;
+        let mut ticks = tokio::time::interval(keeper.opts.renew_every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticks.tick().await;
         loop {
             tokio::select! {
                 () = keeper.shutdown.cancelled() => break,
-                () = tokio::time::sleep(keeper.opts.renew_every) => {}
+                _ = ticks.tick() => {}
             }
-            renew(&keeper).await;
+            renew(&engine).await;
         }
         for (run, lease) in keeper.mailboxes.take_parked() {
-            let _ = keeper
+            if let Ok(true) = keeper
                 .leases
                 .release_lease(lease.tenant, run, &lease.fence)
-                .await;
+                .await
+            {
+                keeper
+                    .handed_off
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
         }
     });
 }
 
-async fn renew(inner: &Inner) {
+async fn renew(engine: &Engine) {
+    let inner = &engine.inner;
+    // A renewal slower than this would let the leases it extends expire meanwhile.
+    let budget = inner.opts.lease_ttl.saturating_sub(inner.opts.renew_every);
     let started = std::time::Instant::now();
     let now = inner.clock.now();
-    match inner
-        .leases
-        .renew_leases(&inner.opts.replica, inner.opts.lease_ttl, now)
-        .await
-    {
-        Ok(held) => {
-            metrics::gauge!("baton_leases_held").set(held.len() as f64);
-            let held: HashSet<_> = held.into_iter().collect();
-            let lost = inner.mailboxes.keep_only(&held, started);
-            if lost > 0 {
-                metrics::counter!("baton_leases_lost_total").increment(lost as u64);
-                tracing::warn!(lost, "leases were taken over; stopping their drivers");
-            }
+    let renewed = tokio::time::timeout(
+        budget,
+        inner
+            .leases
+            .renew_leases(&inner.opts.replica, inner.opts.lease_ttl, now),
+    )
+    .await;
+    let held = match renewed {
+        Ok(Ok(held)) => held,
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "lease renewal failed; retrying next interval");
+            return;
         }
-        Err(e) => tracing::warn!(error = %e, "lease renewal failed; retrying next interval"),
+        Err(_) => {
+            tracing::error!(?budget, "lease renewal timed out; leases may expire");
+            return;
+        }
+    };
+    metrics::gauge!("baton_leases_held").set(held.len() as f64);
+    let runs: HashSet<_> = held.iter().map(|h| h.run).collect();
+    let lost = inner.mailboxes.keep_only(&runs, started);
+    if lost > 0 {
+        metrics::counter!("baton_leases_lost_total").increment(lost as u64);
+        tracing::warn!(lost, "leases were taken over; stopping their drivers");
+    }
+    // Under the claim lock, so a run the adopter just claimed but has not handed to a
+    // driver yet is not mistaken for an orphan.
+    let _claiming = inner.claim_lock.lock().await;
+    let mut orphans = 0;
+    for h in held {
+        if inner.mailboxes.has_driver(h.run) || inner.mailboxes.is_parked(h.run) {
+            continue;
+        }
+        let fence = Fence {
+            owner: inner.opts.replica.clone(),
+            epoch: h.epoch,
+        };
+        if let Ok(true) = inner.leases.release_lease(h.tenant, h.run, &fence).await {
+            orphans += 1;
+        }
+    }
+    drop(_claiming);
+    if orphans > 0 {
+        tracing::warn!(
+            orphans,
+            "released leases no driver held; adopting them again"
+        );
+        if let Err(e) = adopt(engine).await {
+            tracing::warn!(error = %e, "adoption after releasing orphans failed");
+        }
     }
 }
 
@@ -68,12 +116,32 @@ pub(crate) fn spawn_adopter(engine: Engine) {
     });
 }
 
-/// One adoption round; returns how many runs it claimed.
+/// Adopts until a round claims less than a full batch (so a drained replica's 1,000 runs
+/// do not wait for 10 intervals); returns how many runs it claimed.
 pub(crate) async fn adopt(engine: &Engine) -> Result<usize, StoreError> {
+    let batch = engine.inner.opts.adopt_batch as usize;
+    let mut total = 0;
+    for _ in 0..MAX_ROUNDS {
+        let n = adopt_batch(engine).await?;
+        total += n;
+        if n < batch {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    Ok(total)
+}
+
+/// Full batches one adoption may chain before leaving the rest to the next interval.
+const MAX_ROUNDS: usize = 100;
+
+/// One batch: claims runs with work and no live lease and starts their drivers.
+async fn adopt_batch(engine: &Engine) -> Result<usize, StoreError> {
     let inner = &engine.inner;
     if inner.shutdown.is_cancelled() {
         return Ok(0);
     }
+    let _claiming = inner.claim_lock.lock().await;
     let claimed = inner
         .leases
         .claim_runs(
@@ -102,7 +170,7 @@ pub(crate) async fn adopt(engine: &Engine) -> Result<usize, StoreError> {
         };
         if inner.mailboxes.is_parked(c.run) {
             // Its old lease expired; hold the new one so the run stays parked here.
-            inner.mailboxes.park(c.run, Some(lease));
+            inner.mailboxes.repark(c.run, lease);
             continue;
         }
         engine.spawn_driver(c.tenant, c.run, Some(lease));
@@ -111,8 +179,9 @@ pub(crate) async fn adopt(engine: &Engine) -> Result<usize, StoreError> {
 }
 
 /// Acts on other replicas' control messages until shutdown: a wake reaches this
-/// replica's driver of the run, if it has one (the replica that took the command starts
-/// a driver itself when nobody drives the run); an adopt request runs an adoption round.
+/// replica's driver of the run, or its parked run, if it has either (the replica that
+/// took the command starts a driver itself when nobody drives the run); an adopt
+/// request runs an adoption round.
 pub(crate) fn spawn_listener(
     engine: Engine,
     mut control: tokio::sync::mpsc::Receiver<baton_core::ports::ControlMessage>,
@@ -131,9 +200,8 @@ pub(crate) fn spawn_listener(
                 continue;
             }
             match msg.control {
-                Control::Wake { run, .. } => {
-                    engine.inner.mailboxes.wake(run);
-                }
+                // A run parked here is freed by a command taken anywhere.
+                Control::Wake { tenant, run } => engine.wake_here(tenant, run, false),
                 Control::Adopt => {
                     if let Err(e) = adopt(&engine).await {
                         tracing::warn!(error = %e, "adoption on request failed");

@@ -80,8 +80,10 @@ impl Driver {
             }
             if self.inner.mailboxes.lost(self.run) {
                 tracing::warn!("the run's lease was taken over; stopping");
-                self.inner.mailboxes.forget(self.run);
-                return;
+                if self.give_up_lease(seen) {
+                    return;
+                }
+                continue;
             }
             match self.step().await {
                 Ok(Next::Continue) => backoff = RETRY_AFTER,
@@ -92,28 +94,42 @@ impl Driver {
                 }
                 Err(StoreError::Fenced) => {
                     tracing::warn!("fenced: another replica owns this run now; stopping");
-                    self.inner.mailboxes.forget(self.run);
-                    return;
+                    if self.give_up_lease(seen) {
+                        return;
+                    }
                 }
-                Err(StoreError::Unavailable(e)) => {
-                    tracing::warn!(error = %e, retry_in = ?backoff, "store unavailable; retrying the step");
+                Err(StoreError::Unreadable(e)) => {
+                    // Data this build cannot read (a newer replica's agent or event). Keep
+                    // the lease, so replicas of this build do not take turns failing on
+                    // it, until a client command or the drain frees it.
+                    tracing::error!(error = %e, "cannot read this run's data; parking it");
+                    if self
+                        .inner
+                        .mailboxes
+                        .park(self.run, self.lease.clone(), seen)
+                    {
+                        metrics::counter!("baton_runs_parked_total").increment(1);
+                        return;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, retry_in = ?backoff, "run step failed; retrying");
                     tokio::select! {
                         () = self.inner.shutdown.cancelled() => {}
                         () = tokio::time::sleep(backoff) => {}
                     }
                     backoff = (backoff * 2).min(RETRY_MAX);
                 }
-                Err(e) => {
-                    // Not transient: data this build cannot read (a newer replica's agent
-                    // or event), or a bug. Keep the lease (so replicas of this build do
-                    // not take turns failing on it) and wait for a client or a drain.
-                    tracing::error!(error = %e, "cannot drive this run; parking it");
-                    metrics::counter!("baton_runs_parked_total").increment(1);
-                    self.inner.mailboxes.park(self.run, self.lease.take());
-                    return;
-                }
             }
         }
+    }
+
+    /// Drops a lease that is no longer ours (taken over, or fenced) and exits unless a
+    /// wake-up arrived meanwhile; then the loop goes on and may claim the run afresh.
+    fn give_up_lease(&mut self, seen: u64) -> bool {
+        self.lease = None;
+        self.inner.mailboxes.set_leased(self.run, false);
+        self.inner.mailboxes.retire(self.run, seen)
     }
 
     async fn step(&mut self) -> Result<Next, StoreError> {
@@ -205,6 +221,9 @@ impl Driver {
         };
         if !lease.announced {
             self.release().await;
+            self.inner
+                .handed_off
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return;
         }
         // A client command may move the version under us: read and try again.

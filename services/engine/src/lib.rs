@@ -64,8 +64,11 @@ pub(crate) struct Inner {
     clock: Arc<dyn Clock>,
     opts: EngineOptions,
     mailboxes: Mailboxes,
-    /// Runs handed off at shutdown (announced to the other replicas afterwards).
+    /// Leases given up at shutdown (announced to the other replicas afterwards).
     handed_off: std::sync::atomic::AtomicUsize,
+    /// Held while claimed leases are on their way to drivers, so the keeper never takes
+    /// one of them for an orphan.
+    claim_lock: tokio::sync::Mutex<()>,
     shutdown: CancellationToken,
     tasks: TaskTracker,
 }
@@ -93,6 +96,7 @@ impl Engine {
                 opts,
                 mailboxes: Mailboxes::default(),
                 handed_off: std::sync::atomic::AtomicUsize::new(0),
+                claim_lock: tokio::sync::Mutex::new(()),
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
             }),
@@ -114,7 +118,7 @@ impl Engine {
     pub async fn start(&self) -> Result<(), baton_core::StoreError> {
         let control = self.inner.log.bus.subscribe_control().await?;
         cluster::adopt(self).await?;
-        cluster::spawn_keeper(self.inner.clone());
+        cluster::spawn_keeper(self.clone());
         cluster::spawn_adopter(self.clone());
         cluster::spawn_listener(self.clone(), control);
         Ok(())
@@ -160,20 +164,28 @@ impl Engine {
 
 impl RunDriver for Engine {
     /// Wakes the run's driver here, starting one if needed, and tells the other
-    /// replicas: if one of them holds the lease, its driver looks again at once.
+    /// replicas: if one of them holds the lease, its driver looks again at once. While
+    /// this replica drains it only tells the others.
     fn wake(&self, tenant: TenantId, run: RunId) {
-        if self.inner.shutdown.is_cancelled() {
-            return;
-        }
         let inner = self.inner.clone();
         self.inner.tasks.spawn(async move {
             inner.control(Control::Wake { tenant, run }).await;
         });
-        let parked_lease = self.inner.mailboxes.unpark(run);
-        if self.inner.mailboxes.wake(run) {
+        self.wake_here(tenant, run, true);
+    }
+}
+
+impl Engine {
+    /// Wakes this replica's driver of the run, if any; otherwise starts one when the run
+    /// was parked here (with its lease) or when `start` (the command was taken here).
+    fn wake_here(&self, tenant: TenantId, run: RunId, start: bool) {
+        if self.inner.shutdown.is_cancelled() || self.inner.mailboxes.wake(run) {
             return;
         }
-        self.spawn_driver(tenant, run, parked_lease);
+        let parked_lease = self.inner.mailboxes.unpark(run);
+        if start || parked_lease.is_some() {
+            self.spawn_driver(tenant, run, parked_lease);
+        }
     }
 }
 

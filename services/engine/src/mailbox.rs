@@ -90,10 +90,18 @@ impl Mailboxes {
         lock(&self.active).get(&run).map_or(0, |m| m.wakes)
     }
 
+    /// Records whether the driver holds its lease; either way a previous loss is done
+    /// with (a new lease is not lost).
     pub(crate) fn set_leased(&self, run: RunId, leased: bool) {
         if let Some(m) = lock(&self.active).get_mut(&run) {
             m.leased = leased.then(Instant::now);
+            m.lost = false;
         }
+    }
+
+    /// Whether the run has a driver here.
+    pub(crate) fn has_driver(&self, run: RunId) -> bool {
+        lock(&self.active).contains_key(&run)
     }
 
     /// Whether the keeper found the driver's lease gone.
@@ -133,9 +141,22 @@ impl Mailboxes {
         }
     }
 
-    pub(crate) fn park(&self, run: RunId, lease: Option<Lease>) {
+    /// Moves the driver's run to the parked set, atomically, unless a wake-up arrived
+    /// after `seen` (then the driver should look again); whether it parked.
+    pub(crate) fn park(&self, run: RunId, lease: Option<Lease>, seen: u64) -> bool {
+        let mut active = lock(&self.active);
+        if active.get(&run).is_some_and(|m| m.wakes != seen) {
+            return false;
+        }
+        active.remove(&run);
         lock(&self.parked).insert(run, lease);
-        self.forget(run);
+        true
+    }
+
+    /// Parks a run claimed by the adopter while already parked here (its old lease had
+    /// expired), keeping the new lease.
+    pub(crate) fn repark(&self, run: RunId, lease: Lease) {
+        lock(&self.parked).insert(run, Some(lease));
     }
 
     /// Un-parks the run, returning the lease it held, if any.

@@ -25,6 +25,15 @@ impl RunDriver for Nobody {
 }
 
 async fn world() -> World {
+    world_with(EngineOptions {
+        // Adoption only when a test calls run_once, so tests decide when it happens.
+        adopt_every: Duration::from_secs(3600),
+        ..EngineOptions::new("test")
+    })
+    .await
+}
+
+async fn world_with(opts: EngineOptions) -> World {
     let store = SqliteStore::in_memory().await.expect("store");
     let tenant = baton_core::model::Tenant {
         id: TenantId::new(),
@@ -45,11 +54,7 @@ async fn world() -> World {
         Arc::new(store.clone()),
         agents.clone(),
         clock.clone(),
-        // Adoption only when a test calls run_once, so tests decide when it happens.
-        EngineOptions {
-            adopt_every: Duration::from_secs(3600),
-            ..EngineOptions::new("test")
-        },
+        opts,
     );
     engine.start().await.expect("engine starts");
     let runs = Runs {
@@ -413,5 +418,75 @@ async fn a_command_taken_by_another_replica_reaches_the_owner_at_once() {
         writers.iter().all(|r| r == "test"),
         "only the owner wrote: {writers:?}"
     );
+    other.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_lease_this_replica_holds_without_a_driver_is_released_and_driven() {
+    let w = world_with(EngineOptions {
+        lease_ttl: Duration::from_secs(30),
+        renew_every: Duration::from_millis(100),
+        adopt_every: Duration::from_secs(3600),
+        ..EngineOptions::new("test")
+    })
+    .await;
+    let agent = w.agent(&[("found", 0, false)]).await;
+    let run = w.start(&w.unwoken(), agent, "hi").await;
+    // The replica's lease on the run with no driver behind it: what a driver that
+    // stopped on a fenced append used to leave behind, renewed forever.
+    let claimed = baton_core::ports::LeaseStore::claim_runs(
+        &w.store,
+        "test",
+        Duration::from_secs(30),
+        SystemClock.now(),
+        10,
+        Some((w.owner.tenant, run)),
+    )
+    .await
+    .expect("claim");
+    assert_eq!(claimed.len(), 1);
+    let r = w
+        .wait_for(run, "answered by a fresh driver", |r| {
+            r.status == RunStatus::Waiting
+        })
+        .await;
+    assert_eq!(r.message_count, 2);
+}
+
+#[tokio::test]
+async fn a_run_parked_here_is_freed_by_a_command_taken_on_another_replica() {
+    let w = world().await;
+    let agent = w.agent(&[("never", 0, false)]).await;
+    let run = w.start(&w.unwoken(), agent, "hi").await;
+    sqlx::query("UPDATE agents SET provider = ? WHERE id = ?")
+        .bind(r#"{"kind":"from_the_future"}"#)
+        .bind(agent.as_uuid())
+        .execute(w.store.pool())
+        .await
+        .expect("corrupt the agent");
+    assert_eq!(w.engine.run_once().await.expect("sweep"), 1);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while w.engine.active_runs() > 0 || w.get(run).await.status != RunStatus::Running {
+        assert!(tokio::time::Instant::now() < deadline, "never parked");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let other = Engine::new(
+        w.runs.log.clone(),
+        Arc::new(w.store.clone()),
+        Arc::new(w.store.clone()),
+        Arc::new(SystemClock),
+        EngineOptions::new("other"),
+    );
+    other.start().await.expect("start");
+    let via_other = Runs {
+        driver: Arc::new(other.clone()),
+        ..w.runs.clone()
+    };
+    via_other
+        .cancel_run(&w.owner, run, None)
+        .await
+        .expect("cancel");
+    w.wait_for(run, "cancelled", |r| r.status == RunStatus::Cancelled)
+        .await;
     other.shutdown().await;
 }

@@ -282,11 +282,9 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
         store: stores.runs.clone(),
         bus,
     };
-    let replica = format!(
-        "{}/{}",
-        config.replica_name,
-        &uuid::Uuid::new_v4().simple().to_string()[..8]
-    );
+    // The full boot id: with a shortened one, two boots of one pod name could collide
+    // and the newer would renew the older's leases.
+    let replica = format!("{}/{}", config.replica_name, uuid::Uuid::new_v4().simple());
     let engine = Engine::new(
         log.clone(),
         stores.leases.clone(),

@@ -285,6 +285,7 @@ pub(crate) fn provider_json(agent: &Agent) -> Result<serde_json::Value, StoreErr
         .map_err(|e| StoreError::Other(format!("provider does not serialize: {e}")))
 }
 
+/// A row this build cannot read: written by a newer version, or damaged.
 fn corrupt(msg: String) -> StoreError {
-    StoreError::Other(msg)
+    StoreError::Unreadable(msg)
 }

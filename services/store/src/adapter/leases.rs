@@ -4,14 +4,14 @@
 
 /// Implements `LeaseStore` for `$store`. Claims run in a transaction begun with `$begin`
 /// whose candidate `SELECT` ends with `$skip_locked` (concurrent claimers skip each
-/// other's rows). Renewal and release use the `$control` pool, kept apart from request
-/// load.
+/// other's rows). Renewal and batch adoption use the `$control` pool, kept apart from
+/// request load; a single run's claim or release is request-path work on `app`.
 macro_rules! impl_lease_store {
     ($store:ty, $db:ty, $classify:path, $begin:literal, $skip_locked:literal, $control:ident) => {
         const _: () = {
             use async_trait::async_trait;
             use baton_core::StoreError;
-            use baton_core::ports::{ClaimedRun, Fence, LeaseStore};
+            use baton_core::ports::{ClaimedRun, Fence, HeldLease, LeaseStore};
             use baton_events::{LeaseReason, RunId, TenantId};
             use chrono::{DateTime, Utc};
             use std::time::Duration;
@@ -32,7 +32,10 @@ macro_rules! impl_lease_store {
                     limit: u32,
                     only: Option<(TenantId, RunId)>,
                 ) -> Result<Vec<ClaimedRun>, StoreError> {
-                    let mut tx = self.$control.begin_with($begin).await.map_err($classify)?;
+                    // One run's claim is request-path work (a turn starts): the app pool.
+                    // Batch adoption stays on the control pool with renewal.
+                    let pool = if only.is_some() { &self.app } else { &self.$control };
+                    let mut tx = pool.begin_with($begin).await.map_err($classify)?;
                     // Runs with work to do (a turn in progress or a cancel pending, as in
                     // the `runs_needing_drive` partial index of migration 0001) and a free or expired lease.
                     let q = match only {
@@ -93,17 +96,25 @@ macro_rules! impl_lease_store {
                     owner: &str,
                     ttl: Duration,
                     now: DateTime<Utc>,
-                ) -> Result<Vec<RunId>, StoreError> {
-                    let held: Vec<Uuid> = sqlx::query_scalar(
+                ) -> Result<Vec<HeldLease>, StoreError> {
+                    let held: Vec<(Uuid, Uuid, i64)> = sqlx::query_as(
                         "UPDATE runs SET lease_expires_ms = $1 \
-                         WHERE lease_owner = $2 AND lease_expires_ms <> 0 RETURNING id",
+                         WHERE lease_owner = $2 AND lease_expires_ms <> 0 \
+                         RETURNING tenant_id, id, lease_epoch",
                     )
                     .bind(expiry(now, ttl))
                     .bind(owner)
                     .fetch_all(&self.$control)
                     .await
                     .map_err($classify)?;
-                    Ok(held.into_iter().map(RunId).collect())
+                    Ok(held
+                        .into_iter()
+                        .map(|(tenant, run, epoch)| HeldLease {
+                            tenant: TenantId(tenant),
+                            run: RunId(run),
+                            epoch,
+                        })
+                        .collect())
                 }
 
                 async fn release_lease(
@@ -121,7 +132,7 @@ macro_rules! impl_lease_store {
                     .bind(tenant.as_uuid())
                     .bind(&fence.owner)
                     .bind(fence.epoch)
-                    .execute(&self.$control)
+                    .execute(&self.app)
                     .await
                     .map_err($classify)?;
                     Ok(done.rows_affected() == 1)

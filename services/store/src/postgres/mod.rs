@@ -125,7 +125,8 @@ crate::adapter::impl_ports! {
 /// [`adapter::classify`], where these also count as `Unavailable` (worth retrying): lost
 /// connections (SQLSTATE class `08`), exhausted resources (`53`), server shutdowns and
 /// other operator intervention (`57P`), statement timeouts (`57014`), serialization
-/// failures (`40001`), deadlocks (`40P01`), and TLS or protocol failures.
+/// failures (`40001`), deadlocks (`40P01`), writes on a read-only server (`25006`, a
+/// connection still on a demoted primary during failover), and TLS or protocol failures.
 pub(crate) fn classify(e: sqlx::Error) -> StoreError {
     adapter::classify(e, |e| match e {
         sqlx::Error::Database(db) => {
@@ -133,7 +134,7 @@ pub(crate) fn classify(e: sqlx::Error) -> StoreError {
             code.starts_with("08")
                 || code.starts_with("53")
                 || code.starts_with("57P")
-                || matches!(&*code, "57014" | "40001" | "40P01")
+                || matches!(&*code, "57014" | "40001" | "40P01" | "25006")
         }
         sqlx::Error::Tls(_) | sqlx::Error::Protocol(_) => true,
         _ => false,

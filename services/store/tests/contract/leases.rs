@@ -106,20 +106,21 @@ pub async fn renewal_returns_exactly_the_leases_still_held<S: Store>(s: &S) {
     let t0 = now();
     claim_one(s, &owner, tenant, r1, t0).await.expect("r1");
     claim_one(s, &owner, tenant, r2, t0).await.expect("r2");
-    let held: HashSet<RunId> = s
+    let held: HashSet<(TenantId, RunId, i64)> = s
         .renew_leases(&owner, TTL, t0)
         .await
         .expect("renew")
         .into_iter()
+        .map(|h| (h.tenant, h.run, h.epoch))
         .collect();
-    assert_eq!(held, HashSet::from([r1, r2]));
+    assert_eq!(held, HashSet::from([(tenant, r1, 1), (tenant, r2, 1)]));
     // r2 expires (its owner stalled) and is adopted; renewal no longer returns it.
     let later = t0 + chrono::Duration::seconds(11);
     claim_one(s, "b/2", tenant, r2, later)
         .await
         .expect("adopted");
     let held = s.renew_leases(&owner, TTL, later).await.expect("renew");
-    assert_eq!(held, vec![r1]);
+    assert_eq!(held.iter().map(|h| h.run).collect::<Vec<_>>(), vec![r1]);
     assert!(
         s.renew_leases("nobody/0", TTL, later)
             .await
