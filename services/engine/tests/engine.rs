@@ -140,6 +140,29 @@ impl World {
         }
     }
 
+    /// A run this engine parked: its agent's provider is one this build cannot read,
+    /// as if a newer replica had saved it.
+    async fn parked_run(&self) -> RunId {
+        let agent = self.agent(&[("never", 0, false)]).await;
+        let run = self.start(&self.unwoken(), agent, "hi").await;
+        sqlx::query("UPDATE agents SET provider = ? WHERE id = ?")
+            .bind(r#"{"kind":"from_the_future"}"#)
+            .bind(agent.as_uuid())
+            .execute(self.store.pool())
+            .await
+            .expect("corrupt the agent");
+        assert_eq!(self.engine.run_once().await.expect("sweep"), 1);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while self.engine.active_runs() > 0 || self.get(run).await.status != RunStatus::Running {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the driver never gave up"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        run
+    }
+
     async fn types(&self, run: RunId) -> Vec<String> {
         self.store
             .read_stream(self.owner.tenant, run, 0, 500)
@@ -342,24 +365,7 @@ async fn a_turn_interrupted_by_shutdown_writes_nothing_and_is_taken_again_after_
 #[tokio::test]
 async fn a_run_whose_agent_this_build_cannot_read_is_parked_until_a_client_acts() {
     let w = world().await;
-    let agent = w.agent(&[("never", 0, false)]).await;
-    let run = w.start(&w.unwoken(), agent, "hi").await;
-    // As if a newer replica saved a provider this build does not know.
-    sqlx::query("UPDATE agents SET provider = ? WHERE id = ?")
-        .bind(r#"{"kind":"from_the_future"}"#)
-        .bind(agent.as_uuid())
-        .execute(w.store.pool())
-        .await
-        .expect("corrupt the agent");
-    assert_eq!(w.engine.run_once().await.expect("sweep"), 1);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while w.engine.active_runs() > 0 || w.get(run).await.status != RunStatus::Running {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the driver never gave up"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let run = w.parked_run().await;
     assert_eq!(
         w.engine.run_once().await.expect("sweep"),
         0,
@@ -456,20 +462,7 @@ async fn a_lease_this_replica_holds_without_a_driver_is_released_and_driven() {
 #[tokio::test]
 async fn a_run_parked_here_is_freed_by_a_command_taken_on_another_replica() {
     let w = world().await;
-    let agent = w.agent(&[("never", 0, false)]).await;
-    let run = w.start(&w.unwoken(), agent, "hi").await;
-    sqlx::query("UPDATE agents SET provider = ? WHERE id = ?")
-        .bind(r#"{"kind":"from_the_future"}"#)
-        .bind(agent.as_uuid())
-        .execute(w.store.pool())
-        .await
-        .expect("corrupt the agent");
-    assert_eq!(w.engine.run_once().await.expect("sweep"), 1);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while w.engine.active_runs() > 0 || w.get(run).await.status != RunStatus::Running {
-        assert!(tokio::time::Instant::now() < deadline, "never parked");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let run = w.parked_run().await;
     let other = Engine::new(
         w.runs.log.clone(),
         Arc::new(w.store.clone()),
