@@ -17,7 +17,6 @@ pub use state::{AppState, HttpSettings};
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
-use axum::response::IntoResponse;
 use error::{ApiError, Code};
 use routes::{agents, events, health, runs};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
@@ -92,9 +91,4 @@ pub fn router(state: AppState) -> Router {
         }))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
-}
-
-/// Answers a client error outside any route (used by the server for refused requests).
-pub fn problem(code: Code, detail: &str) -> axum::response::Response {
-    ApiError::new(code, detail).into_response()
 }
