@@ -1,0 +1,224 @@
+//! `baton-loadtest`: drives real `baton` processes (started with the testkit
+//! [`baton_testkit::Cluster`] on a fresh Postgres database and the local NATS, loopback
+//! only) and reports figures. Subcommand `cluster` measures (1) hand-off time per run on
+//! SIGTERM of the replica owning the most of N running runs, (2) adoption time per run
+//! after SIGKILL with a short lease TTL, and (3) SSE delivery latency across replicas.
+//! It prints progress, writes `cluster-<time>.json` and `.md` under `--out`, and exits
+//! non-zero when an invariant breaks (a run's versions not exactly 1..n, a client seeing
+//! a gap, or a run not taken over in time). Every loop is bounded in count and time.
+
+mod fanout;
+mod kill;
+mod stats;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use stats::{MD_HEADER, Progress};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(Parser, Debug)]
+#[command(name = "baton-loadtest", about = "Load and fault figures for Baton")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Hand-off on SIGTERM, adoption after SIGKILL, SSE latency across replicas.
+    Cluster(ClusterArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct ClusterArgs {
+    /// The `baton` binary (default: target/release/baton, else target/debug/baton).
+    #[arg(long)]
+    baton: Option<PathBuf>,
+    /// Replicas in the hand-off and adoption clusters.
+    #[arg(long, default_value_t = 3)]
+    replicas: usize,
+    /// Active runs for the SIGTERM hand-off.
+    #[arg(long, default_value_t = 1000)]
+    runs: usize,
+    /// Scripted reply delay keeping the runs `running`, in ms.
+    #[arg(long, default_value_t = 120_000)]
+    reply_ms: u64,
+    /// Active runs for the SIGKILL adoption.
+    #[arg(long, default_value_t = 200)]
+    adopt_runs: usize,
+    /// Lease TTL for the adoption cluster, in ms.
+    #[arg(long, default_value_t = 2000)]
+    adopt_ttl_ms: u64,
+    /// SSE clients (one run each) on replica B.
+    #[arg(long, default_value_t = 20)]
+    sse_runs: usize,
+    /// Messages (turns) posted on replica A per SSE run.
+    #[arg(long, default_value_t = 25)]
+    sse_messages: usize,
+    /// Bound on each phase (creating runs, leasing, take-over, streaming), in seconds.
+    #[arg(long, default_value_t = 180)]
+    deadline_secs: u64,
+    /// Which scenarios to run.
+    #[arg(long, value_delimiter = ',', default_value = "handoff,adoption,sse")]
+    only: Vec<String>,
+    /// Where the JSON and Markdown reports go.
+    #[arg(long, default_value = "target/loadtest")]
+    out: PathBuf,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let Command::Cluster(args) = Cli::parse().command;
+    let failures = cluster(args).await?;
+    if failures > 0 {
+        eprintln!("{failures} invariant failure(s)");
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+fn env(pairs: &[(&str, String)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect()
+}
+
+/// Runs the chosen scenarios, writes the reports and returns the number of failures.
+async fn cluster(args: ClusterArgs) -> anyhow::Result<usize> {
+    let bin = args.baton.clone().unwrap_or_else(default_baton);
+    anyhow::ensure!(bin.exists(), "no baton binary at {}", bin.display());
+    let bin = bin.canonicalize()?;
+    let p = Progress::new();
+    let deadline = Duration::from_secs(args.deadline_secs);
+    let wants = |s: &str| args.only.iter().any(|o| o == s);
+    let mut json = serde_json::json!({
+        "started_at": chrono::Utc::now().to_rfc3339(),
+        "baton": bin.display().to_string(),
+        "profile": if bin.components().any(|c| c.as_os_str() == "release") { "release" } else { "debug" },
+        "cores": std::thread::available_parallelism().map_or(0, |n| n.get()),
+    });
+    let mut md = format!(
+        "# baton-loadtest cluster\n\nbinary `{}`, {} cores, started {}\n\n{MD_HEADER}\n",
+        bin.display(),
+        json["cores"],
+        json["started_at"].as_str().unwrap_or_default()
+    );
+    let mut notes = String::new();
+    let mut failures = Vec::new();
+    let knobs = |ttl: u64, renew: u64, adopt: u64| {
+        env(&[
+            ("BATON_CLUSTER__LEASE_TTL_MS", ttl.to_string()),
+            ("BATON_CLUSTER__RENEW_INTERVAL_MS", renew.to_string()),
+            ("BATON_CLUSTER__ADOPT_INTERVAL_MS", adopt.to_string()),
+            ("BATON_HTTP__SHUTDOWN_GRACE_SECS", "120".to_string()),
+        ])
+    };
+    for (name, fault, runs, env) in [
+        (
+            "handoff",
+            kill::Fault::Term,
+            args.runs,
+            knobs(30_000, 5_000, 60_000),
+        ),
+        (
+            "adoption",
+            kill::Fault::Kill,
+            args.adopt_runs,
+            knobs(args.adopt_ttl_ms, args.adopt_ttl_ms / 4, 250),
+        ),
+    ] {
+        if !wants(name) {
+            continue;
+        }
+        let plan = kill::Plan {
+            fault,
+            replicas: args.replicas,
+            runs,
+            reply_ms: args.reply_ms,
+            env,
+            deadline,
+        };
+        let o = kill::run(&bin, &plan, p).await?;
+        p.say(format!("{name}: {}", serde_json::to_string(&o.takeover)?));
+        let what = match fault {
+            kill::Fault::Term => "SIGTERM -> new owner's lease.acquired",
+            kill::Fault::Kill => "SIGKILL -> adopter's lease.acquired",
+        };
+        md.push_str(&o.takeover.md_row(what));
+        md.push('\n');
+        notes.push_str(&format!(
+            "- {name}: {} runs on {} replicas, ownership {:?}; {} signalled with {} runs; \
+             {} taken over (reasons {:?}, new owners {:?}); {} `lease.released{{drained}}`; \
+             victim exit after {} ms; setup {:.1} s; {} runs checked, {} failures\n",
+            o.runs,
+            o.replicas,
+            o.ownership,
+            o.victim,
+            o.victim_runs,
+            o.taken_over,
+            o.reasons,
+            o.new_owners,
+            o.released_drained,
+            o.exit_ms.map_or("?".into(), |m| format!("{m:.0}")),
+            o.setup_secs,
+            o.runs_checked,
+            o.failures.len()
+        ));
+        failures.extend(o.failures.iter().cloned());
+        json[name] = serde_json::to_value(&o)?;
+    }
+    if wants("sse") {
+        let plan = fanout::Plan {
+            runs: args.sse_runs,
+            messages: args.sse_messages,
+            deadline,
+        };
+        let o = fanout::run(&bin, &plan, p).await?;
+        p.say(format!("sse: {}", serde_json::to_string(&o.cross_replica)?));
+        md.push_str(&o.cross_replica.md_row("SSE commit on A -> client on B"));
+        md.push('\n');
+        md.push_str(&o.same_replica.md_row("SSE commit on B -> client on B"));
+        md.push('\n');
+        notes.push_str(&format!(
+            "- sse: {} runs x {} messages, events by writer {:?}, {} failures\n",
+            o.runs,
+            o.messages_per_run,
+            o.events_by_writer,
+            o.failures.len()
+        ));
+        failures.extend(o.failures.iter().cloned());
+        json["sse"] = serde_json::to_value(&o)?;
+    }
+    md.push_str(&format!("\n{notes}"));
+    for f in failures.iter().take(20) {
+        md.push_str(&format!("- FAILURE: {f}\n"));
+    }
+    json["failures"] = serde_json::to_value(&failures)?;
+    write_reports(&args.out, &json, &md)?;
+    println!("{md}");
+    Ok(failures.len())
+}
+
+fn default_baton() -> PathBuf {
+    let release = PathBuf::from("target/release/baton");
+    if release.exists() {
+        release
+    } else {
+        PathBuf::from("target/debug/baton")
+    }
+}
+
+fn write_reports(out: &Path, json: &serde_json::Value, md: &str) -> anyhow::Result<()> {
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
+    let base = out.join(format!("cluster-{stamp}"));
+    std::fs::write(
+        base.with_extension("json"),
+        serde_json::to_string_pretty(json)?,
+    )?;
+    std::fs::write(base.with_extension("md"), md)?;
+    eprintln!("reports: {}.json and .md", base.display());
+    Ok(())
+}
