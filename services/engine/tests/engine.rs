@@ -140,6 +140,24 @@ impl World {
         }
     }
 
+    /// A second replica on the same database and bus, started, and the run use cases of
+    /// a replica that takes commands there.
+    async fn other_replica(&self, name: &str) -> (Engine, Runs) {
+        let other = Engine::new(
+            self.runs.log.clone(),
+            Arc::new(self.store.clone()),
+            Arc::new(self.store.clone()),
+            Arc::new(SystemClock),
+            EngineOptions::new(name),
+        );
+        other.start().await.expect("start");
+        let via_other = Runs {
+            driver: Arc::new(other.clone()),
+            ..self.runs.clone()
+        };
+        (other, via_other)
+    }
+
     /// A run this engine parked: its agent's provider is one this build cannot read,
     /// as if a newer replica had saved it.
     async fn parked_run(&self) -> RunId {
@@ -388,18 +406,7 @@ async fn a_command_taken_by_another_replica_reaches_the_owner_at_once() {
     w.wait_for(run, "running", |r| r.status == RunStatus::Running)
         .await;
     // A second replica on the same database and bus takes the cancel.
-    let other = Engine::new(
-        w.runs.log.clone(),
-        Arc::new(w.store.clone()),
-        Arc::new(w.store.clone()),
-        Arc::new(SystemClock),
-        EngineOptions::new("other"),
-    );
-    other.start().await.expect("start");
-    let via_other = Runs {
-        driver: Arc::new(other.clone()),
-        ..w.runs.clone()
-    };
+    let (other, via_other) = w.other_replica("other").await;
     let started = tokio::time::Instant::now();
     via_other
         .cancel_run(&w.owner, run, None)
@@ -463,18 +470,7 @@ async fn a_lease_this_replica_holds_without_a_driver_is_released_and_driven() {
 async fn a_run_parked_here_is_freed_by_a_command_taken_on_another_replica() {
     let w = world().await;
     let run = w.parked_run().await;
-    let other = Engine::new(
-        w.runs.log.clone(),
-        Arc::new(w.store.clone()),
-        Arc::new(w.store.clone()),
-        Arc::new(SystemClock),
-        EngineOptions::new("other"),
-    );
-    other.start().await.expect("start");
-    let via_other = Runs {
-        driver: Arc::new(other.clone()),
-        ..w.runs.clone()
-    };
+    let (other, via_other) = w.other_replica("other").await;
     via_other
         .cancel_run(&w.owner, run, None)
         .await
