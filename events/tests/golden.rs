@@ -107,3 +107,20 @@ fn terminal_events_are_exactly_cancelled_completed_failed() {
     assert!(RunEvent::RunCancelled(RunCancelled { reason: None }).is_terminal());
     assert!(!RunEvent::TurnStarted(TurnStarted { turn: 1 }).is_terminal());
 }
+
+#[test]
+fn the_api_guide_names_every_event_type_this_build_writes() {
+    let guide = include_str!("../../docs/api.md");
+    let fixtures: Vec<String> = fixtures()
+        .into_iter()
+        .map(|(n, _)| n)
+        .filter(|n| !n.starts_with("unknown."))
+        .collect();
+    for name in fixtures {
+        let event_type = name.split(".v").next().unwrap_or_default();
+        assert!(
+            guide.contains(&format!("`{event_type}`")),
+            "docs/api.md does not mention {event_type}"
+        );
+    }
+}
