@@ -181,11 +181,17 @@ impl World {
         run
     }
 
-    async fn types(&self, run: RunId) -> Vec<String> {
+    /// Every event of the run, in order.
+    async fn events(&self, run: RunId) -> Vec<baton_events::Envelope> {
         self.store
             .read_stream(self.owner.tenant, run, 0, 500)
             .await
             .expect("read")
+    }
+
+    async fn types(&self, run: RunId) -> Vec<String> {
+        self.events(run)
+            .await
             .into_iter()
             .map(|e| e.event_type)
             .collect()
@@ -201,11 +207,7 @@ async fn a_turn_records_the_answer_and_settles_the_run_in_one_append() {
         .wait_for(run, "waiting", |r| r.status == RunStatus::Waiting)
         .await;
     assert_eq!(done.message_count, 2);
-    let events = w
-        .store
-        .read_stream(w.owner.tenant, run, 0, 100)
-        .await
-        .expect("read");
+    let events = w.events(run).await;
     let types: Vec<_> = events.iter().map(|e| e.event_type.as_str()).collect();
     assert_eq!(
         types,
@@ -346,10 +348,8 @@ async fn a_turn_interrupted_by_shutdown_writes_nothing_and_is_taken_again_after_
         "the turn is resumed, not started twice: {types:?}"
     );
     let leases: Vec<_> = w
-        .store
-        .read_stream(w.owner.tenant, run, 0, 100)
+        .events(run)
         .await
-        .expect("read")
         .into_iter()
         .filter(|e| e.event_type.starts_with("lease."))
         .map(|e| {
@@ -419,10 +419,8 @@ async fn a_command_taken_by_another_replica_reaches_the_owner_at_once() {
         "the owner was woken over the bus, not after its 30 s wait"
     );
     let writers: Vec<_> = w
-        .store
-        .read_stream(w.owner.tenant, run, 0, 100)
+        .events(run)
         .await
-        .expect("read")
         .into_iter()
         .filter(|e| e.meta.actor.as_deref() == Some("engine"))
         .map(|e| e.meta.replica.unwrap_or_default())

@@ -92,10 +92,7 @@ pub async fn postgres(dsn: &str) -> Result<(), MigrateError> {
     }
     .await;
     // Closing the session releases the advisory lock, whatever happened.
-    if let Err(e) = conn.close().await {
-        tracing::warn!(error = %e, "closing the migration connection failed");
-    }
-    result
+    closed(conn, result).await
 }
 
 /// Applies the pending SQLite migrations to the database file at `target` (a path or
@@ -110,10 +107,7 @@ pub async fn sqlite(target: &str) -> Result<(), MigrateError> {
         run_on(&SQLITE_MIGRATOR, &mut conn).await
     }
     .await;
-    if let Err(e) = conn.close().await {
-        tracing::warn!(error = %e, "closing the migration connection failed");
-    }
-    result
+    closed(conn, result).await
 }
 
 /// Checks, without changing anything, that the Postgres database at `dsn` has exactly the
@@ -138,10 +132,7 @@ pub async fn check_postgres(dsn: &str) -> Result<(), MigrateError> {
         checked
     }
     .await;
-    if let Err(e) = conn.close().await {
-        tracing::warn!(error = %e, "closing the migration check connection failed");
-    }
-    result
+    closed(conn, result).await
 }
 
 /// Checks, without changing anything, that the SQLite database file at `target` (a path
@@ -170,10 +161,7 @@ pub async fn check_sqlite(target: &str) -> Result<(), MigrateError> {
         checked
     }
     .await;
-    if let Err(e) = conn.close().await {
-        tracing::warn!(error = %e, "closing the migration check connection failed");
-    }
-    result
+    closed(conn, result).await
 }
 
 impl SqliteStore {
@@ -285,4 +273,13 @@ fn list(versions: &[i64]) -> String {
         .map(i64::to_string)
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// Closes a migration connection (which also releases any session lock it held) and
+/// passes `result` through; a failure to close is only logged.
+async fn closed<C: Connection, T>(conn: C, result: T) -> T {
+    if let Err(e) = conn.close().await {
+        tracing::warn!(error = %e, "closing the migration connection failed");
+    }
+    result
 }
