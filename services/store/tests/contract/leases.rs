@@ -2,7 +2,7 @@
 
 use crate::support::*;
 use baton_core::StoreError;
-use baton_core::ports::Fence;
+use baton_core::ports::{Fence, Release};
 use baton_events::{LeaseReason, RunId, TenantId, TurnStarted};
 use std::collections::HashSet;
 use std::time::Duration;
@@ -37,6 +37,26 @@ fn fenced(
     );
     req.fence = Some(fence);
     req
+}
+
+/// A busy run whose lease "a/1" claimed at the returned time and then gave up, with
+/// `release`, in an append of `turn.started`; returns the fence it held.
+async fn claimed_then_released<S: Store>(
+    s: &S,
+    release: Release,
+) -> (TenantId, RunId, chrono::DateTime<chrono::Utc>, Fence) {
+    let tenant = tenant(s).await;
+    let run = busy_run(s, tenant).await;
+    let t0 = now();
+    let epoch = claim_one(s, "a/1", tenant, run, t0).await.expect("claim");
+    let fence = Fence {
+        owner: "a/1".into(),
+        epoch,
+    };
+    let mut req = fenced(run, 3, tenant, fence.clone());
+    req.release = Some(release);
+    append_ok(s, tenant, req).await;
+    (tenant, run, t0, fence)
 }
 
 async fn claim_one<S: Store>(
@@ -166,17 +186,8 @@ pub async fn an_append_under_a_stale_lease_is_fenced_and_writes_nothing<S: Store
 }
 
 pub async fn an_append_can_release_its_lease_in_the_same_transaction<S: Store>(s: &S) {
-    let tenant = tenant(s).await;
-    let run = busy_run(s, tenant).await;
-    let t0 = now();
-    let epoch = claim_one(s, "a/1", tenant, run, t0).await.expect("claim");
-    let fence = Fence {
-        owner: "a/1".into(),
-        epoch,
-    };
-    let mut req = fenced(run, 3, tenant, fence.clone());
-    req.release = Some(baton_core::ports::Release::Idle);
-    append_ok(s, tenant, req).await;
+    let (tenant, run, t0, fence) = claimed_then_released(s, Release::Idle).await;
+    let epoch = fence.epoch;
     assert!(
         s.renew_leases("a/1", TTL, t0)
             .await
@@ -261,17 +272,8 @@ pub async fn release_needs_the_current_epoch<S: Store>(s: &S) {
 pub async fn a_handed_off_lease_is_claimed_at_once_as_a_hand_off_and_fences_its_owner<S: Store>(
     s: &S,
 ) {
-    let tenant = tenant(s).await;
-    let run = busy_run(s, tenant).await;
-    let t0 = now();
-    let epoch = claim_one(s, "a/1", tenant, run, t0).await.expect("claim");
-    let fence = Fence {
-        owner: "a/1".into(),
-        epoch,
-    };
-    let mut req = fenced(run, 3, tenant, fence.clone());
-    req.release = Some(baton_core::ports::Release::HandOff);
-    append_ok(s, tenant, req).await;
+    let (tenant, run, t0, fence) = claimed_then_released(s, Release::HandOff).await;
+    let epoch = fence.epoch;
     assert!(
         s.renew_leases("a/1", TTL, t0)
             .await
