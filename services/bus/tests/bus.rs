@@ -124,29 +124,45 @@ async fn control_messages_reach_every_subscriber(bus_a: &dyn EventBus, bus_b: &d
     use baton_core::ports::{Control, ControlMessage};
     let mut on_a = bus_a.subscribe_control().await.expect("subscribe");
     let mut on_b = bus_b.subscribe_control().await.expect("subscribe");
+    // The NATS server is shared with every other test, whose replicas talk
+    // on the same control subject: a sender name of our own tells ours apart.
+    let from = format!("replica-a/{}", uuid::Uuid::new_v4().simple());
     let (tenant, run) = (TenantId::new(), RunId::new());
     let msg = ControlMessage {
-        from: "replica-a/1".into(),
+        from: from.clone(),
         control: Control::Wake { tenant, run },
     };
     bus_a.publish_control(&msg).await;
     bus_a
         .publish_control(&ControlMessage {
-            from: "replica-a/1".into(),
+            from: from.clone(),
             control: Control::Adopt,
         })
         .await;
     for rx in [&mut on_a, &mut on_b] {
-        let wait = std::time::Duration::from_secs(15);
-        let first = tokio::time::timeout(wait, rx.recv())
-            .await
-            .expect("in time");
+        let first = next_control_from(rx, &from).await;
         assert_eq!(first.as_ref(), Some(&msg));
-        let second = tokio::time::timeout(wait, rx.recv())
-            .await
-            .expect("in time");
+        let second = next_control_from(rx, &from).await;
         assert_eq!(second.map(|m| m.control), Some(Control::Adopt));
     }
+}
+
+/// The next control message sent by `from`, skipping other senders'.
+async fn next_control_from(
+    rx: &mut tokio::sync::mpsc::Receiver<baton_core::ports::ControlMessage>,
+    from: &str,
+) -> Option<baton_core::ports::ControlMessage> {
+    let wait = std::time::Duration::from_secs(15);
+    tokio::time::timeout(wait, async {
+        loop {
+            match rx.recv().await {
+                Some(m) if m.from != from => continue,
+                other => return other,
+            }
+        }
+    })
+    .await
+    .expect("in time")
 }
 
 #[tokio::test]
