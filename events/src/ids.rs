@@ -74,3 +74,20 @@ id_type!(
     /// One message of a run.
     MessageId
 );
+id_type!(
+    /// A tool definition of a tenant.
+    ToolId
+);
+id_type!(
+    /// One tool call's receipt: the write-ahead record of a side effect. Also sent to
+    /// HTTP tools as the `Idempotency-Key`.
+    ReceiptId
+);
+id_type!(
+    /// An approval asked of a member before a tool runs.
+    ApprovalId
+);
+id_type!(
+    /// A saved snapshot of a run's engine state.
+    CheckpointId
+);

@@ -8,8 +8,12 @@
 pub mod envelope;
 pub mod ids;
 pub mod payloads;
+pub mod tools;
 pub mod upcast;
 
 pub use envelope::{Decoded, Envelope, EventMeta, NewEvent};
-pub use ids::{AgentId, EventId, MessageId, RunId, TenantId};
+pub use ids::{
+    AgentId, ApprovalId, CheckpointId, EventId, MessageId, ReceiptId, RunId, TenantId, ToolId,
+};
 pub use payloads::*;
+pub use tools::*;

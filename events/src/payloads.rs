@@ -4,6 +4,7 @@
 //! `type` and `data` in separate columns. Add fields only as `Option` or with defaults.
 
 use crate::ids::{AgentId, MessageId};
+use crate::tools::*;
 use serde::{Deserialize, Serialize};
 
 /// Who wrote a message.
@@ -173,6 +174,22 @@ pub enum RunEvent {
     LeaseAcquired(LeaseAcquired),
     #[serde(rename = "lease.released")]
     LeaseReleased(LeaseReleased),
+    #[serde(rename = "model.completed")]
+    ModelCompleted(ModelCompleted),
+    #[serde(rename = "tool.intent")]
+    ToolIntent(ToolIntent),
+    #[serde(rename = "tool.result")]
+    ToolResult(ToolResult),
+    #[serde(rename = "tool.uncertain")]
+    ToolUncertain(ToolUncertain),
+    #[serde(rename = "tool.resolved")]
+    ToolResolved(ToolResolved),
+    #[serde(rename = "approval.requested")]
+    ApprovalRequested(ApprovalRequested),
+    #[serde(rename = "approval.decided")]
+    ApprovalDecided(ApprovalDecided),
+    #[serde(rename = "checkpoint.saved")]
+    CheckpointSaved(CheckpointSaved),
 }
 
 impl RunEvent {
@@ -191,6 +208,14 @@ impl RunEvent {
             Self::RunFailed(_) => "run.failed",
             Self::LeaseAcquired(_) => "lease.acquired",
             Self::LeaseReleased(_) => "lease.released",
+            Self::ModelCompleted(_) => "model.completed",
+            Self::ToolIntent(_) => "tool.intent",
+            Self::ToolResult(_) => "tool.result",
+            Self::ToolUncertain(_) => "tool.uncertain",
+            Self::ToolResolved(_) => "tool.resolved",
+            Self::ApprovalRequested(_) => "approval.requested",
+            Self::ApprovalDecided(_) => "approval.decided",
+            Self::CheckpointSaved(_) => "checkpoint.saved",
         }
     }
 

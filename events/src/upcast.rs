@@ -20,6 +20,14 @@ const SCHEMAS: &[(&str, u32)] = &[
     ("run.failed", 1),
     ("lease.acquired", 1),
     ("lease.released", 1),
+    ("model.completed", 1),
+    ("tool.intent", 1),
+    ("tool.result", 1),
+    ("tool.uncertain", 1),
+    ("tool.resolved", 1),
+    ("approval.requested", 1),
+    ("approval.decided", 1),
+    ("checkpoint.saved", 1),
 ];
 
 /// The newest schema version of `event_type`, or `None` for a type this build does not know.

@@ -52,7 +52,7 @@ app.kubernetes.io/component: server
 
 {{/*
 Refuses to render what the team tier cannot start with: no Postgres DSN secret, no NATS URL,
-or credentials where they would land in a ConfigMap.
+no encryption keyring, or credentials where they would land in a ConfigMap.
 */}}
 {{- define "baton.validate" -}}
 {{- if not .Values.database.existingSecret.name }}
@@ -74,6 +74,12 @@ or credentials where they would land in a ConfigMap.
 {{- end }}
 {{- if and $natsSecret (not .Values.nats.existingSecret.key) }}
 {{- fail "nats.existingSecret.key must name the key of the NATS URL in that Secret" }}
+{{- end }}
+{{- if not .Values.encryption.existingSecret }}
+{{- fail "encryption.existingSecret is required: the name of an existing Secret holding the encryption keys, one entry per key (the entry's name is the key id, its value standard base64 of 32 random bytes, e.g. openssl rand -base64 32)" }}
+{{- end }}
+{{- if not .Values.encryption.activeKey }}
+{{- fail "encryption.activeKey is required: the id (an entry of encryption.existingSecret) of the key that encrypts new secrets" }}
 {{- end }}
 {{- if and .Values.podDisruptionBudget.enabled (not (kindIs "invalid" .Values.podDisruptionBudget.minAvailable)) (not (kindIs "invalid" .Values.podDisruptionBudget.maxUnavailable)) }}
 {{- fail "podDisruptionBudget: set one of minAvailable and maxUnavailable (null the other)" }}
@@ -116,6 +122,11 @@ The non-secret BATON_* settings as a YAML map (the ConfigMap's data; the migrati
 {{- toYaml $env }}
 {{- end }}
 
+{{/* Where the keyring Secret is mounted: crypto.keys_dir. */}}
+{{- define "baton.keyringPath" -}}
+/etc/baton/keyring
+{{- end }}
+
 {{/* Seconds baton may take to exit after SIGTERM. */}}
 {{- define "baton.shutdownGraceSecs" -}}
 {{- $http := .Values.config.http | default dict }}
@@ -125,6 +136,18 @@ The non-secret BATON_* settings as a YAML map (the ConfigMap's data; the migrati
 {{/* preStop sleep + drain budget + margin: Kubernetes counts preStop in the grace period. */}}
 {{- define "baton.terminationGracePeriodSeconds" -}}
 {{- add (int .Values.lifecycle.preStopSleepSeconds) (int (include "baton.shutdownGraceSecs" .)) (int .Values.lifecycle.terminationGraceMarginSeconds) }}
+{{- end }}
+
+{{/*
+The keyring settings: where the keyring Secret is mounted (crypto.keys_dir) and the active
+key's id (crypto.active_key). Plain values, not secrets; set on the pods directly so that the
+ConfigMap carries no setting named like a credential.
+*/}}
+{{- define "baton.keyringEnv" -}}
+- name: BATON_CRYPTO__KEYS_DIR
+  value: {{ include "baton.keyringPath" . | quote }}
+- name: BATON_CRYPTO__ACTIVE_KEY
+  value: {{ .Values.encryption.activeKey | quote }}
 {{- end }}
 
 {{/* Secret-backed env: the DSN and (when from a Secret) the NATS URL. */}}

@@ -30,6 +30,8 @@ pub enum Code {
     RunBusy,
     RunEnded,
     Conflict,
+    WrongState,
+    AlreadyExists,
     IdempotencyKeyReused,
     Unavailable,
     Internal,
@@ -37,7 +39,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, for documentation checks.
-    pub const ALL: [Code; 21] = [
+    pub const ALL: [Code; 23] = [
         Code::InvalidRequest,
         Code::InvalidBody,
         Code::InvalidPath,
@@ -56,6 +58,8 @@ impl Code {
         Code::RunBusy,
         Code::RunEnded,
         Code::Conflict,
+        Code::WrongState,
+        Code::AlreadyExists,
         Code::IdempotencyKeyReused,
         Code::Unavailable,
         Code::Internal,
@@ -82,6 +86,8 @@ impl Code {
             RunBusy => (StatusCode::CONFLICT, "run_busy"),
             RunEnded => (StatusCode::CONFLICT, "run_ended"),
             Conflict => (StatusCode::CONFLICT, "conflict"),
+            WrongState => (StatusCode::CONFLICT, "wrong_state"),
+            AlreadyExists => (StatusCode::CONFLICT, "already_exists"),
             IdempotencyKeyReused => (StatusCode::UNPROCESSABLE_ENTITY, "idempotency_key_reused"),
             Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
@@ -146,6 +152,8 @@ impl From<CoreError> for ApiError {
             CoreError::RunEnded(_) => ApiError::new(Code::RunEnded, detail),
             CoreError::IdempotencyKeyReused(_) => ApiError::new(Code::IdempotencyKeyReused, detail),
             CoreError::Conflict => ApiError::new(Code::Conflict, detail),
+            CoreError::WrongState(_) => ApiError::new(Code::WrongState, detail),
+            CoreError::AlreadyExists(_) => ApiError::new(Code::AlreadyExists, detail),
             CoreError::Unavailable(cause) => ApiError {
                 code: Code::Unavailable,
                 detail: "a backing service is unavailable; retry shortly".into(),

@@ -18,7 +18,7 @@ pub use state::{AppState, HttpSettings};
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use error::{ApiError, Code};
-use routes::{agents, events, health, runs};
+use routes::{actions, agents, events, health, runs, secrets, tools};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
@@ -28,7 +28,7 @@ use utoipa_axum::routes;
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Baton API", description = "Durable control plane for AI agent runs."),
-    tags((name = "agents"), (name = "runs"), (name = "health"))
+    tags((name = "agents"), (name = "tools"), (name = "runs"), (name = "secrets"), (name = "health"))
 )]
 struct ApiDoc;
 
@@ -36,12 +36,21 @@ struct ApiDoc;
 fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(agents::create, agents::list))
-        .routes(routes!(agents::get))
+        .routes(routes!(agents::get, agents::update))
+        .routes(routes!(tools::create, tools::list))
+        .routes(routes!(tools::get))
         .routes(routes!(runs::create, runs::list))
         .routes(routes!(runs::get))
         .routes(routes!(runs::cancel))
         .routes(routes!(runs::post_message, runs::list_messages))
         .routes(routes!(events::events))
+        .routes(routes!(actions::receipts))
+        .routes(routes!(actions::decide_approval))
+        .routes(routes!(actions::tool_outputs))
+        .routes(routes!(actions::resolve))
+        .routes(routes!(actions::checkpoints))
+        .routes(routes!(secrets::put, secrets::delete))
+        .routes(routes!(secrets::list))
         .routes(routes!(health::livez))
         .routes(routes!(health::readyz))
         .split_for_parts()

@@ -4,7 +4,9 @@
 use crate::auth::AuthMode;
 use baton_core::agents::Agents;
 use baton_core::ports::TenantStore;
-use baton_core::runs::Runs;
+use baton_core::runs::{Checkpoints, Runs};
+use baton_core::secrets::Secrets;
+use baton_core::tools::Tools;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -34,6 +36,10 @@ impl Default for HttpSettings {
 pub struct AppState {
     pub runs: Runs,
     pub agents: Agents,
+    pub tools: Tools,
+    pub checkpoints: Checkpoints,
+    /// Write-only for clients; the engine reads values through its own `SecretReader`.
+    pub secrets: Secrets,
     pub tenants: Arc<dyn TenantStore>,
     pub auth: AuthMode,
     pub http: HttpSettings,

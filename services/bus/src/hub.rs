@@ -3,9 +3,12 @@
 //! never holds up the others; it resumes from its cursor. A dropped [`Subscription`]
 //! unregisters itself, so finished or abandoned runs leave nothing behind. Knows nothing
 //! of NATS.
+//!
+//! Ephemeral deltas go to each subscriber through a second bounded buffer: a delta that
+//! does not fit is dropped and counted, and never closes the subscriber's durable feed.
 
 use baton_core::ports::Subscription;
-use baton_events::{Envelope, RunId, TenantId};
+use baton_events::{Envelope, MessageDelta, RunId, TenantId};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -13,9 +16,14 @@ use tokio::sync::mpsc;
 
 type Key = (TenantId, RunId);
 
+/// Each subscriber's buffer of deltas. They are small and come in bursts (a model's
+/// tokens); a subscriber this far behind loses deltas, not its feed.
+const DELTA_BUFFER: usize = 1024;
+
 struct Subscriber {
     id: u64,
     tx: mpsc::Sender<Envelope>,
+    deltas: mpsc::Sender<MessageDelta>,
 }
 
 pub struct Hub {
@@ -23,6 +31,7 @@ pub struct Hub {
     buffer: usize,
     next_id: AtomicU64,
     closed_slow: AtomicU64,
+    deltas_dropped: AtomicU64,
 }
 
 impl Hub {
@@ -33,26 +42,29 @@ impl Hub {
             buffer: buffer.max(1),
             next_id: AtomicU64::new(0),
             closed_slow: AtomicU64::new(0),
+            deltas_dropped: AtomicU64::new(0),
         }
     }
 
-    /// A feed of the run's events dispatched from now on. Dropping it removes exactly
-    /// this subscriber (and the run's entry once it has none); the hook holds only a
-    /// weak reference, so a subscription may outlive the hub.
+    /// A feed of the run's events and deltas dispatched from now on. Dropping it removes
+    /// exactly this subscriber (and the run's entry once it has none); the hook holds
+    /// only a weak reference, so a subscription may outlive the hub.
     pub fn subscribe(self: &Arc<Self>, tenant: TenantId, run: RunId) -> Subscription {
         let (tx, rx) = mpsc::channel(self.buffer);
+        let (deltas, deltas_rx) = mpsc::channel(DELTA_BUFFER);
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let key = (tenant, run);
         self.lock()
             .entry(key)
             .or_default()
-            .push(Subscriber { id, tx });
+            .push(Subscriber { id, tx, deltas });
         let hub = Arc::downgrade(self);
         Subscription::with_release(rx, move || {
             if let Some(hub) = hub.upgrade() {
                 hub.remove(key, id);
             }
         })
+        .with_deltas(deltas_rx)
     }
 
     /// Hands the event to every subscriber of its run, dropping the full and the gone.
@@ -75,6 +87,27 @@ impl Hub {
         if list.is_empty() {
             subs.remove(&key);
         }
+    }
+
+    /// Hands the delta to every subscriber of the run that has room for it; the others
+    /// lose it (counted) and keep their subscription.
+    pub fn dispatch_delta(&self, tenant: TenantId, run: RunId, delta: &MessageDelta) {
+        let subs = self.lock();
+        let Some(list) = subs.get(&(tenant, run)) else {
+            return;
+        };
+        for s in list {
+            // A closed receiver does not take deltas (or is on its way out): nothing lost.
+            if let Err(mpsc::error::TrySendError::Full(_)) = s.deltas.try_send(delta.clone()) {
+                self.deltas_dropped.fetch_add(1, Ordering::Relaxed);
+                metrics::counter!("baton_sse_deltas_dropped_total").increment(1);
+            }
+        }
+    }
+
+    /// Deltas lost because a subscriber's delta buffer was full, since start.
+    pub fn deltas_dropped(&self) -> u64 {
+        self.deltas_dropped.load(Ordering::Relaxed)
     }
 
     /// Subscribers closed because they fell behind, since start.

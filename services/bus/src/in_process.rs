@@ -1,10 +1,11 @@
-//! The embedded tier's bus: publishing dispatches straight to the local hub.
+//! The embedded tier's bus: publishing (events and deltas) dispatches straight to the
+//! local hub.
 
 use crate::hub::Hub;
 use async_trait::async_trait;
 use baton_core::StoreError;
 use baton_core::ports::{ControlMessage, EventBus, Subscription};
-use baton_events::{Envelope, RunId, TenantId};
+use baton_events::{Envelope, MessageDelta, RunId, TenantId};
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::mpsc;
 
@@ -44,6 +45,11 @@ impl EventBus for InProcessBus {
 
     async fn ping(&self) -> Result<(), StoreError> {
         Ok(())
+    }
+
+    /// Hands the delta to the run's subscribers at once; those without room lose it.
+    fn publish_delta(&self, tenant: TenantId, run: RunId, delta: MessageDelta) {
+        self.hub.dispatch_delta(tenant, run, &delta);
     }
 
     async fn publish_control(&self, msg: &ControlMessage) {

@@ -5,7 +5,13 @@
 //! event subjects and feeds its hub, so any replica's SSE clients see every writer's
 //! events. The database stays the source of truth: publishing is best effort and never
 //! makes the caller wait on the broker.
+//!
+//! Ephemeral deltas (a model reply's tokens) travel the same way but are never stored:
+//! each subscriber gets them through a buffer of their own, dropped when full, so they
+//! never close a durable feed. With NATS a replica takes a run's deltas only while it has
+//! local subscribers of that run.
 
+mod deltas;
 mod hub;
 mod in_process;
 mod nats;

@@ -3,14 +3,19 @@
 //! NATS: events go through a bounded queue to a background publisher, and a lost or
 //! failed publish is counted and logged (throttled): subscribers fill the gap from the
 //! database.
+//!
+//! Ephemeral deltas go to `baton.delta.<tenant>.<run>` through the same queue (dropped
+//! when it is half full). A replica takes a run's deltas only while it has local
+//! subscribers of that run (see [`crate::deltas`]).
 
+use crate::deltas::DeltaFeeds;
 use crate::hub::Hub;
 use crate::publisher::Publisher;
 use crate::subjects;
 use async_trait::async_trait;
 use baton_core::StoreError;
 use baton_core::ports::{ControlMessage, EventBus, Subscription};
-use baton_events::{Envelope, RunId, TenantId};
+use baton_events::{Envelope, MessageDelta, RunId, TenantId};
 use futures::StreamExt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,7 +57,12 @@ pub struct NatsBus {
     hub: Arc<Hub>,
     publisher: Publisher,
     forwarder: tokio::task::JoinHandle<()>,
+    deltas: Arc<DeltaFeeds>,
 }
+
+/// How long subscribing may wait for the server to confirm a run's delta subscription
+/// (only while connected; a later confirmation still delivers the deltas after it).
+const DELTA_SUBSCRIBE_WAIT: Duration = Duration::from_secs(2);
 
 impl NatsBus {
     /// [`NatsBus::connect_with`] with `buffer` per subscriber and default options.
@@ -85,10 +95,12 @@ impl NatsBus {
                     reason: e.to_string(),
                 })?;
         // Make sure the server has the subscription before anyone publishes.
-        client.flush().await.map_err(|e| NatsError::Subscribe {
-            subject: subjects::ALL_EVENTS.into(),
-            reason: e.to_string(),
-        })?;
+        round_trip(&client, options.connect_timeout)
+            .await
+            .map_err(|reason| NatsError::Subscribe {
+                subject: subjects::ALL_EVENTS.into(),
+                reason,
+            })?;
         let feed = hub.clone();
         let forwarder = tokio::spawn(async move {
             while let Some(msg) = sub.next().await {
@@ -101,11 +113,13 @@ impl NatsBus {
         });
         // Detached: it ends soon after the publisher handle drops with the bus.
         let (publisher, _) = Publisher::start(client.clone(), options.publish_queue);
+        let deltas = Arc::new(DeltaFeeds::new(client.clone(), hub.clone()));
         Ok(Self {
             client,
             hub,
             publisher,
             forwarder,
+            deltas,
         })
     }
 
@@ -123,6 +137,16 @@ impl NatsBus {
     /// (each one costs subscribers latency only).
     pub fn publish_dropped(&self) -> u64 {
         self.publisher.dropped()
+    }
+
+    /// Deltas never handed to NATS because the publish queue was half full, since start.
+    pub fn deltas_dropped(&self) -> u64 {
+        self.publisher.deltas_dropped()
+    }
+
+    /// Runs whose deltas this replica takes from NATS (those with local subscribers).
+    pub fn delta_subscriptions(&self) -> usize {
+        self.deltas.len()
     }
 }
 
@@ -142,8 +166,19 @@ impl EventBus for NatsBus {
         }
     }
 
+    /// Registers with the hub, and makes sure this replica takes the run's deltas from
+    /// NATS for as long as the subscription lives.
     async fn subscribe(&self, tenant: TenantId, run: RunId) -> Result<Subscription, StoreError> {
-        Ok(self.hub.subscribe(tenant, run))
+        let feeds = Arc::downgrade(&self.deltas);
+        let sub = self.hub.subscribe(tenant, run).and_release(move || {
+            if let Some(feeds) = feeds.upgrade() {
+                feeds.release(tenant, run);
+            }
+        });
+        // Counted before the wait: should the caller give up on it, dropping `sub`
+        // releases what was acquired.
+        self.deltas.acquire(tenant, run, DELTA_SUBSCRIBE_WAIT).await;
+        Ok(sub)
     }
 
     /// The client's connection state: publishing itself never fails, so this is where
@@ -153,6 +188,11 @@ impl EventBus for NatsBus {
             async_nats::connection::State::Connected => Ok(()),
             state => Err(StoreError::Unavailable(format!("NATS is {state}"))),
         }
+    }
+
+    /// Queues the delta for the background publisher, or drops it; never waits.
+    fn publish_delta(&self, tenant: TenantId, run: RunId, delta: MessageDelta) {
+        self.publisher.offer_delta(tenant, run, delta);
     }
 
     async fn publish_control(&self, msg: &ControlMessage) {
@@ -167,10 +207,11 @@ impl EventBus for NatsBus {
             .subscribe(subjects::CONTROL)
             .await
             .map_err(|e| StoreError::Unavailable(format!("cannot subscribe to control: {e}")))?;
-        self.client
-            .flush()
-            .await
-            .map_err(|e| StoreError::Unavailable(format!("cannot subscribe to control: {e}")))?;
+        // Control messages are hints: should the server not confirm in time, the
+        // subscription still takes effect once it gets there.
+        if let Err(reason) = round_trip(&self.client, CONTROL_SUBSCRIBE_WAIT).await {
+            tracing::warn!(%reason, "the control subscription is not confirmed yet");
+        }
         let (tx, rx) = tokio::sync::mpsc::channel(CONTROL_BUFFER);
         tokio::spawn(async move {
             while let Some(msg) = sub.next().await {
@@ -197,3 +238,30 @@ impl EventBus for NatsBus {
 
 /// Control messages buffered per subscriber.
 const CONTROL_BUFFER: usize = 1024;
+
+/// How long subscribing to control messages waits for the server to confirm.
+const CONTROL_SUBSCRIBE_WAIT: Duration = Duration::from_secs(5);
+
+/// Waits, at most `timeout`, until the server has processed everything this client sent
+/// so far, its subscriptions included: the server handles a connection's messages in
+/// order, so once a message to a fresh inbox of ours comes back, what was sent before it
+/// has taken effect. (`Client::flush` only empties the client's own write buffer.)
+pub(crate) async fn round_trip(
+    client: &async_nats::Client,
+    timeout: Duration,
+) -> Result<(), String> {
+    let inbox = client.new_inbox();
+    let mut echo = client
+        .subscribe(inbox.clone())
+        .await
+        .map_err(|e| e.to_string())?;
+    client
+        .publish(inbox, bytes::Bytes::new())
+        .await
+        .map_err(|e| e.to_string())?;
+    match tokio::time::timeout(timeout, echo.next()).await {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => Err("the connection closed".into()),
+        Err(_) => Err(format!("no answer from the server within {timeout:?}")),
+    }
+}

@@ -3,10 +3,14 @@
 //! queue fills and further events are dropped and counted, never waited for: the database
 //! stays the source of truth and subscribers re-read gaps from it. Must never block a
 //! caller and never log once per event.
+//!
+//! Ephemeral deltas share the queue but may fill only half of it, so a flood of tokens
+//! never crowds out durable events; a delta that finds no room is dropped and counted
+//! apart (it is lost for good, which is fine: the durable reply follows).
 
 use crate::subjects;
 use baton_core::ports::ControlMessage;
-use baton_events::Envelope;
+use baton_events::{Envelope, MessageDelta, RunId, TenantId};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -16,6 +20,11 @@ use tokio::sync::{mpsc, oneshot, watch};
 pub(crate) enum Outgoing {
     Event(Box<Envelope>),
     Control(ControlMessage),
+    Delta {
+        tenant: TenantId,
+        run: RunId,
+        delta: MessageDelta,
+    },
     /// Everything queued before it has been handed to the client and flushed.
     Flush(oneshot::Sender<()>),
 }
@@ -28,6 +37,7 @@ const LOG_INTERVAL: Duration = Duration::from_secs(10);
 struct Counters {
     failures: AtomicU64,
     dropped: AtomicU64,
+    deltas_dropped: AtomicU64,
 }
 
 /// The caller's handle. Dropping it stops the task: what the client takes without
@@ -71,6 +81,21 @@ impl Publisher {
     /// Queues a control message like [`Publisher::offer`].
     pub(crate) fn offer_control(&self, msg: &ControlMessage) {
         self.try_queue(Outgoing::Control(msg.clone()));
+    }
+
+    /// Queues a delta for publishing unless the queue is half full already (what is
+    /// left is kept for durable events), or drops and counts it. Never waits.
+    pub(crate) fn offer_delta(&self, tenant: TenantId, run: RunId, delta: MessageDelta) {
+        let room = self.queue.capacity() * 2 > self.capacity;
+        if !room
+            || self
+                .queue
+                .try_send(Outgoing::Delta { tenant, run, delta })
+                .is_err()
+        {
+            self.counters.deltas_dropped.fetch_add(1, Ordering::Relaxed);
+            metrics::counter!("baton_bus_deltas_dropped_total").increment(1);
+        }
     }
 
     /// Waits, at most `timeout`, until everything queued so far reached the client and
@@ -117,6 +142,10 @@ impl Publisher {
     pub(crate) fn dropped(&self) -> u64 {
         self.counters.dropped.load(Ordering::Relaxed)
     }
+
+    pub(crate) fn deltas_dropped(&self) -> u64 {
+        self.counters.deltas_dropped.load(Ordering::Relaxed)
+    }
 }
 
 /// Publishes queued events in order until the handle is dropped. A publish that waits
@@ -148,6 +177,11 @@ async fn run(
                 let subject = subjects::event(event.meta.tenant, event.stream);
                 (subject, headers, serde_json::to_vec(&event))
             }
+            Outgoing::Delta { tenant, run, delta } => (
+                subjects::delta(tenant, run),
+                async_nats::HeaderMap::new(),
+                serde_json::to_vec(&delta),
+            ),
             Outgoing::Control(msg) => (
                 subjects::CONTROL.to_string(),
                 async_nats::HeaderMap::new(),

@@ -66,3 +66,48 @@ async fn a_slow_subscriber_closed_by_dispatch_releases_cleanly() {
     drop(other);
     assert_eq!((hub.subscriber_count(), hub.runs_tracked()), (0, 0));
 }
+
+fn delta(content: &str) -> baton_events::MessageDelta {
+    baton_events::MessageDelta {
+        turn: 1,
+        step: 1,
+        attempt: 1,
+        content: content.into(),
+    }
+}
+
+#[tokio::test]
+async fn a_full_delta_buffer_loses_deltas_not_the_subscription() {
+    let hub = Arc::new(Hub::new(1));
+    let (tenant, run) = (TenantId::new(), RunId::new());
+    let mut sub = hub.subscribe(tenant, run);
+    let mut other = hub.subscribe(tenant, RunId::new());
+    for i in 0..5000 {
+        hub.dispatch_delta(tenant, run, &delta(&i.to_string()));
+    }
+    assert!(hub.deltas_dropped() > 0);
+    assert_eq!((hub.closed_slow(), hub.subscriber_count()), (0, 2));
+    assert!(other.deltas.try_recv().is_err(), "another run's deltas");
+    hub.dispatch(&event(tenant, run, 1));
+    assert_eq!(recv(&mut sub).await.map(|e| e.version), Some(1));
+    assert_eq!(sub.deltas.try_recv().map(|d| d.content), Ok("0".into()));
+}
+
+#[tokio::test]
+async fn deltas_end_with_the_hub_and_go_nowhere_without_subscribers() {
+    let hub = Arc::new(Hub::new(4));
+    let (tenant, run) = (TenantId::new(), RunId::new());
+    hub.dispatch_delta(tenant, run, &delta("nobody listens"));
+    assert_eq!((hub.runs_tracked(), hub.deltas_dropped()), (0, 0));
+    let mut sub = hub.subscribe(tenant, run);
+    hub.dispatch_delta(tenant, run, &delta("kept"));
+    drop(hub);
+    assert_eq!(
+        sub.deltas.recv().await.map(|d| d.content),
+        Some("kept".into())
+    );
+    assert!(
+        sub.deltas.recv().await.is_none(),
+        "the feed ends with the hub"
+    );
+}

@@ -106,3 +106,55 @@ async fn after_nats_returns_subscribers_receive_newly_published_events_again() {
     assert_eq!(got.stream, fresh);
     assert!(got.version <= version);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deltas_never_wait_on_an_outage_and_flow_again_after_it() {
+    let mut nats = TestNats::start().await.expect("nats-server");
+    let bus = small_queue_bus(&nats).await;
+    let (tenant, run) = (TenantId::new(), RunId::new());
+    let delta = |i: u32| baton_events::MessageDelta {
+        turn: 1,
+        step: 1,
+        attempt: 1,
+        content: format!("token {i}"),
+    };
+
+    nats.stop();
+    wait_for_ping(&bus, false, Duration::from_secs(5)).await;
+    let mut sub = timeout(Duration::from_secs(1), bus.subscribe(tenant, run))
+        .await
+        .expect("subscribing during an outage must not wait on NATS")
+        .expect("subscribe");
+    let publishing = async {
+        for i in 0..5000 {
+            bus.publish_delta(tenant, run, delta(i));
+            tokio::task::yield_now().await;
+        }
+    };
+    timeout(Duration::from_secs(5), publishing)
+        .await
+        .expect("publishing deltas during an outage must never wait on NATS");
+    assert!(
+        bus.deltas_dropped() > 0,
+        "the queue cannot hold 5000 deltas"
+    );
+    assert_eq!(bus.publish_dropped(), 0, "deltas are counted apart");
+
+    nats.restart().await.expect("restart on the same port");
+    wait_for_ping(&bus, true, Duration::from_secs(30)).await;
+    // The run's delta subscription comes back with the connection.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut i = 5000;
+    loop {
+        i += 1;
+        bus.publish_delta(tenant, run, delta(i));
+        if let Ok(Some(_)) = timeout(Duration::from_millis(200), sub.deltas.recv()).await {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no delta after NATS came back:\n{}",
+            nats.log()
+        );
+    }
+}

@@ -1,13 +1,13 @@
-//! Agent use cases: create, get, list. Agents are plain rows with a version, not streams;
-//! a run records the version it started with.
+//! Agent use cases: create, update, get, list. Agents are versioned rows, not streams:
+//! an update stores a new version and a run keeps the version it started with.
 
 use crate::auth::{Action, Principal};
 use crate::error::CoreError;
-use crate::model::{Agent, ProviderSpec};
+use crate::model::{Agent, AgentLimits, OpenAiSpec, ProviderSpec, ScriptedReply};
 use crate::page::{self, Page};
-use crate::ports::{AgentStore, Clock};
+use crate::ports::{AgentStore, Clock, ToolStore};
 use crate::validate;
-use baton_events::AgentId;
+use baton_events::{AgentId, TenantId, ToolId};
 use serde::Deserialize;
 use std::sync::Arc;
 
@@ -15,17 +15,29 @@ pub const MAX_NAME_CHARS: usize = 200;
 pub const MAX_INSTRUCTIONS_CHARS: usize = 100_000;
 pub const MAX_SCRIPT_REPLIES: usize = 1_000;
 pub const MAX_SCRIPT_DELAY_MS: u64 = 10 * 60 * 1000;
+pub const MAX_AGENT_TOOLS: usize = 128;
+pub const MAX_STEPS: u32 = 100;
+pub const MAX_TOOL_CALLS: u32 = 1_000;
+pub const MAX_TURN_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;
+pub const MAX_REQUEST_TIMEOUT_MS: u64 = 10 * 60 * 1000;
+pub const MAX_RETRIES: u32 = 10;
 
+/// An agent definition as a client gives it (create, or the whole of an update).
 #[derive(Debug, Clone, Deserialize)]
 pub struct NewAgent {
     pub name: String,
     pub instructions: String,
     pub provider: ProviderSpec,
+    #[serde(default)]
+    pub tools: Vec<ToolId>,
+    #[serde(default)]
+    pub limits: AgentLimits,
 }
 
 #[derive(Clone)]
 pub struct Agents {
     pub store: Arc<dyn AgentStore>,
+    pub tools: Arc<dyn ToolStore>,
     pub clock: Arc<dyn Clock>,
 }
 
@@ -33,6 +45,7 @@ impl Agents {
     pub async fn create(&self, p: &Principal, new: NewAgent) -> Result<Agent, CoreError> {
         p.require(Action::ManageAgents)?;
         validate(&new)?;
+        self.check_tools(p.tenant, &new.tools).await?;
         let now = self.clock.now();
         let agent = Agent {
             id: AgentId::new(),
@@ -40,11 +53,38 @@ impl Agents {
             name: new.name.trim().to_string(),
             instructions: new.instructions,
             provider: new.provider,
+            tools: new.tools,
+            limits: new.limits,
             version: 1,
             created_at: now,
             updated_at: now,
         };
         self.store.create_agent(p.tenant, &agent).await?;
+        Ok(agent)
+    }
+
+    /// Replaces the definition with a new version; runs already started keep theirs.
+    pub async fn update(
+        &self,
+        p: &Principal,
+        id: AgentId,
+        new: NewAgent,
+    ) -> Result<Agent, CoreError> {
+        p.require(Action::ManageAgents)?;
+        validate(&new)?;
+        self.check_tools(p.tenant, &new.tools).await?;
+        let current = self.get(p, id).await?;
+        let agent = Agent {
+            name: new.name.trim().to_string(),
+            instructions: new.instructions,
+            provider: new.provider,
+            tools: new.tools,
+            limits: new.limits,
+            version: current.version + 1,
+            updated_at: self.clock.now(),
+            ..current
+        };
+        self.store.update_agent(p.tenant, &agent).await?;
         Ok(agent)
     }
 
@@ -70,36 +110,120 @@ impl Agents {
             .flatten();
         Ok(Page { items, next_cursor })
     }
+
+    /// Every attached tool exists in the caller's tenant (another tenant's id is as
+    /// unknown as a made-up one).
+    async fn check_tools(&self, tenant: TenantId, tools: &[ToolId]) -> Result<(), CoreError> {
+        for (i, id) in tools.iter().enumerate() {
+            if tools[..i].contains(id) {
+                return Err(CoreError::invalid(format!("tools lists {id} twice")));
+            }
+            if self.tools.get_tool(tenant, *id).await?.is_none() {
+                return Err(CoreError::invalid(format!("tools[{i}]: no tool {id}")));
+            }
+        }
+        Ok(())
+    }
 }
 
 fn validate(new: &NewAgent) -> Result<(), CoreError> {
     validate::non_blank("name", &new.name, MAX_NAME_CHARS)?;
     validate::text("instructions", &new.instructions, MAX_INSTRUCTIONS_CHARS)?;
     match &new.provider {
-        ProviderSpec::Scripted { replies } => {
-            if replies.is_empty() {
-                return Err(CoreError::invalid(
-                    "provider.replies must hold at least one reply",
-                ));
-            }
-            if replies.len() > MAX_SCRIPT_REPLIES {
-                return Err(CoreError::invalid(format!(
-                    "provider.replies holds more than {MAX_SCRIPT_REPLIES} replies"
-                )));
-            }
-            for (i, r) in replies.iter().enumerate() {
-                validate::text(
-                    &format!("provider.replies[{i}].content"),
-                    &r.content,
-                    crate::runs::MAX_CONTENT_CHARS,
-                )?;
-                if r.delay_ms > MAX_SCRIPT_DELAY_MS {
-                    return Err(CoreError::invalid(format!(
-                        "provider.replies[{i}].delay_ms exceeds {MAX_SCRIPT_DELAY_MS}"
-                    )));
-                }
-            }
+        ProviderSpec::Scripted { replies } => validate_script(replies)?,
+        ProviderSpec::Openai(spec) => validate_openai(spec)?,
+    }
+    if new.tools.len() > MAX_AGENT_TOOLS {
+        return Err(CoreError::invalid(format!(
+            "tools holds more than {MAX_AGENT_TOOLS} tools"
+        )));
+    }
+    validate_limits(&new.limits)
+}
+
+fn validate_script(replies: &[ScriptedReply]) -> Result<(), CoreError> {
+    if replies.is_empty() {
+        return Err(CoreError::invalid(
+            "provider.replies must hold at least one reply",
+        ));
+    }
+    if replies.len() > MAX_SCRIPT_REPLIES {
+        return Err(CoreError::invalid(format!(
+            "provider.replies holds more than {MAX_SCRIPT_REPLIES} replies"
+        )));
+    }
+    for (i, r) in replies.iter().enumerate() {
+        validate::text(
+            &format!("provider.replies[{i}].content"),
+            &r.content,
+            crate::runs::MAX_CONTENT_CHARS,
+        )?;
+        if r.delay_ms > MAX_SCRIPT_DELAY_MS {
+            return Err(CoreError::invalid(format!(
+                "provider.replies[{i}].delay_ms exceeds {MAX_SCRIPT_DELAY_MS}"
+            )));
         }
+        for (j, c) in r.tool_calls.iter().enumerate() {
+            validate::non_blank(
+                &format!("provider.replies[{i}].tool_calls[{j}].name"),
+                &c.name,
+                crate::tools::MAX_TOOL_NAME_CHARS,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn validate_openai(spec: &OpenAiSpec) -> Result<(), CoreError> {
+    validate::http_url("provider.base_url", &spec.base_url)?;
+    validate::non_blank("provider.model", &spec.model, MAX_NAME_CHARS)?;
+    if let Some(secret) = &spec.api_key_secret {
+        crate::tools::check_name("provider.api_key_secret", secret)?;
+    }
+    if spec.request_timeout_ms == 0 || spec.request_timeout_ms > MAX_REQUEST_TIMEOUT_MS {
+        return Err(CoreError::invalid(format!(
+            "provider.request_timeout_ms must be between 1 and {MAX_REQUEST_TIMEOUT_MS}"
+        )));
+    }
+    if spec.max_retries > MAX_RETRIES {
+        return Err(CoreError::invalid(format!(
+            "provider.max_retries must be at most {MAX_RETRIES}"
+        )));
+    }
+    if spec.retry_budget_ms > MAX_TURN_TIMEOUT_MS {
+        return Err(CoreError::invalid(format!(
+            "provider.retry_budget_ms must be at most {MAX_TURN_TIMEOUT_MS}"
+        )));
+    }
+    if let Some(t) = spec.temperature
+        && !(0.0..=2.0).contains(&t)
+    {
+        return Err(CoreError::invalid(
+            "provider.temperature must be between 0 and 2",
+        ));
+    }
+    Ok(())
+}
+
+fn validate_limits(l: &AgentLimits) -> Result<(), CoreError> {
+    let range = |field: &str, v: u64, max: u64| {
+        if v == 0 || v > max {
+            Err(CoreError::invalid(format!(
+                "limits.{field} must be between 1 and {max}, got {v}"
+            )))
+        } else {
+            Ok(())
+        }
+    };
+    range("max_steps", l.max_steps.into(), MAX_STEPS.into())?;
+    range(
+        "max_tool_calls",
+        l.max_tool_calls.into(),
+        MAX_TOOL_CALLS.into(),
+    )?;
+    range("turn_timeout_ms", l.turn_timeout_ms, MAX_TURN_TIMEOUT_MS)?;
+    if let Some(t) = l.max_output_tokens {
+        range("max_output_tokens", t.into(), 1_000_000)?;
     }
     Ok(())
 }
@@ -107,13 +231,14 @@ fn validate(new: &NewAgent) -> Result<(), CoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ScriptedReply;
 
     fn agent(replies: Vec<ScriptedReply>, name: &str) -> NewAgent {
         NewAgent {
             name: name.into(),
             instructions: String::new(),
             provider: ProviderSpec::Scripted { replies },
+            tools: Vec::new(),
+            limits: AgentLimits::default(),
         }
     }
 
@@ -122,6 +247,7 @@ mod tests {
             content: "ok".into(),
             delay_ms,
             complete_run: false,
+            tool_calls: Vec::new(),
         }
     }
 
@@ -138,5 +264,51 @@ mod tests {
             .err()
             .map(|e| e.to_string());
         assert!(err.is_some_and(|e| e.contains("replies[1].delay_ms")));
+    }
+
+    #[test]
+    fn limits_out_of_range_are_named() {
+        let mut a = agent(vec![reply(0)], "a");
+        a.limits.max_steps = 0;
+        let err = validate(&a)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("limits.max_steps"), "{err}");
+        a.limits = AgentLimits {
+            turn_timeout_ms: MAX_TURN_TIMEOUT_MS + 1,
+            ..AgentLimits::default()
+        };
+        let err = validate(&a)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("limits.turn_timeout_ms"), "{err}");
+    }
+
+    #[test]
+    fn an_openai_provider_needs_an_http_url_and_a_model() {
+        let spec = |base_url: &str, model: &str| OpenAiSpec {
+            base_url: base_url.into(),
+            model: model.into(),
+            api_key_secret: Some("openai_key".into()),
+            request_timeout_ms: 1000,
+            max_retries: 2,
+            retry_budget_ms: 5000,
+            stream: true,
+            temperature: None,
+        };
+        assert!(validate_openai(&spec("http://127.0.0.1:8000/v1", "m")).is_ok());
+        for (url, model, field) in [
+            ("ftp://x/v1", "m", "provider.base_url"),
+            ("not a url", "m", "provider.base_url"),
+            ("https://api.openai.com/v1", " ", "provider.model"),
+        ] {
+            let err = validate_openai(&spec(url, model))
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(err.contains(field), "{url} {model}: {err}");
+        }
     }
 }

@@ -47,15 +47,24 @@ pub enum Action {
     CreateRuns,
     PostMessages,
     CancelRuns,
+    /// Approve or deny tool calls, submit client tool outputs, resolve uncertain calls.
+    ResolveActions,
+    ReadTools,
+    ManageTools,
+    /// Store, list and delete the tenant's secrets (their values are never read back).
+    ManageSecrets,
 }
 
 impl Action {
     /// The least role allowed to perform the action.
     pub fn min_role(&self) -> Role {
         match self {
-            Action::ReadAgents | Action::ReadRuns => Role::Viewer,
-            Action::CreateRuns | Action::PostMessages | Action::CancelRuns => Role::Member,
-            Action::ManageAgents => Role::Admin,
+            Action::ReadAgents | Action::ReadRuns | Action::ReadTools => Role::Viewer,
+            Action::CreateRuns
+            | Action::PostMessages
+            | Action::CancelRuns
+            | Action::ResolveActions => Role::Member,
+            Action::ManageAgents | Action::ManageTools | Action::ManageSecrets => Role::Admin,
         }
     }
 
@@ -67,6 +76,10 @@ impl Action {
             Action::CreateRuns => "create runs",
             Action::PostMessages => "post messages",
             Action::CancelRuns => "cancel runs",
+            Action::ResolveActions => "resolve a run's pending actions",
+            Action::ReadTools => "read tools",
+            Action::ManageTools => "manage tools",
+            Action::ManageSecrets => "manage secrets",
         }
     }
 }

@@ -40,6 +40,12 @@ pub enum CoreError {
     IdempotencyKeyReused(String),
     #[error("the run changed concurrently; retry the request")]
     Conflict,
+    /// The resource is not in a state that allows the command (e.g. an approval that
+    /// was already decided).
+    #[error("{0}")]
+    WrongState(String),
+    #[error("{0}")]
+    AlreadyExists(String),
     #[error("service unavailable: {0}")]
     Unavailable(String),
     #[error("internal error: {0}")]

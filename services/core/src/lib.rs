@@ -6,14 +6,17 @@
 
 pub mod agents;
 pub mod auth;
+pub mod crypto;
 pub mod error;
 pub mod keys;
 pub mod model;
 pub mod page;
 pub mod ports;
 pub mod runs;
+pub mod secrets;
+pub mod tools;
 pub mod validate;
 
 pub use auth::{Action, Principal, Role};
-pub use baton_events::{AgentId, EventId, MessageId, RunId, TenantId};
+pub use baton_events::{AgentId, EventId, MessageId, RunId, TenantId, ToolId};
 pub use error::{CoreError, StoreError};

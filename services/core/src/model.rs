@@ -46,9 +46,14 @@ impl RunStatus {
         RunStatus::ALL.into_iter().find(|st| st.as_str() == s)
     }
 
-    /// A turn is in progress: new messages are refused.
+    /// The engine has work: a turn to start or to carry on.
     pub fn is_busy(&self) -> bool {
         matches!(self, RunStatus::Queued | RunStatus::Running)
+    }
+
+    /// A turn is in progress (maybe waiting for an action): new messages are refused.
+    pub fn in_turn(&self) -> bool {
+        self.is_busy() || *self == RunStatus::RequiresAction
     }
 
     /// The run has ended for good.
@@ -77,6 +82,9 @@ pub struct RunSummary {
     /// Turns requested so far; the current or last turn's number.
     pub turn_count: i64,
     pub cancel_requested: bool,
+    /// Approvals, client tool outputs and uncertain calls the turn waits for; the run
+    /// is `requires_action` while this is above zero.
+    pub pending_actions: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<ErrorInfo>,
     pub created_at: DateTime<Utc>,
@@ -97,6 +105,7 @@ impl RunSummary {
             message_count: 0,
             turn_count: 0,
             cancel_requested: false,
+            pending_actions: 0,
             last_error: None,
             created_at: at,
             updated_at: at,
@@ -119,6 +128,18 @@ impl RunSummary {
                 self.created_at = at;
             }
             RunEvent::MessageAppended(_) => self.message_count += 1,
+            RunEvent::ModelCompleted(e) => {
+                if e.content.as_deref().is_some_and(|c| !c.is_empty()) {
+                    self.message_count += 1;
+                }
+            }
+            RunEvent::ApprovalRequested(_) | RunEvent::ToolUncertain(_) => self.await_action(),
+            RunEvent::ToolIntent(e) if e.kind == baton_events::ToolKind::Client => {
+                self.await_action()
+            }
+            RunEvent::ToolResult(e) if e.from_client => self.action_done(),
+            RunEvent::ApprovalDecided(_) | RunEvent::ToolResolved(_) => self.action_done(),
+            RunEvent::ToolIntent(_) | RunEvent::ToolResult(_) | RunEvent::CheckpointSaved(_) => {}
             RunEvent::TurnRequested(e) => {
                 self.turn_count = e.turn;
                 self.status = RunStatus::Queued;
@@ -126,10 +147,12 @@ impl RunSummary {
             RunEvent::TurnStarted(_) => self.status = RunStatus::Running,
             RunEvent::TurnCompleted(_) => {
                 self.status = RunStatus::Waiting;
+                self.pending_actions = 0;
                 self.last_error = None;
             }
             RunEvent::TurnFailed(e) => {
                 self.status = RunStatus::Waiting;
+                self.pending_actions = 0;
                 self.last_error = Some(e.error.clone());
             }
             RunEvent::RunCancelRequested(_) => self.cancel_requested = true,
@@ -141,6 +164,22 @@ impl RunSummary {
             }
             // Ownership is on the run row's lease columns, not in the projection.
             RunEvent::LeaseAcquired(_) | RunEvent::LeaseReleased(_) => {}
+        }
+    }
+}
+
+impl RunSummary {
+    /// The turn now waits for a member or the API client.
+    fn await_action(&mut self) {
+        self.pending_actions += 1;
+        self.status = RunStatus::RequiresAction;
+    }
+
+    /// One awaited action arrived; with none left the turn goes on.
+    fn action_done(&mut self) {
+        self.pending_actions = (self.pending_actions - 1).max(0);
+        if self.pending_actions == 0 && self.status == RunStatus::RequiresAction {
+            self.status = RunStatus::Running;
         }
     }
 }
@@ -157,41 +196,6 @@ pub struct Message {
     /// Version of the `message.appended` event in the run's stream.
     pub version: i64,
     pub created_at: DateTime<Utc>,
-}
-
-/// How an agent's replies are produced.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum ProviderSpec {
-    /// Deterministic replies for tests, demos and load tests — not a real model.
-    /// Turn N answers with reply N; a turn past the end of the script fails.
-    Scripted { replies: Vec<ScriptedReply> },
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ScriptedReply {
-    pub content: String,
-    /// Wait this long before answering (simulates model latency).
-    #[serde(default)]
-    pub delay_ms: u64,
-    /// End the run (`run.completed`) after this reply.
-    #[serde(default)]
-    pub complete_run: bool,
-}
-
-/// An agent definition. Changes bump `version`; a run keeps the version it started with.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct Agent {
-    pub id: AgentId,
-    #[serde(skip)]
-    pub tenant: TenantId,
-    pub name: String,
-    pub instructions: String,
-    pub provider: ProviderSpec,
-    pub version: i64,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
 }
 
 /// A tenant.
@@ -214,6 +218,13 @@ pub struct ApiKey {
     pub expires_at: Option<DateTime<Utc>>,
     pub revoked_at: Option<DateTime<Utc>>,
 }
+
+mod agent;
+mod receipt;
+mod tool;
+pub use agent::*;
+pub use receipt::*;
+pub use tool::*;
 
 #[cfg(test)]
 mod tests;

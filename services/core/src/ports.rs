@@ -4,9 +4,9 @@
 //! tenant's rows.
 
 use crate::error::StoreError;
-use crate::model::{Agent, ApiKey, Message, RunStatus, RunSummary, Tenant};
+use crate::model::{Agent, ApiKey, Message, Receipt, RunStatus, RunSummary, Tenant, Tool};
 use async_trait::async_trait;
-use baton_events::{AgentId, Envelope, NewEvent, RunId, TenantId};
+use baton_events::{AgentId, Envelope, NewEvent, RunId, TenantId, ToolId};
 use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
 
@@ -162,6 +162,10 @@ pub trait RunStore: Send + Sync {
         request_id: &str,
     ) -> Result<Option<IdempotencyRecord>, StoreError>;
 
+    /// The run's tool-call receipts in the order they were created.
+    async fn list_receipts(&self, tenant: TenantId, run: RunId)
+    -> Result<Vec<Receipt>, StoreError>;
+
     /// Cheap connectivity check for readiness.
     async fn ping(&self) -> Result<(), StoreError>;
 }
@@ -201,11 +205,23 @@ pub trait LeaseStore: Send + Sync {
     ) -> Result<bool, StoreError>;
 }
 
-/// Agent definitions.
+/// Agent definitions, every version kept: a run uses the version it started with.
 #[async_trait]
 pub trait AgentStore: Send + Sync {
+    /// Stores version 1 (`agent.version` must be 1).
     async fn create_agent(&self, tenant: TenantId, agent: &Agent) -> Result<(), StoreError>;
+    /// Stores `agent` as its new current version, which must be exactly one above the
+    /// current one (`Conflict` otherwise: another update won).
+    async fn update_agent(&self, tenant: TenantId, agent: &Agent) -> Result<(), StoreError>;
+    /// The current version.
     async fn get_agent(&self, tenant: TenantId, id: AgentId) -> Result<Option<Agent>, StoreError>;
+    /// One stored version.
+    async fn get_agent_version(
+        &self,
+        tenant: TenantId,
+        id: AgentId,
+        version: i64,
+    ) -> Result<Option<Agent>, StoreError>;
     /// Agents newest first, older than `before` when given.
     async fn list_agents(
         &self,
@@ -213,6 +229,133 @@ pub trait AgentStore: Send + Sync {
         before: Option<AgentId>,
         limit: u32,
     ) -> Result<Vec<Agent>, StoreError>;
+}
+
+/// A tenant's tool definitions. Names are unique within a tenant (`Conflict` on a
+/// duplicate).
+#[async_trait]
+pub trait ToolStore: Send + Sync {
+    async fn create_tool(&self, tenant: TenantId, tool: &Tool) -> Result<(), StoreError>;
+    async fn get_tool(&self, tenant: TenantId, id: ToolId) -> Result<Option<Tool>, StoreError>;
+    /// Tools newest first, older than `before` when given.
+    async fn list_tools(
+        &self,
+        tenant: TenantId,
+        before: Option<ToolId>,
+        limit: u32,
+    ) -> Result<Vec<Tool>, StoreError>;
+}
+
+/// Tenant secrets in the clear, for the engine alone (model API keys, tool headers).
+/// Whatever implements it never logs what it reveals.
+#[async_trait]
+pub trait SecretReader: Send + Sync {
+    /// `Ok(None)` when the tenant has no secret of that name; an error when it exists
+    /// but cannot be read (its key is gone, the ciphertext was tampered with).
+    async fn reveal(&self, tenant: TenantId, name: &str) -> Result<Option<String>, StoreError>;
+}
+
+/// What may be shown of a tenant secret: never its value.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct SecretMeta {
+    /// `[A-Za-z0-9_-]{1,64}`, unique in the tenant.
+    pub name: String,
+    /// The id of the keyring key the value is sealed under.
+    pub key_id: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A tenant secret as stored: its metadata and the sealed envelope of its value
+/// ([`crate::crypto::Keyring::seal`], bound to [`crate::crypto::Aad::secret`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SealedSecret {
+    pub meta: SecretMeta,
+    pub ciphertext: Vec<u8>,
+}
+
+/// Tenant secrets, sealed: the store never sees a value in the clear. Names are unique
+/// within a tenant.
+#[async_trait]
+pub trait SecretStore: Send + Sync {
+    /// Stores `sealed` under `name`, replacing the value of an existing secret of that name
+    /// (which keeps its `created_at`; `updated_at` becomes `at`). Returns the metadata as
+    /// stored. An unknown tenant is `NotFound`.
+    async fn put_secret(
+        &self,
+        tenant: TenantId,
+        name: &str,
+        sealed: &crate::crypto::Sealed,
+        at: DateTime<Utc>,
+    ) -> Result<SecretMeta, StoreError>;
+
+    async fn get_secret(
+        &self,
+        tenant: TenantId,
+        name: &str,
+    ) -> Result<Option<SealedSecret>, StoreError>;
+
+    /// Metadata of the tenant's secrets in name order (byte-wise), after `after` when
+    /// given, at most `limit`.
+    async fn list_secrets(
+        &self,
+        tenant: TenantId,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<SecretMeta>, StoreError>;
+
+    /// Deletes the secret; returns whether it existed.
+    async fn delete_secret(&self, tenant: TenantId, name: &str) -> Result<bool, StoreError>;
+}
+
+/// What may be shown of a checkpoint: never its contents.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct CheckpointMeta {
+    pub id: baton_events::CheckpointId,
+    /// The snapshot holds the run's engine state after this stream version.
+    pub through_version: i64,
+    /// The keyring key the snapshot is sealed under.
+    pub key_id: String,
+    /// Size of the snapshot in the clear, in bytes.
+    pub size: u64,
+    /// Hex SHA-256 of the snapshot in the clear.
+    pub sha256: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A checkpoint as stored: its metadata and the sealed snapshot
+/// ([`crate::crypto::Aad::checkpoint`] binds it to its tenant, run and id).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredCheckpoint {
+    pub meta: CheckpointMeta,
+    pub ciphertext: Vec<u8>,
+}
+
+/// Sealed snapshots of runs' engine state. Writes go through their own small pool, so a
+/// burst of checkpoints never delays requests.
+#[async_trait]
+pub trait CheckpointStore: Send + Sync {
+    async fn save_checkpoint(
+        &self,
+        tenant: TenantId,
+        run: RunId,
+        checkpoint: &StoredCheckpoint,
+    ) -> Result<(), StoreError>;
+
+    /// The run's newest checkpoints (highest `through_version` first), at most `limit`.
+    async fn latest_checkpoints(
+        &self,
+        tenant: TenantId,
+        run: RunId,
+        limit: u32,
+    ) -> Result<Vec<StoredCheckpoint>, StoreError>;
+
+    /// Metadata of the run's checkpoints, oldest first.
+    async fn list_checkpoints(
+        &self,
+        tenant: TenantId,
+        run: RunId,
+    ) -> Result<Vec<CheckpointMeta>, StoreError>;
 }
 
 /// Tenants and API keys.
@@ -230,9 +373,14 @@ pub trait TenantStore: Send + Sync {
 
 /// A live feed of one run's durable events, bounded: when the subscriber falls behind
 /// the feed is closed (the receiver yields `None`) and the client resumes from its cursor.
-/// Dropping it runs the bus's release hook, so the bus forgets the subscriber at once.
+/// Dropping it runs the bus's release hooks, so the bus forgets the subscriber at once.
+///
+/// Beside it, `deltas` carries the run's ephemeral events (token deltas) through a buffer
+/// of its own: deltas that do not fit are dropped, they never close the durable feed. A
+/// feed built without deltas (or whose bus forgot it) has a `deltas` that yields `None`.
 pub struct Subscription {
     pub events: mpsc::Receiver<Envelope>,
+    pub deltas: mpsc::Receiver<baton_events::MessageDelta>,
     release: Option<Box<dyn FnOnce() + Send + Sync>>,
 }
 
@@ -241,6 +389,7 @@ impl Subscription {
     pub fn new(events: mpsc::Receiver<Envelope>) -> Self {
         Self {
             events,
+            deltas: Self::no_deltas(),
             release: None,
         }
     }
@@ -252,8 +401,35 @@ impl Subscription {
     ) -> Self {
         Self {
             events,
+            deltas: Self::no_deltas(),
             release: Some(Box::new(release)),
         }
+    }
+
+    /// The same feed, with the run's deltas arriving on `deltas`.
+    #[must_use]
+    pub fn with_deltas(mut self, deltas: mpsc::Receiver<baton_events::MessageDelta>) -> Self {
+        self.deltas = deltas;
+        self
+    }
+
+    /// The same feed, calling `release` too when it is dropped (after the hook it
+    /// already had).
+    #[must_use]
+    pub fn and_release(mut self, release: impl FnOnce() + Send + Sync + 'static) -> Self {
+        self.release = Some(match self.release.take() {
+            Some(first) => Box::new(move || {
+                first();
+                release();
+            }),
+            None => Box::new(release),
+        });
+        self
+    }
+
+    /// A delta receiver that never yields one.
+    fn no_deltas() -> mpsc::Receiver<baton_events::MessageDelta> {
+        mpsc::channel(1).1
     }
 }
 
@@ -269,6 +445,7 @@ impl std::fmt::Debug for Subscription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Subscription")
             .field("events", &self.events)
+            .field("deltas", &self.deltas)
             .field("release", &self.release.is_some())
             .finish()
     }
@@ -302,6 +479,10 @@ pub trait EventBus: Send + Sync {
     /// Subscribes to one run's events published from now on.
     async fn subscribe(&self, tenant: TenantId, run: RunId) -> Result<Subscription, StoreError>;
     async fn ping(&self) -> Result<(), StoreError>;
+    /// Sends an ephemeral event (a token delta) to the run's live subscribers on every
+    /// replica. Never stored, never waits: a delta that cannot go out at once is dropped
+    /// (the durable `model.completed` carries the whole reply).
+    fn publish_delta(&self, tenant: TenantId, run: RunId, delta: baton_events::MessageDelta);
     /// Tells every replica (this one included); never waits on the bus.
     async fn publish_control(&self, msg: &ControlMessage);
     /// Control messages published from now on; a receiver that falls behind loses

@@ -49,6 +49,18 @@ pub fn non_negative(field: &str, v: Option<i64>) -> Result<i64, CoreError> {
     }
 }
 
+/// An absolute `http` or `https` URL with a host. The error names the field, never
+/// echoes the value (it may hold credentials).
+pub fn http_url(field: &str, value: &str) -> Result<url::Url, CoreError> {
+    text(field, value, 2048)?;
+    match url::Url::parse(value) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Ok(u),
+        _ => Err(CoreError::invalid(format!(
+            "{field} must be an absolute http or https URL"
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -49,6 +49,7 @@ async fn world(buffer: usize, bus_publishes: bool) -> (World, RunId) {
     };
     let agents = Agents {
         store: Arc::new(store.clone()),
+        tools: Arc::new(store.clone()),
         clock: Arc::new(SystemClock),
     };
     let agent = agents
@@ -62,8 +63,11 @@ async fn world(buffer: usize, bus_publishes: bool) -> (World, RunId) {
                         content: "x".into(),
                         delay_ms: 0,
                         complete_run: false,
+                        tool_calls: vec![],
                     }],
                 },
+                tools: vec![],
+                limits: Default::default(),
             },
         )
         .await
@@ -104,6 +108,10 @@ impl EventBus for Silent {
     async fn publish_control(&self, msg: &baton_core::ports::ControlMessage) {
         self.0.publish_control(msg).await;
     }
+    fn publish_delta(&self, tenant: TenantId, run: RunId, delta: baton_events::MessageDelta) {
+        self.0.publish_delta(tenant, run, delta)
+    }
+
     async fn subscribe_control(
         &self,
     ) -> Result<

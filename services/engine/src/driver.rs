@@ -4,19 +4,19 @@
 //! command just means reading again, and losing the lease stops the driver at once.
 
 use crate::Inner;
-use crate::provider::{Reply, ScriptedProvider};
+use crate::state::{CallState, RunState};
+use crate::turn::TurnContext;
 use baton_core::model::{RunStatus, RunSummary};
 use baton_core::ports::{AppendOutcome, AppendRequest, Fence, Release};
 use baton_core::{RunId, StoreError, TenantId};
 use baton_events::{
-    ErrorInfo, EventMeta, LeaseAcquired, LeaseReason, LeaseReleased, MessageAppended, MessageId,
-    MessageRole, NewEvent, ReleaseReason, RunCancelled, RunCompleted, RunEvent, TurnCompleted,
-    TurnFailed, TurnStarted,
+    EventMeta, LeaseAcquired, LeaseReason, LeaseReleased, NewEvent, ReceiptId, ReleaseReason,
+    RunCancelled, RunEvent, ToolEffect, ToolOutcome, ToolResult, ToolUncertain, TurnStarted,
 };
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
-use tokio::time::Instant;
 
 /// Pause after a transient store error before trying the step again; doubles up to
 /// [`RETRY_MAX`] while the errors last.
@@ -34,18 +34,24 @@ pub(crate) struct Lease {
 }
 
 pub(crate) struct Driver {
-    inner: Arc<Inner>,
-    tenant: TenantId,
-    run: RunId,
+    pub(crate) inner: Arc<Inner>,
+    pub(crate) tenant: TenantId,
+    pub(crate) run: RunId,
     notify: Arc<Notify>,
     lease: Option<Lease>,
-    /// When the reply of the turn being answered is due: a wait interrupted by an
-    /// unrelated wake-up resumes towards the same deadline instead of starting over.
-    due: Option<(i64, Instant)>,
+    /// The run's state as of `state.version`, folded from its events.
+    pub(crate) state: RunState,
+    /// The run's agent version, tools and provider, loaded at the first turn step.
+    pub(crate) ctx: Option<Arc<TurnContext>>,
+    /// Results of calls this driver made whose append has not succeeded yet: recorded
+    /// as they are rather than treated as interrupted calls.
+    pub(crate) unsaved: HashMap<ReceiptId, ToolResult>,
+    /// The state was started from the newest usable checkpoint (or found none).
+    restored: bool,
 }
 
 /// What a step asks the loop to do next.
-enum Next {
+pub(crate) enum Next {
     Continue,
     Idle,
 }
@@ -64,7 +70,10 @@ impl Driver {
             run,
             notify,
             lease,
-            due: None,
+            state: RunState::default(),
+            ctx: None,
+            unsaved: HashMap::new(),
+            restored: false,
         }
     }
 
@@ -149,10 +158,7 @@ impl Driver {
             return Ok(Next::Idle);
         }
         if run.cancel_requested {
-            let cancelled = RunEvent::RunCancelled(RunCancelled { reason: None });
-            return self
-                .append(&run, vec![cancelled], Some(Release::Idle))
-                .await;
+            return self.cancel(&run).await;
         }
         if run.status == RunStatus::Running && self.lease.as_ref().is_some_and(|l| !l.announced) {
             // Taking over a turn in progress: say so now, not when the turn is answered.
@@ -237,10 +243,16 @@ impl Driver {
                 Ok(Some(run)) => run,
                 _ => return,
             };
-            match self
-                .append(&run, vec![released], Some(Release::HandOff))
-                .await
-            {
+            // The next owner starts from here rather than from the whole stream.
+            let mut events = Vec::with_capacity(2);
+            if self.refresh(&run).await.is_ok() && self.state.version == run.version {
+                match self.seal_checkpoint().await {
+                    Ok(saved) => events.push(saved),
+                    Err(e) => tracing::warn!(error = %e, "no checkpoint for the hand-off"),
+                }
+            }
+            events.push(released);
+            match self.append(&run, events, Some(Release::HandOff)).await {
                 Ok(_) if self.lease.is_none() => {
                     self.inner
                         .handed_off
@@ -259,65 +271,36 @@ impl Driver {
         tracing::warn!("hand-off kept racing client commands; the lease will expire");
     }
 
-    /// Answers the running turn: asks the provider, waits out its latency (interrupted by
-    /// a wake-up, e.g. a cancel), then records the reply and settles the run in one append
-    /// that also releases the lease (the run goes idle or ends).
-    async fn take_turn(&mut self, run: &RunSummary) -> Result<Next, StoreError> {
-        let turn = run.turn_count;
-        let Some(agent) = self
-            .inner
-            .agents
-            .get_agent(self.tenant, run.agent_id)
-            .await?
-        else {
-            let failed = failure(turn, "agent_missing", "the run's agent no longer exists");
-            return self.append(run, vec![failed], Some(Release::Idle)).await;
-        };
-        let reply = match ScriptedProvider::reply(&agent, turn) {
-            Ok(reply) => reply,
-            Err(error) => {
-                let failed = RunEvent::TurnFailed(TurnFailed { turn, error });
-                return self.append(run, vec![failed], Some(Release::Idle)).await;
-            }
-        };
-        let due = match self.due {
-            Some((t, due)) if t == turn => due,
-            _ => Instant::now() + reply.delay,
-        };
-        self.due = Some((turn, due));
-        if !self.wait_until(due).await {
-            // Woken or shutting down: re-read the run (a cancel may be pending).
-            return Ok(Next::Continue);
-        }
-        self.append(run, answer(turn, reply), Some(Release::Idle))
-            .await
-    }
-
-    /// Waits until `due`; false when interrupted by a wake-up or shutdown.
-    async fn wait_until(&self, due: Instant) -> bool {
-        if due <= Instant::now() {
-            return true;
-        }
-        tokio::select! {
-            () = tokio::time::sleep_until(due) => true,
-            () = self.notify.notified() => false,
-            () = self.inner.shutdown.cancelled() => false,
-        }
-    }
-
     /// Every engine write: fenced by the lease (a replica that lost it can never land an
     /// event) and checked against the version the step was decided on, so a step that
     /// raced with a client command is harmless: the loop reads the run again. The first
     /// write under a lease carries `lease.acquired`; `release` gives the lease up in the
     /// same transaction.
-    async fn append(
+    pub(crate) async fn append(
         &mut self,
         run: &RunSummary,
         events: Vec<RunEvent>,
         release: Option<Release>,
     ) -> Result<Next, StoreError> {
+        let after = self.commit(run.version, events, release).await?;
+        if let (Some(after), Some(Release::Idle)) = (after, release) {
+            // The turn settled: snapshot the run for whoever drives it next.
+            self.checkpoint_after_turn(&after).await;
+        }
+        Ok(Next::Continue)
+    }
+
+    /// [`Self::append`] against `expected` version, returning the run after the append,
+    /// or `None` when nothing was written (a client command moved the version first,
+    /// or this driver holds no lease): the caller reads the run again.
+    pub(crate) async fn commit(
+        &mut self,
+        expected: i64,
+        events: Vec<RunEvent>,
+        release: Option<Release>,
+    ) -> Result<Option<RunSummary>, StoreError> {
         let Some(lease) = self.lease.clone() else {
-            return Ok(Next::Continue);
+            return Ok(None);
         };
         let mut meta = EventMeta::new(self.tenant);
         meta.actor = Some("engine".into());
@@ -333,7 +316,7 @@ impl Driver {
         all.extend(events);
         let mut req = AppendRequest::new(
             self.run,
-            run.version,
+            expected,
             all.into_iter()
                 .map(|e| NewEvent::new(e, meta.clone()))
                 .collect(),
@@ -342,47 +325,124 @@ impl Driver {
         req.fence = Some(lease.fence.clone());
         req.release = release;
         match self.inner.log.append(self.tenant, req).await {
-            Ok(AppendOutcome::Appended { .. }) => {
+            Ok(AppendOutcome::Appended { run, .. }) => {
                 if release.is_some() {
                     self.lease = None;
                     self.inner.mailboxes.set_leased(self.run, false);
                 } else if let Some(l) = self.lease.as_mut() {
                     l.announced = true;
                 }
-                Ok(Next::Continue)
+                Ok(Some(*run))
             }
-            Ok(AppendOutcome::Duplicate(_)) | Err(StoreError::Conflict { .. }) => {
-                Ok(Next::Continue)
-            }
+            Ok(AppendOutcome::Duplicate(_)) | Err(StoreError::Conflict { .. }) => Ok(None),
             Err(e) => Err(e),
         }
     }
-}
 
-fn answer(turn: i64, reply: Reply) -> Vec<RunEvent> {
-    let mut events = vec![
-        RunEvent::MessageAppended(MessageAppended {
-            message_id: MessageId::new(),
-            role: MessageRole::Assistant,
-            content: reply.content,
-        }),
-        RunEvent::TurnCompleted(TurnCompleted {
-            turn,
-            finish_reason: Some(reply.finish_reason),
-        }),
-    ];
-    if reply.complete_run {
-        events.push(RunEvent::RunCompleted(RunCompleted {}));
+    /// Folds the run's events after the state's version (up to `run`'s).
+    pub(crate) async fn refresh(&mut self, run: &RunSummary) -> Result<(), StoreError> {
+        if !self.restored {
+            self.restore(run).await?;
+            self.restored = true;
+        }
+        while self.state.version < run.version {
+            let events = self
+                .inner
+                .log
+                .store
+                .read_stream(self.tenant, self.run, self.state.version, 500)
+                .await?;
+            if events.is_empty() {
+                break;
+            }
+            self.state.fold(&events).map_err(StoreError::Unreadable)?;
+        }
+        Ok(())
     }
-    events
+
+    /// Ends the run as cancelled, recording what happens to its calls: one in flight
+    /// or waiting ends `cancelled`, except a mutation that may have taken effect, which
+    /// is held `uncertain` (the receipts show it).
+    pub(crate) async fn cancel(&mut self, run: &RunSummary) -> Result<Next, StoreError> {
+        self.refresh(run).await?;
+        let mut events = Vec::new();
+        for call in &self.state.calls {
+            let Some(receipt) = call.receipt else {
+                continue;
+            };
+            match &call.state {
+                CallState::Running(i) if i.effect == ToolEffect::Mutation && !i.idempotent => {
+                    events.push(RunEvent::ToolUncertain(ToolUncertain {
+                        receipt_id: receipt,
+                        reason: "the run was cancelled while the call was in flight".into(),
+                    }));
+                }
+                CallState::Done | CallState::Uncertain(_) => {}
+                _ => events.push(RunEvent::ToolResult(ToolResult {
+                    receipt_id: receipt,
+                    call_id: call.request.id.clone(),
+                    tool: call.request.name.clone(),
+                    outcome: ToolOutcome::Cancelled,
+                    output: "The run was cancelled before this call finished.".into(),
+                    error: None,
+                    duration_ms: 0,
+                    truncated: false,
+                    from_client: false,
+                })),
+            }
+        }
+        events.push(RunEvent::RunCancelled(RunCancelled { reason: None }));
+        self.append(run, events, Some(Release::Idle)).await
+    }
+
+    /// Awaits `work` (a model call) unless a cancel or the shutdown comes first; a
+    /// wake-up for anything else lets it go on.
+    pub(crate) async fn interruptible<T>(
+        &self,
+        work: impl std::future::Future<Output = T>,
+    ) -> Result<Interrupted<T>, StoreError> {
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                out = &mut work => return Ok(Interrupted::Done(out)),
+                () = self.notify.notified() => {
+                    if self.cancel_requested().await? {
+                        return Ok(Interrupted::Cancel);
+                    }
+                }
+                () = self.inner.shutdown.cancelled() => return Ok(Interrupted::Shutdown),
+            }
+        }
+    }
+
+    /// Awaits `work` (tool calls) unless a cancel comes first (`None`). Shutdown waits
+    /// for it: a call cut short would leave its mutation uncertain.
+    pub(crate) async fn interruptible_by_cancel<T>(
+        &self,
+        work: impl std::future::Future<Output = T>,
+    ) -> Result<Option<T>, StoreError> {
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                out = &mut work => return Ok(Some(out)),
+                () = self.notify.notified() => {
+                    if self.cancel_requested().await? {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+    }
+
+    async fn cancel_requested(&self) -> Result<bool, StoreError> {
+        let run = self.inner.log.store.get_run(self.tenant, self.run).await?;
+        Ok(run.is_some_and(|r| r.cancel_requested))
+    }
 }
 
-fn failure(turn: i64, code: &str, message: &str) -> RunEvent {
-    RunEvent::TurnFailed(TurnFailed {
-        turn,
-        error: ErrorInfo {
-            code: code.into(),
-            message: message.into(),
-        },
-    })
+/// How an interruptible wait ended.
+pub(crate) enum Interrupted<T> {
+    Done(T),
+    Cancel,
+    Shutdown,
 }

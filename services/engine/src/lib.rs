@@ -13,14 +13,22 @@
 //! - On shutdown, drivers stop at a step boundary and hand their runs off with
 //!   `lease.released{drained}`, so another replica adopts them without waiting for expiry.
 
+mod checkpoint;
 mod cluster;
 mod driver;
 mod mailbox;
-mod provider;
+pub mod provider;
+mod state;
+mod tools;
+mod turn;
 
-pub use provider::{Reply, ScriptedProvider};
+pub use tools::MAX_OUTPUT_BYTES;
 
-use baton_core::ports::{AgentStore, Clock, Control, ControlMessage, LeaseStore, RunDriver};
+use baton_core::crypto::Keyring;
+use baton_core::ports::{
+    AgentStore, CheckpointStore, Clock, Control, ControlMessage, LeaseStore, RunDriver,
+    SecretReader, ToolStore,
+};
 use baton_core::runs::EventLog;
 use baton_core::{RunId, TenantId};
 use mailbox::Mailboxes;
@@ -57,10 +65,30 @@ impl EngineOptions {
     }
 }
 
+/// What the engine reads and writes through.
+#[derive(Clone)]
+pub struct EnginePorts {
+    pub log: EventLog,
+    pub leases: Arc<dyn LeaseStore>,
+    pub agents: Arc<dyn AgentStore>,
+    pub tools: Arc<dyn ToolStore>,
+    pub secrets: Arc<dyn SecretReader>,
+    pub checkpoints: Arc<dyn CheckpointStore>,
+    /// Seals checkpoints.
+    pub keyring: Arc<Keyring>,
+    pub clock: Arc<dyn Clock>,
+}
+
 pub(crate) struct Inner {
     log: EventLog,
     leases: Arc<dyn LeaseStore>,
     agents: Arc<dyn AgentStore>,
+    tools: Arc<dyn ToolStore>,
+    secrets: Arc<dyn SecretReader>,
+    checkpoints: Arc<dyn CheckpointStore>,
+    keyring: Arc<Keyring>,
+    /// Model and tool calls go through this client (one connection pool).
+    http: reqwest::Client,
     clock: Arc<dyn Clock>,
     opts: EngineOptions,
     mailboxes: Mailboxes,
@@ -80,18 +108,33 @@ pub struct Engine {
 }
 
 impl Engine {
-    pub fn new(
-        log: EventLog,
-        leases: Arc<dyn LeaseStore>,
-        agents: Arc<dyn AgentStore>,
-        clock: Arc<dyn Clock>,
-        opts: EngineOptions,
-    ) -> Self {
+    pub fn new(ports: EnginePorts, opts: EngineOptions) -> Self {
+        let EnginePorts {
+            log,
+            leases,
+            agents,
+            tools,
+            secrets,
+            checkpoints,
+            keyring,
+            clock,
+        } = ports;
+        // Redirects are not followed: a tool endpoint answers itself, and a redirect
+        // would carry the secret headers to another host.
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap_or_default();
         Self {
             inner: Arc::new(Inner {
                 log,
                 leases,
                 agents,
+                tools,
+                secrets,
+                checkpoints,
+                keyring,
+                http,
                 clock,
                 opts,
                 mailboxes: Mailboxes::default(),

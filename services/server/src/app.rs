@@ -9,11 +9,14 @@ use baton_bus::{InProcessBus, NatsBus};
 use baton_core::agents::Agents;
 use baton_core::model::Tenant;
 use baton_core::ports::{
-    AgentStore, Clock, EventBus, LeaseStore, RunStore, SystemClock, TenantStore,
+    AgentStore, CheckpointStore, Clock, EventBus, LeaseStore, RunStore, SecretStore, SystemClock,
+    TenantStore, ToolStore,
 };
-use baton_core::runs::{EventLog, Runs};
+use baton_core::runs::{Checkpoints, EventLog, Runs};
+use baton_core::secrets::Secrets;
+use baton_core::tools::Tools;
 use baton_core::{StoreError, TenantId};
-use baton_engine::{Engine, EngineOptions};
+use baton_engine::{Engine, EngineOptions, EnginePorts};
 use baton_store::{PgOptions, PgStore, SqliteStore};
 use secrecy::ExposeSecret;
 use std::net::SocketAddr;
@@ -24,12 +27,15 @@ use tokio_util::sync::CancellationToken;
 /// The tenant that unauthenticated loopback requests act in (embedded tier, auth off).
 pub const DEFAULT_TENANT: &str = "default";
 
-/// The three store ports, backed by one database.
+/// The store ports, backed by one database.
 #[derive(Clone)]
 pub struct Stores {
     pub runs: Arc<dyn RunStore>,
     pub leases: Arc<dyn LeaseStore>,
     pub agents: Arc<dyn AgentStore>,
+    pub tools: Arc<dyn ToolStore>,
+    pub secrets: Arc<dyn SecretStore>,
+    pub checkpoints: Arc<dyn CheckpointStore>,
     pub tenants: Arc<dyn TenantStore>,
     closer: Closer,
 }
@@ -130,6 +136,9 @@ pub async fn open_stores(storage: &Storage) -> anyhow::Result<Stores> {
                 runs: s.clone(),
                 leases: s.clone(),
                 agents: s.clone(),
+                tools: s.clone(),
+                secrets: s.clone(),
+                checkpoints: s.clone(),
                 tenants: s,
                 closer: Closer::Sqlite(store),
             })
@@ -145,6 +154,7 @@ pub async fn open_stores(storage: &Storage) -> anyhow::Result<Stores> {
                 url: url.expose_secret().to_string(),
                 app_pool_size: pools.app,
                 control_pool_size: pools.control,
+                checkpoint_pool_size: pools.checkpoint,
                 statement_timeout: *statement_timeout,
                 acquire_timeout: *acquire_timeout,
             };
@@ -156,6 +166,9 @@ pub async fn open_stores(storage: &Storage) -> anyhow::Result<Stores> {
                 runs: s.clone(),
                 leases: s.clone(),
                 agents: s.clone(),
+                tools: s.clone(),
+                secrets: s.clone(),
+                checkpoints: s.clone(),
                 tenants: s,
                 closer: Closer::Pg(store),
             })
@@ -267,6 +280,12 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
     check_exposure(addr, config.auth_required)?;
     // Installed before anything records, so no early measurement is lost.
     crate::telemetry::metrics::handle();
+    let keyring = crate::keyring::load(&config.crypto).context("loading the encryption keys")?;
+    tracing::info!(
+        active_key = keyring.active_id(),
+        keys = keyring.ids().count(),
+        "encryption keyring loaded"
+    );
     let stores = open_stores(&config.storage).await?;
     let bus = open_bus(&config.bus, config.http.sse_buffer).await?;
     let auth = if config.auth_required {
@@ -278,6 +297,12 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
         AuthMode::LocalOwner { tenant }
     };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let keyring = Arc::new(keyring);
+    let secrets = Secrets {
+        store: stores.secrets.clone(),
+        keyring: keyring.clone(),
+        clock: clock.clone(),
+    };
     let log = EventLog {
         store: stores.runs.clone(),
         bus,
@@ -286,10 +311,16 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
     // and the newer would renew the older's leases.
     let replica = format!("{}/{}", config.replica_name, uuid::Uuid::new_v4().simple());
     let engine = Engine::new(
-        log.clone(),
-        stores.leases.clone(),
-        stores.agents.clone(),
-        clock.clone(),
+        EnginePorts {
+            log: log.clone(),
+            leases: stores.leases.clone(),
+            agents: stores.agents.clone(),
+            tools: stores.tools.clone(),
+            secrets: Arc::new(secrets.clone()),
+            checkpoints: stores.checkpoints.clone(),
+            keyring,
+            clock: clock.clone(),
+        },
         EngineOptions {
             replica: replica.clone(),
             lease_ttl: config.cluster.lease_ttl,
@@ -310,7 +341,17 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
         },
         agents: Agents {
             store: stores.agents.clone(),
+            tools: stores.tools.clone(),
+            clock: clock.clone(),
+        },
+        tools: Tools {
+            store: stores.tools.clone(),
             clock,
+        },
+        secrets,
+        checkpoints: Checkpoints {
+            store: stores.checkpoints.clone(),
+            runs: stores.runs.clone(),
         },
         tenants: stores.tenants.clone(),
         auth,

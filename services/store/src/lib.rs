@@ -1,7 +1,7 @@
 //! Baton's store adapters: [`PgStore`] (team tier) and [`SqliteStore`] (embedded tier)
-//! implement the `RunStore`, `AgentStore` and `TenantStore` ports of `baton-core` with
-//! identical behaviour, which one contract suite (`tests/contract/`) checks against
-//! both. The port implementations are written once, in `adapter`, and expanded for each
+//! implement the `RunStore`, `LeaseStore`, `AgentStore`, `ToolStore`, `SecretStore` and
+//! `TenantStore` ports of `baton-core` with identical behaviour, which one contract suite
+//! (`tests/contract/`) checks against both. The port implementations are written once, in `adapter`, and expanded for each
 //! store. [`migrate`] owns the schema. Queries are runtime-checked and always bind their
 //! input; every query on tenant data is scoped by the caller's tenant.
 

@@ -1,12 +1,14 @@
 //! What an append writes, decided once for both adapters: request validation, the
 //! versions of the new events, the runs projection after them (folded with
 //! [`RunSummary::apply`], the only projection logic) and the message rows they add.
-//! Pure: the adapters run the SQL inside their transaction.
+//! Pure: the adapters run the SQL inside their transaction. The receipts projection is
+//! not planned here: it reads the rows it changes, so the adapters fold it inside the
+//! transaction (`adapter/receipts.rs`).
 
 use baton_core::StoreError;
 use baton_core::model::{Message, RunSummary};
 use baton_core::ports::AppendRequest;
-use baton_events::{Envelope, EventId, EventMeta, RunEvent, TenantId};
+use baton_events::{Envelope, EventId, EventMeta, MessageId, MessageRole, RunEvent, TenantId};
 use chrono::{DateTime, SubsecRound, Utc};
 
 /// One event as it will be stored; the database assigns its position.
@@ -94,19 +96,19 @@ pub(crate) fn plan(base: RunSummary, req: &AppendRequest) -> Result<AppendPlan, 
         let version = req.expected_version + 1 + i as i64;
         let before = summary.message_count;
         summary.apply(&new.event, version, at);
-        if let RunEvent::MessageAppended(m) = &new.event {
-            // A terminal run ignores messages; only counted ones get a row.
-            if summary.message_count > before {
-                messages.push(Message {
-                    id: m.message_id,
-                    run_id: req.run,
-                    seq: summary.message_count,
-                    role: m.role,
-                    content: m.content.clone(),
-                    version,
-                    created_at: at,
-                });
-            }
+        // A terminal run ignores messages; only counted ones get a row.
+        if summary.message_count > before
+            && let Some((id, role, content)) = message_of(&new.event)
+        {
+            messages.push(Message {
+                id,
+                run_id: req.run,
+                seq: summary.message_count,
+                role,
+                content: content.to_string(),
+                version,
+                created_at: at,
+            });
         }
         let schema = i32::try_from(new.event.schema())
             .map_err(|_| invalid(format!("schema of {} out of range", new.event_type())))?;
@@ -125,6 +127,20 @@ pub(crate) fn plan(base: RunSummary, req: &AppendRequest) -> Result<AppendPlan, 
         events,
         messages,
     })
+}
+
+/// The message an event adds to the messages projection when [`RunSummary::apply`]
+/// counts it: a `message.appended`, or a `model.completed` with content (the assistant's
+/// reply).
+fn message_of(event: &RunEvent) -> Option<(MessageId, MessageRole, &str)> {
+    match event {
+        RunEvent::MessageAppended(m) => Some((m.message_id, m.role, m.content.as_str())),
+        RunEvent::ModelCompleted(m) => m
+            .content
+            .as_deref()
+            .map(|c| (m.message_id, MessageRole::Assistant, c)),
+        _ => None,
+    }
 }
 
 /// The projection a new stream starts from.
@@ -161,7 +177,7 @@ impl From<StoreError> for AppendError {
     }
 }
 
-/// Binds a [`RunSummary`] as the next 13 parameters, in `run_columns!()` order.
+/// Binds a [`RunSummary`] as the next 14 parameters, in `run_columns!()` order.
 macro_rules! bind_run {
     ($query:expr, $summary:expr) => {{
         let s: &baton_core::model::RunSummary = $summary;
@@ -176,6 +192,7 @@ macro_rules! bind_run {
             .bind(s.message_count)
             .bind(s.turn_count)
             .bind(s.cancel_requested)
+            .bind(s.pending_actions)
             .bind(s.last_error.as_ref().map(sqlx::types::Json))
             .bind(s.created_at)
             .bind(s.updated_at)

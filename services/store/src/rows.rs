@@ -2,10 +2,12 @@
 //! only database-neutral types (UUIDs, strings, integers, JSON, timestamps) so one
 //! `#[derive(FromRow)]` serves Postgres and SQLite; nothing here runs a query.
 
-use baton_core::model::{Agent, ApiKey, Message, ProviderSpec, RunStatus, RunSummary, Tenant};
-use baton_core::ports::IdempotencyRecord;
+use baton_core::model::{
+    Agent, AgentLimits, ApiKey, Message, ProviderSpec, Receipt, RunStatus, RunSummary, Tenant, Tool,
+};
+use baton_core::ports::{IdempotencyRecord, SealedSecret, SecretMeta};
 use baton_core::{Role, StoreError};
-use baton_events::{Envelope, ErrorInfo, EventMeta, MessageRole};
+use baton_events::{Envelope, ErrorInfo, EventMeta, MessageRole, ToolId};
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use uuid::Uuid;
@@ -14,7 +16,7 @@ use uuid::Uuid;
 macro_rules! run_columns {
     () => {
         "id, tenant_id, agent_id, agent_version, title, status, version, message_count, \
-         turn_count, cancel_requested, last_error, created_at, updated_at"
+         turn_count, cancel_requested, pending_actions, last_error, created_at, updated_at"
     };
 }
 pub(crate) use run_columns;
@@ -31,6 +33,7 @@ pub(crate) struct RunRow {
     pub message_count: i64,
     pub turn_count: i64,
     pub cancel_requested: bool,
+    pub pending_actions: i64,
     pub last_error: Option<Json<ErrorInfo>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -53,6 +56,7 @@ impl TryFrom<RunRow> for RunSummary {
             message_count: r.message_count,
             turn_count: r.turn_count,
             cancel_requested: r.cancel_requested,
+            pending_actions: r.pending_actions,
             last_error: r.last_error.map(|j| j.0),
             created_at: r.created_at,
             updated_at: r.updated_at,
@@ -168,14 +172,25 @@ impl From<IdempotencyRow> for IdempotencyRecord {
     }
 }
 
-/// Expands to the columns of the table, in the order its row type reads them.
+/// Expands to the columns of `agents`, in the order its row type reads them.
 macro_rules! agent_columns {
     () => {
-        "tenant_id, id, name, instructions, provider, version, created_at, updated_at"
+        "tenant_id, id, name, instructions, provider, tools, limits, version, created_at, \
+         updated_at"
     };
 }
 pub(crate) use agent_columns;
 
+/// Expands to the columns of `agent_versions` as an [`AgentRow`] reads them.
+macro_rules! agent_version_columns {
+    () => {
+        "tenant_id, agent_id AS id, name, instructions, provider, tools, limits, version, \
+         created_at, updated_at"
+    };
+}
+pub(crate) use agent_version_columns;
+
+/// A row of `agents` or `agent_versions`.
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct AgentRow {
     pub tenant_id: Uuid,
@@ -183,6 +198,8 @@ pub(crate) struct AgentRow {
     pub name: String,
     pub instructions: String,
     pub provider: Json<serde_json::Value>,
+    pub tools: Json<serde_json::Value>,
+    pub limits: Json<serde_json::Value>,
     pub version: i64,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -192,19 +209,169 @@ impl TryFrom<AgentRow> for Agent {
     type Error = StoreError;
 
     fn try_from(r: AgentRow) -> Result<Self, StoreError> {
-        let provider: ProviderSpec = serde_json::from_value(r.provider.0)
-            .map_err(|e| corrupt(format!("agent {} has an unreadable provider: {e}", r.id)))?;
+        let unreadable = |what: &str, e: serde_json::Error| {
+            corrupt(format!(
+                "agent {} version {} has unreadable {what}: {e}",
+                r.id, r.version
+            ))
+        };
+        let provider: ProviderSpec =
+            serde_json::from_value(r.provider.0).map_err(|e| unreadable("provider", e))?;
+        let tools: Vec<ToolId> =
+            serde_json::from_value(r.tools.0).map_err(|e| unreadable("tools", e))?;
+        let limits: AgentLimits =
+            serde_json::from_value(r.limits.0).map_err(|e| unreadable("limits", e))?;
         Ok(Agent {
             id: r.id.into(),
             tenant: r.tenant_id.into(),
             name: r.name,
             instructions: r.instructions,
             provider,
+            tools,
+            limits,
             version: r.version,
             created_at: r.created_at,
             updated_at: r.updated_at,
         })
     }
+}
+
+/// An agent's JSON columns as stored: `provider`, `tools` and `limits`.
+pub(crate) struct AgentJson {
+    pub provider: serde_json::Value,
+    pub tools: serde_json::Value,
+    pub limits: serde_json::Value,
+}
+
+impl AgentJson {
+    pub fn of(agent: &Agent) -> Result<Self, StoreError> {
+        Ok(AgentJson {
+            provider: to_json("provider", &agent.provider)?,
+            tools: to_json("tools", &agent.tools)?,
+            limits: to_json("limits", &agent.limits)?,
+        })
+    }
+}
+
+/// Expands to the columns of `tools`, in the order its row type reads them.
+macro_rules! tool_columns {
+    () => {
+        "tenant_id, id, name, definition, created_at, updated_at"
+    };
+}
+pub(crate) use tool_columns;
+
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct ToolRow {
+    pub tenant_id: Uuid,
+    pub id: Uuid,
+    pub name: String,
+    pub definition: Json<serde_json::Value>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl TryFrom<ToolRow> for Tool {
+    type Error = StoreError;
+
+    /// The definition holds the whole tool but its tenant; the key and timestamp
+    /// columns are authoritative.
+    fn try_from(r: ToolRow) -> Result<Self, StoreError> {
+        let tool: Tool = serde_json::from_value(r.definition.0)
+            .map_err(|e| corrupt(format!("tool {} has an unreadable definition: {e}", r.id)))?;
+        Ok(Tool {
+            id: r.id.into(),
+            tenant: r.tenant_id.into(),
+            name: r.name,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+            ..tool
+        })
+    }
+}
+
+/// A tool's `definition` column: the whole tool (its tenant is not serialized).
+pub(crate) fn tool_json(tool: &Tool) -> Result<serde_json::Value, StoreError> {
+    to_json("tool", tool)
+}
+
+/// Expands to the metadata columns of `secrets`, in the order [`SecretMetaRow`] reads them.
+macro_rules! secret_meta_columns {
+    () => {
+        "name, key_id, created_at, updated_at"
+    };
+}
+pub(crate) use secret_meta_columns;
+
+/// A secret's metadata: every column of `secrets` but its tenant and ciphertext.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct SecretMetaRow {
+    pub name: String,
+    pub key_id: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<SecretMetaRow> for SecretMeta {
+    fn from(r: SecretMetaRow) -> Self {
+        SecretMeta {
+            name: r.name,
+            key_id: r.key_id,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        }
+    }
+}
+
+/// A row of `secrets` without its tenant: the metadata and the sealed value.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct SecretRow {
+    #[sqlx(flatten)]
+    pub meta: SecretMetaRow,
+    pub ciphertext: Vec<u8>,
+}
+
+impl From<SecretRow> for SealedSecret {
+    fn from(r: SecretRow) -> Self {
+        SealedSecret {
+            meta: r.meta.into(),
+            ciphertext: r.ciphertext,
+        }
+    }
+}
+
+/// Expands to the columns of `receipts` a [`ReceiptRow`] reads.
+macro_rules! receipt_columns {
+    () => {
+        "run_id, id, body"
+    };
+}
+pub(crate) use receipt_columns;
+
+/// A row of the receipts projection; `body` holds the whole [`Receipt`].
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct ReceiptRow {
+    pub run_id: Uuid,
+    pub id: Uuid,
+    pub body: Json<serde_json::Value>,
+}
+
+impl TryFrom<ReceiptRow> for Receipt {
+    type Error = StoreError;
+
+    fn try_from(r: ReceiptRow) -> Result<Self, StoreError> {
+        serde_json::from_value(r.body.0).map_err(|e| {
+            corrupt(format!(
+                "receipt {} of run {} is unreadable: {e}",
+                r.id, r.run_id
+            ))
+        })
+    }
+}
+
+/// A receipt's `body` column.
+pub(crate) fn receipt_json(receipt: &Receipt) -> Result<serde_json::Value, StoreError> {
+    to_json("receipt", receipt)
 }
 
 /// Expands to the columns of the table, in the order its row type reads them.
@@ -279,13 +446,70 @@ where
     rows.into_iter().map(T::try_from).collect()
 }
 
-/// The agent's provider as stored in its JSON column.
-pub(crate) fn provider_json(agent: &Agent) -> Result<serde_json::Value, StoreError> {
-    serde_json::to_value(&agent.provider)
-        .map_err(|e| StoreError::Other(format!("provider does not serialize: {e}")))
+/// A value for a JSON column.
+fn to_json<T: serde::Serialize>(what: &str, value: &T) -> Result<serde_json::Value, StoreError> {
+    serde_json::to_value(value)
+        .map_err(|e| StoreError::Other(format!("{what} does not serialize: {e}")))
 }
 
 /// A row this build cannot read: written by a newer version, or damaged.
 fn corrupt(msg: String) -> StoreError {
     StoreError::Unreadable(msg)
+}
+
+/// Expands to the metadata columns of `checkpoints`, in the order [`CheckpointMetaRow`]
+/// reads them.
+macro_rules! checkpoint_columns {
+    () => {
+        "id, through_version, key_id, size, sha256, created_at"
+    };
+}
+pub(crate) use checkpoint_columns;
+
+/// A checkpoint's metadata: every column of `checkpoints` but its tenant, run and
+/// ciphertext.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct CheckpointMetaRow {
+    pub id: Uuid,
+    pub through_version: i64,
+    pub key_id: String,
+    pub size: i64,
+    pub sha256: String,
+    pub created_at: DateTime<Utc>,
+}
+
+impl TryFrom<CheckpointMetaRow> for baton_core::ports::CheckpointMeta {
+    type Error = StoreError;
+
+    fn try_from(r: CheckpointMetaRow) -> Result<Self, StoreError> {
+        Ok(baton_core::ports::CheckpointMeta {
+            id: r.id.into(),
+            through_version: r.through_version,
+            key_id: r.key_id,
+            size: u64::try_from(r.size)
+                .map_err(|_| corrupt(format!("checkpoint {} has size {}", r.id, r.size)))?,
+            sha256: r.sha256,
+            created_at: r.created_at,
+        })
+    }
+}
+
+/// A row of `checkpoints` without its tenant and run: the metadata and the sealed
+/// snapshot.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct CheckpointRow {
+    #[sqlx(flatten)]
+    pub meta: CheckpointMetaRow,
+    pub ciphertext: Vec<u8>,
+}
+
+impl TryFrom<CheckpointRow> for baton_core::ports::StoredCheckpoint {
+    type Error = StoreError;
+
+    fn try_from(r: CheckpointRow) -> Result<Self, StoreError> {
+        Ok(baton_core::ports::StoredCheckpoint {
+            meta: r.meta.try_into()?,
+            ciphertext: r.ciphertext,
+        })
+    }
 }

@@ -1,15 +1,20 @@
 //! Test helpers shared by Baton's test suites: fresh databases per test ([`db`]),
 //! private NATS servers for tests that break the broker ([`nats`]), clusters of `baton`
 //! processes on one database and NATS ([`replicas`]) and a typed client of their HTTP
-//! API and event streams ([`api`]).
+//! API and event streams ([`api`]), and local stand-ins for what runs call out to: a
+//! chat-completions server ([`chat`]) and tool endpoints ([`tool_server`]).
 //! Depends on no Baton crate, so any crate's tests can use it.
 
 pub mod api;
+pub mod chat;
 pub mod db;
 pub mod nats;
 pub mod replicas;
+pub mod tool_server;
 
 pub use api::{Api, Reply, assert_problem};
+pub use chat::ChatServer;
 pub use db::{TestDatabase, TestSqlite};
 pub use nats::TestNats;
 pub use replicas::{Cluster, ClusterBuilder, EventRow, Replica};
+pub use tool_server::{Behaviour, ToolServer};

@@ -41,6 +41,18 @@ const POLL: Duration = Duration::from_millis(10);
 /// Lines of each replica's log that [`Cluster`] prints when dropped during a panic.
 const TAIL_ON_PANIC: usize = 40;
 
+/// The encryption key of team-tier test processes: fixed and public, for test data only.
+pub const TEST_KEY: &str = "dGVzdC1vbmx5LWtleS1kby1ub3QtdXNlLWluLXByb2Q=";
+
+/// The variables that give a team-tier `baton` process [`TEST_KEY`] (id `test`) as its
+/// active encryption key; every replica of a [`Cluster`] gets them.
+pub fn crypto_env() -> [(&'static str, &'static str); 2] {
+    [
+        ("BATON_CRYPTO__KEYS__TEST", TEST_KEY),
+        ("BATON_CRYPTO__ACTIVE_KEY", "test"),
+    ]
+}
+
 /// The shared NATS server: [`NATS_URL_ENV`] or [`DEFAULT_NATS_URL`].
 pub fn nats_url() -> String {
     std::env::var(NATS_URL_ENV).unwrap_or_else(|_| DEFAULT_NATS_URL.to_string())
@@ -91,6 +103,7 @@ impl ClusterBuilder {
             ),
             ("BATON_LOG__FORMAT".to_string(), "json".to_string()),
         ];
+        env.extend(crypto_env().map(|(k, v)| (k.to_string(), v.to_string())));
         env.extend(self.env);
         let mut cluster = Cluster {
             bin: self.bin,

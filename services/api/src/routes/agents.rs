@@ -1,4 +1,4 @@
-//! `/v1/agents`: create, get, list.
+//! `/v1/agents`: create, update (a new version), get, list.
 
 use super::{PageBody, parse_cursor};
 use crate::auth::Caller;
@@ -8,8 +8,9 @@ use crate::state::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
 use baton_core::AgentId;
+use baton_core::ToolId;
 use baton_core::agents::NewAgent;
-use baton_core::model::{Agent, ProviderSpec};
+use baton_core::model::{Agent, AgentLimits, ProviderSpec};
 use serde::Deserialize;
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -18,8 +19,27 @@ pub struct CreateAgentBody {
     pub name: String,
     #[serde(default)]
     pub instructions: String,
-    /// Only `scripted` so far: a deterministic provider for tests and demos.
+    /// `openai` (any OpenAI-compatible chat-completions server) or `scripted` (a
+    /// deterministic script for tests, demos and load tests; not a model).
     pub provider: ProviderSpec,
+    /// Ids of the tenant's tools the agent may call.
+    #[serde(default)]
+    pub tools: Vec<ToolId>,
+    /// Bounds of one turn; omitted fields take their defaults.
+    #[serde(default)]
+    pub limits: AgentLimits,
+}
+
+impl From<CreateAgentBody> for NewAgent {
+    fn from(b: CreateAgentBody) -> Self {
+        NewAgent {
+            name: b.name,
+            instructions: b.instructions,
+            provider: b.provider,
+            tools: b.tools,
+            limits: b.limits,
+        }
+    }
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
@@ -38,13 +58,22 @@ pub async fn create(
     Caller(p): Caller,
     ApiJson(body): ApiJson<CreateAgentBody>,
 ) -> ApiResult<(StatusCode, axum::Json<Agent>)> {
-    let new = NewAgent {
-        name: body.name,
-        instructions: body.instructions,
-        provider: body.provider,
-    };
-    let agent = st.agents.create(&p, new).await?;
+    let agent = st.agents.create(&p, body.into()).await?;
     Ok((StatusCode::CREATED, axum::Json(agent)))
+}
+
+/// Replace an agent's definition (admin): stores a new version. Runs already started
+/// keep the version they started with.
+#[utoipa::path(put, path = "/v1/agents/{agent_id}", tag = "agents", request_body = CreateAgentBody,
+    params(("agent_id" = String, Path, description = "Agent id")),
+    responses((status = 200, body = Agent), (status = "4XX", body = Problem)))]
+pub async fn update(
+    State(st): State<AppState>,
+    Caller(p): Caller,
+    ApiPath(id): ApiPath<AgentId>,
+    ApiJson(body): ApiJson<CreateAgentBody>,
+) -> ApiResult<axum::Json<Agent>> {
+    Ok(axum::Json(st.agents.update(&p, id, body.into()).await?))
 }
 
 /// List agents, newest first.

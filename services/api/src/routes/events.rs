@@ -1,6 +1,8 @@
 //! `/v1/runs/{run_id}/events`: a JSON page of events after a version, or — with
 //! `Accept: text/event-stream` — an SSE stream that replays from the database after
 //! `Last-Event-ID` (or `?after=`) and then follows live events until the run ends.
+//! While live, the stream also carries the run's ephemeral `message.delta` frames: they
+//! have no `id`, so they never move the client's `Last-Event-ID`.
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult, Code, Problem};
@@ -12,8 +14,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use baton_core::RunId;
-use baton_core::runs::follow;
-use baton_events::Envelope;
+use baton_core::runs::{Live, follow_live};
+use baton_events::{Envelope, MessageDelta};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use std::convert::Infallible;
@@ -41,7 +43,9 @@ pub struct EventsPage {
 ///
 /// SSE frames carry `id` = the event's version, `event` = its type and `data` = the
 /// envelope. Reconnect with `Last-Event-ID` to resume without gaps or duplicates. A
-/// stream whose run has ended and whose cursor is at the end answers 204.
+/// stream whose run has ended and whose cursor is at the end answers 204. While live,
+/// `message.delta` frames without an `id` carry pieces of a model reply as it streams
+/// (never replayed; the durable `model.completed` has the whole reply).
 #[utoipa::path(get, path = "/v1/runs/{run_id}/events", tag = "runs",
     params(("run_id" = String, Path, description = "Run id"), EventsQuery,
         ("Last-Event-ID" = Option<String>, Header, description = "SSE resume cursor")),
@@ -78,7 +82,7 @@ pub async fn events(
         )?,
         None => after.unwrap_or(0),
     };
-    let Some(live) = follow(&st.runs, &p, id, cursor, st.http.sse_resync).await? else {
+    let Some(live) = follow_live(&st.runs, &p, id, cursor, st.http.sse_resync).await? else {
         // The run has ended and the client has every event: 204 tells EventSource to stop
         // reconnecting.
         return Ok(StatusCode::NO_CONTENT.into_response());
@@ -86,7 +90,11 @@ pub async fn events(
     let subscriber = crate::metrics::SseSubscriber::start();
     let frames = live.map(move |item| {
         let _counted = &subscriber;
-        Ok::<_, Infallible>(frame(item))
+        Ok::<_, Infallible>(match item {
+            Ok(Live::Event(env)) => frame(Ok(*env)),
+            Ok(Live::Delta(delta)) => delta_frame(id, &delta),
+            Err(e) => frame(Err(e)),
+        })
     });
     let hint = futures::stream::once(async {
         Ok::<_, Infallible>(Event::default().retry(RETRY_HINT).comment("baton"))
@@ -119,6 +127,27 @@ fn frame(item: Result<Envelope, baton_core::CoreError>) -> Event {
     }
 }
 
+/// What a `message.delta` frame's `data` holds.
+#[derive(Serialize)]
+struct DeltaData<'a> {
+    run_id: RunId,
+    #[serde(flatten)]
+    delta: &'a MessageDelta,
+}
+
+/// A delta as an SSE frame: no `id`, so the client's resume cursor stays on the last
+/// durable event.
+fn delta_frame(run_id: RunId, delta: &MessageDelta) -> Event {
+    let base = Event::default().event(DELTA_EVENT);
+    match serde_json::to_string(&DeltaData { run_id, delta }) {
+        Ok(json) => base.data(json),
+        Err(e) => base.comment(format!("unencodable delta: {e}")),
+    }
+}
+
+/// The SSE event name of a delta frame.
+const DELTA_EVENT: &str = "message.delta";
+
 fn parse_version(raw: &str, code: Code, what: &str) -> Result<i64, ApiError> {
     raw.trim()
         .parse::<i64>()
@@ -130,4 +159,44 @@ fn parse_version(raw: &str, code: Code, what: &str) -> Result<i64, ApiError> {
                 format!("{what} must be a non-negative event version, got {raw:?}"),
             )
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::to_bytes;
+
+    /// The bytes an SSE response sends for these frames.
+    async fn wire(frames: Vec<Event>) -> String {
+        let stream = futures::stream::iter(frames.into_iter().map(Ok::<_, Infallible>));
+        let body = Sse::new(stream).into_response().into_body();
+        let bytes = to_bytes(body, usize::MAX).await.expect("body");
+        String::from_utf8(bytes.to_vec()).expect("utf-8")
+    }
+
+    #[tokio::test]
+    async fn a_delta_frame_has_no_id_and_carries_the_delta_and_its_run() {
+        let run = RunId::new();
+        let delta = MessageDelta {
+            turn: 2,
+            step: 1,
+            attempt: 3,
+            content: "Hel\nlo".into(),
+        };
+        let text = wire(vec![delta_frame(run, &delta)]).await;
+        let lines: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
+        assert_eq!(lines.len(), 2, "an event name and one data line: {text:?}");
+        assert_eq!(lines[0], "event: message.delta");
+        assert!(
+            !text.lines().any(|l| l.starts_with("id")),
+            "no id: the client's Last-Event-ID must not move: {text:?}"
+        );
+        let data = lines[1].strip_prefix("data: ").expect("a data line");
+        let json: serde_json::Value = serde_json::from_str(data).expect("JSON data");
+        assert_eq!(
+            json,
+            serde_json::json!({"run_id": run, "turn": 2, "step": 1, "attempt": 3,
+                "content": "Hel\nlo"})
+        );
+    }
 }

@@ -1,9 +1,12 @@
 //! Route handlers, thin: parse the request, call one use case, map the result.
 
+pub mod actions;
 pub mod agents;
 pub mod events;
 pub mod health;
 pub mod runs;
+pub mod secrets;
+pub mod tools;
 
 use crate::error::{ApiError, Code};
 use serde::Serialize;

@@ -9,16 +9,22 @@
 //! Idle streams re-check the database with a backoff: the interval doubles after each
 //! check that finds nothing, up to [`MAX_BACKOFF`] times the configured one, and resets
 //! when an event arrives.
+//!
+//! [`follow_live`] also hands out the run's ephemeral deltas (token deltas) as they
+//! arrive while the follower is live: never replayed, never part of the cursor, and never
+//! a reason to re-read (silence is measured between durable events only). A delta of a
+//! model step whose `model.completed` was already handed out is stale and dropped.
 
 use super::Runs;
 use crate::auth::{Action, Principal};
 use crate::error::CoreError;
 use crate::ports::{RunStore, Subscription};
-use baton_events::{Envelope, RunId, TenantId};
-use futures::Stream;
+use baton_events::{Decoded, Envelope, MessageDelta, RunEvent, RunId, TenantId};
+use futures::{Stream, StreamExt};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::time::Instant;
 
 /// Events read from the database per query; at most this many are held per follower.
 const REPLAY_PAGE: u32 = 200;
@@ -39,7 +45,23 @@ struct Follower {
     silent: bool,
     resync: Duration,
     idle: Duration,
+    /// When silence (no durable event) sends the follower back to the database; set
+    /// while waiting live, so deltas arriving meanwhile do not postpone it.
+    quiet_until: Option<Instant>,
+    /// Hand out deltas (until the bus stops sending them).
+    deltas: bool,
+    /// The last model step, `(turn, step)`, whose `model.completed` was handed out.
+    completed: Option<(i64, u32)>,
     done: bool,
+}
+
+/// What a live follower hands out.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Live {
+    /// A durable event, in version order, exactly once.
+    Event(Box<Envelope>),
+    /// An ephemeral delta of a model reply still streaming; best effort.
+    Delta(MessageDelta),
 }
 
 /// A stream of the run's events with `version > after`, live until the run ends; `None`
@@ -51,6 +73,47 @@ pub async fn follow(
     after: i64,
     resync: Duration,
 ) -> Result<Option<impl Stream<Item = Result<Envelope, CoreError>> + Send + 'static>, CoreError> {
+    let Some(f) = follower(runs, p, run, after, resync, false).await? else {
+        return Ok(None);
+    };
+    Ok(Some(stream(f).filter_map(|item| {
+        std::future::ready(match item {
+            Ok(Live::Event(e)) => Some(Ok(*e)),
+            Ok(Live::Delta(_)) => None,
+            Err(e) => Some(Err(e)),
+        })
+    })))
+}
+
+/// Like [`follow`], with the run's deltas interleaved as they arrive while the stream
+/// is live (caught up with the database).
+pub async fn follow_live(
+    runs: &Runs,
+    p: &Principal,
+    run: RunId,
+    after: i64,
+    resync: Duration,
+) -> Result<Option<impl Stream<Item = Result<Live, CoreError>> + Send + 'static>, CoreError> {
+    Ok(follower(runs, p, run, after, resync, true)
+        .await?
+        .map(stream))
+}
+
+fn stream(f: Follower) -> impl Stream<Item = Result<Live, CoreError>> + Send + 'static {
+    futures::stream::unfold(f, |mut f| async move {
+        let item = f.next().await;
+        item.map(|i| (i, f))
+    })
+}
+
+async fn follower(
+    runs: &Runs,
+    p: &Principal,
+    run: RunId,
+    after: i64,
+    resync: Duration,
+    deltas: bool,
+) -> Result<Option<Follower>, CoreError> {
     p.require(Action::ReadRuns)?;
     if after < 0 {
         return Err(CoreError::invalid("the event cursor must not be negative"));
@@ -66,8 +129,12 @@ pub async fn follow(
         return Ok(None);
     }
     // Subscribe before the replay so nothing committed in between is missed.
-    let sub = runs.bus().subscribe(p.tenant, run).await?;
-    let f = Follower {
+    let mut sub = runs.bus().subscribe(p.tenant, run).await?;
+    if !deltas {
+        // The bus drops deltas for a closed receiver without counting them as lost.
+        sub.deltas.close();
+    }
+    Ok(Some(Follower {
         store: runs.log.store.clone(),
         tenant: p.tenant,
         run,
@@ -78,16 +145,15 @@ pub async fn follow(
         silent: false,
         resync,
         idle: resync,
+        quiet_until: None,
+        deltas,
+        completed: None,
         done: false,
-    };
-    Ok(Some(futures::stream::unfold(f, |mut f| async move {
-        let item = f.next().await;
-        item.map(|i| (i, f))
-    })))
+    }))
 }
 
 impl Follower {
-    async fn next(&mut self) -> Option<Result<Envelope, CoreError>> {
+    async fn next(&mut self) -> Option<Result<Live, CoreError>> {
         loop {
             if let Some(e) = self.pending.pop_front() {
                 if e.version <= self.cursor {
@@ -98,7 +164,13 @@ impl Follower {
                     self.done = true;
                     self.pending.clear();
                 }
-                return Some(Ok(e));
+                if self.deltas
+                    && e.event_type == "model.completed"
+                    && let Decoded::Known(RunEvent::ModelCompleted(m)) = e.decode()
+                {
+                    self.completed = self.completed.max(Some((m.turn, m.step)));
+                }
+                return Some(Ok(Live::Event(Box::new(e))));
             }
             if self.done {
                 return None;
@@ -110,7 +182,30 @@ impl Follower {
                 }
                 continue;
             }
-            match tokio::time::timeout(self.idle, self.sub.events.recv()).await {
+            let idle = self.idle;
+            let quiet_until = *self
+                .quiet_until
+                .get_or_insert_with(|| Instant::now() + idle);
+            let received = tokio::select! {
+                // Durable events first, then the resync deadline: deltas, however many,
+                // never delay either.
+                biased;
+                e = self.sub.events.recv() => Ok(e),
+                () = tokio::time::sleep_until(quiet_until) => Err(()),
+                d = self.sub.deltas.recv(), if self.deltas => {
+                    match d {
+                        Some(d) if self.completed < Some((d.turn, d.step)) => {
+                            return Some(Ok(Live::Delta(d)));
+                        }
+                        // Stale: that step's full reply is out already.
+                        Some(_) => {}
+                        None => self.deltas = false,
+                    }
+                    continue;
+                }
+            };
+            self.quiet_until = None;
+            match received {
                 Ok(Some(e)) if e.version <= self.cursor => {}
                 Ok(Some(e)) if e.version == self.cursor + 1 => {
                     self.idle = self.resync;
@@ -118,7 +213,7 @@ impl Follower {
                 }
                 // A gap: the database knows what the bus lost.
                 Ok(Some(_)) => self.behind = true,
-                Err(_) => {
+                Err(()) => {
                     self.behind = true;
                     self.silent = true;
                 }

@@ -5,10 +5,14 @@
 //! are one optimistic append against the version that was checked, so of two racing
 //! messages exactly one is stored and the other gets `RunBusy` with nothing written.
 
+mod actions;
+mod checkpoints;
 mod follow;
 mod idempotency;
 
-pub use follow::follow;
+pub use actions::{ApprovalDecision, ReceiptResolution, ToolOutput};
+pub use checkpoints::Checkpoints;
+pub use follow::{Live, follow, follow_live};
 
 use crate::auth::{Action, Principal};
 use crate::error::{CoreError, StoreError};
@@ -227,7 +231,7 @@ impl Runs {
             let run = self.load(p.tenant, run_id).await?;
             let refusal = if run.status.is_terminal() {
                 Some(CoreError::RunEnded(run.status.as_str()))
-            } else if run.status.is_busy() || run.status == RunStatus::RequiresAction {
+            } else if run.status.in_turn() {
                 Some(CoreError::RunBusy)
             } else {
                 None
@@ -322,7 +326,7 @@ impl Runs {
             match run.status {
                 RunStatus::Cancelled => return Ok(run),
                 s if s.is_terminal() => return Err(CoreError::RunEnded(s.as_str())),
-                s if s.is_busy() && run.cancel_requested => return Ok(run),
+                s if s.in_turn() && run.cancel_requested => return Ok(run),
                 _ => {}
             }
             let meta = meta(&self.replica, p, None);
@@ -332,7 +336,9 @@ impl Runs {
                 }),
                 meta.clone(),
             )];
-            let busy = run.status.is_busy();
+            // A run within a turn is settled by its engine, which records what happens
+            // to tool calls in flight; an idle run is cancelled here and now.
+            let busy = run.status.in_turn();
             if !busy {
                 events.push(NewEvent::new(
                     RunEvent::RunCancelled(RunCancelled {

@@ -34,6 +34,9 @@ const KEY_ORDER: &[&str] = &[
     "cluster.renew_interval_ms",
     "cluster.adopt_interval_ms",
     "cluster.adopt_batch",
+    "crypto.keys",
+    "crypto.keys_dir",
+    "crypto.active_key",
 ];
 
 /// Shown for keys without a value.

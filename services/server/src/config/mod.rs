@@ -27,11 +27,12 @@ use secrecy::SecretString;
 pub use error::ConfigError;
 pub use explain::{ExplainRow, UNSET};
 pub use resolve::{
-    Bus, ClusterConfig, Config, HttpConfig, LogConfig, Pools, SqliteLocation, Storage,
+    Bus, ClusterConfig, Config, Crypto, GENERATED_KEY_ID, HttpConfig, LogConfig, Pools,
+    SqliteLocation, Storage,
 };
 pub use schema::{
-    AuthSection, BusSection, ClusterSection, DatabaseSection, HttpSection, LogFormat, LogSection,
-    RawConfig, Tier,
+    AuthSection, BusSection, ClusterSection, CryptoSection, DatabaseSection, HttpSection,
+    LogFormat, LogSection, RawConfig, Tier,
 };
 pub use urls::{REDACTED, redact_dsn, redact_nats_url};
 

@@ -6,10 +6,11 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use baton_core::crypto::Keyring;
 use secrecy::{ExposeSecret, SecretString};
 
 use super::ConfigError;
-use super::schema::{ClusterSection, HttpSection, LogFormat, RawConfig, Tier};
+use super::schema::{ClusterSection, CryptoSection, HttpSection, LogFormat, RawConfig, Tier};
 use super::urls::{DatabaseUrl, check_nats_url, parse_database_url};
 
 /// The validated configuration of one replica.
@@ -33,6 +34,27 @@ pub struct Config {
     pub log: LogConfig,
     /// Leases and adoption.
     pub cluster: ClusterConfig,
+    /// Where the encryption keyring comes from.
+    pub crypto: Crypto,
+}
+
+/// Id of the key the embedded tier generates when none is configured.
+pub const GENERATED_KEY_ID: &str = "local";
+
+/// Where the encryption keyring comes from. Key bytes are secrets: `Debug` redacts them.
+#[derive(Debug, Clone)]
+pub enum Crypto {
+    /// Configured keys: those of `crypto.keys` (already checked to decode) and the files of
+    /// `crypto.keys_dir` (read at start-up); `active` seals new records.
+    Keys {
+        keys: Vec<(String, SecretString)>,
+        dir: Option<PathBuf>,
+        active: String,
+    },
+    /// Embedded tier without configured keys: the key [`GENERATED_KEY_ID`] in `dir`
+    /// (`<data_dir>/keyring`), generated on first start and read from there afterwards,
+    /// like a `crypto.keys_dir`.
+    Generated { dir: PathBuf },
 }
 
 /// Lease timing across replicas.
@@ -159,6 +181,9 @@ impl Config {
     /// bus, listening on 127.0.0.1 port 0, all other values at their defaults.
     pub fn embedded(data_dir: impl Into<PathBuf>) -> Config {
         let data_dir = data_dir.into();
+        let crypto = Crypto::Generated {
+            dir: generated_key_dir(&data_dir),
+        };
         let defaults = RawConfig::default();
         let pools = pools(&defaults);
         let http = HttpSection {
@@ -190,6 +215,7 @@ impl Config {
                 filter: defaults.log.filter,
             },
             cluster: cluster_config(&defaults.cluster),
+            crypto,
         }
     }
 }
@@ -215,8 +241,9 @@ impl RawConfig {
         if let Some(nats) = &self.bus.nats_url {
             check_nats_url(nats.expose_secret())?;
         }
+        let crypto = configured_crypto(&self.crypto)?;
 
-        let (storage, bus) = match self.tier {
+        let (storage, bus, crypto) = match self.tier {
             Tier::Team => {
                 let mut missing = Vec::new();
                 let postgres = match database_url {
@@ -236,8 +263,14 @@ impl RawConfig {
                 if !self.auth.required {
                     missing.push("auth.required = true".to_owned());
                 }
-                match (postgres, &self.bus.nats_url) {
-                    (Some(url), Some(nats)) if missing.is_empty() => (
+                if !has_keys(&self.crypto) {
+                    missing.push("crypto.keys or crypto.keys_dir (an encryption key)".to_owned());
+                }
+                if self.crypto.active_key.is_none() {
+                    missing.push("crypto.active_key".to_owned());
+                }
+                match (postgres, &self.bus.nats_url, crypto) {
+                    (Some(url), Some(nats), Some(crypto)) if missing.is_empty() => (
                         Storage::Postgres {
                             url,
                             pools,
@@ -246,6 +279,7 @@ impl RawConfig {
                             migrate_on_start: db.migrate_on_start,
                         },
                         Bus::Nats { url: nats.clone() },
+                        crypto,
                     ),
                     _ => return Err(ConfigError::TeamRequirements { missing }),
                 }
@@ -277,7 +311,26 @@ impl RawConfig {
                     acquire_timeout,
                     migrate_on_start: db.migrate_on_start,
                 };
-                (storage, Bus::InProcess)
+                let crypto = match crypto {
+                    Some(crypto) => crypto,
+                    None if has_keys(&self.crypto) => {
+                        return Err(invalid(
+                            "crypto.active_key",
+                            "is required when crypto.keys or crypto.keys_dir is set: name \
+                             the key that encrypts new secrets",
+                        ));
+                    }
+                    None if self.crypto.active_key.is_some() => {
+                        return Err(invalid(
+                            "crypto.active_key",
+                            "is set, but no key is: set crypto.keys or crypto.keys_dir",
+                        ));
+                    }
+                    None => Crypto::Generated {
+                        dir: generated_key_dir(&self.data_dir),
+                    },
+                };
+                (storage, Bus::InProcess, crypto)
             }
         };
 
@@ -300,8 +353,51 @@ impl RawConfig {
                 filter: self.log.filter.clone(),
             },
             cluster,
+            crypto,
         })
     }
+}
+
+/// Where the embedded tier keeps the key it generates.
+fn generated_key_dir(data_dir: &std::path::Path) -> PathBuf {
+    data_dir.join("keyring")
+}
+
+fn has_keys(c: &CryptoSection) -> bool {
+    !c.keys.is_empty() || c.keys_dir.is_some()
+}
+
+/// The configured keyring: `None` unless both keys and the active key are set (the tiers
+/// decide what is missing). Each key of `crypto.keys` must decode to 32 bytes, and the
+/// active key must be one of them unless `crypto.keys_dir` may hold it. Errors name key
+/// ids, never keys.
+fn configured_crypto(c: &CryptoSection) -> Result<Option<Crypto>, ConfigError> {
+    for (id, key) in &c.keys {
+        let pair = [(id.clone(), key.expose_secret().to_owned())];
+        Keyring::from_config(&pair, id).map_err(|e| invalid("crypto.keys", &e.to_string()))?;
+    }
+    let Some(active) = &c.active_key else {
+        return Ok(None);
+    };
+    if c.keys_dir.is_none() && !c.keys.is_empty() && !c.keys.contains_key(active) {
+        let ids: Vec<&str> = c.keys.keys().map(String::as_str).collect();
+        return Err(invalid(
+            "crypto.active_key",
+            &format!("{active:?} is not one of crypto.keys ({})", ids.join(", ")),
+        ));
+    }
+    if !has_keys(c) {
+        return Ok(None);
+    }
+    Ok(Some(Crypto::Keys {
+        keys: c
+            .keys
+            .iter()
+            .map(|(id, key)| (id.clone(), key.clone()))
+            .collect(),
+        dir: c.keys_dir.clone(),
+        active: active.clone(),
+    }))
 }
 
 fn cluster_config(c: &ClusterSection) -> ClusterConfig {

@@ -2,6 +2,7 @@
 //! set, with its default. The doc comment on each field is that key's reference documentation.
 //! Nothing here checks combinations or ranges; `resolve` does that.
 
+use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
@@ -80,6 +81,8 @@ pub struct RawConfig {
     pub log: LogSection,
     /// Run leases, renewal and adoption across replicas.
     pub cluster: ClusterSection,
+    /// The keyring that encrypts tenant secrets at rest.
+    pub crypto: CryptoSection,
 }
 
 impl Default for RawConfig {
@@ -94,6 +97,7 @@ impl Default for RawConfig {
             auth: AuthSection::default(),
             log: LogSection::default(),
             cluster: ClusterSection::default(),
+            crypto: CryptoSection::default(),
         }
     }
 }
@@ -233,6 +237,35 @@ impl Default for ClusterSection {
     }
 }
 
+/// `[crypto]`: the AES-256-GCM keyring that encrypts tenant secrets at rest. Every key has an
+/// id, stored with each record it seals; new records are sealed with the active key, and
+/// older keys stay readable while they are in the keyring.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CryptoSection {
+    /// Keys by key id (`[A-Za-z0-9._-]`, up to 64 characters): standard base64 of 32 random
+    /// bytes each (`openssl rand -base64 32`). A table in `baton.toml` (`[crypto.keys]`), or
+    /// `BATON_CRYPTO__KEYS__<ID>` variables (the id then in lower case). Secret: `config
+    /// explain` shows the ids only. An empty value counts as unset. Default: none.
+    #[serde(
+        deserialize_with = "deserialize_keys",
+        serialize_with = "serialize_key_ids"
+    )]
+    pub keys: BTreeMap<String, SecretString>,
+    /// A directory holding one key per file: the file name is the key id, the content the
+    /// base64 key (a mounted Kubernetes Secret). Names starting with `.` are skipped. Read at
+    /// start-up, together with `keys`. Default: unset.
+    #[serde(
+        deserialize_with = "deserialize_path",
+        serialize_with = "serialize_opt_path"
+    )]
+    pub keys_dir: Option<PathBuf>,
+    /// The id of the key that seals new records; required when keys are configured. Default:
+    /// unset.
+    #[serde(deserialize_with = "deserialize_text")]
+    pub active_key: Option<String>,
+}
+
 /// `[log]`: log output.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
@@ -276,6 +309,48 @@ fn serialize_nats_url<S: Serializer>(
     use secrecy::ExposeSecret;
     match value {
         Some(v) => ser.serialize_some(&redact_nats_url(v.expose_secret())),
+        None => ser.serialize_none(),
+    }
+}
+
+/// Reads the key table; entries with an empty or blank value count as unset.
+fn deserialize_keys<'de, D: Deserializer<'de>>(
+    de: D,
+) -> Result<BTreeMap<String, SecretString>, D::Error> {
+    let keys = BTreeMap::<String, String>::deserialize(de)?;
+    Ok(keys
+        .into_iter()
+        .filter(|(_, key)| !key.trim().is_empty())
+        .map(|(id, key)| (id, SecretString::from(key)))
+        .collect())
+}
+
+/// Shows the key ids, never the keys: `k1=***,k2=***`; unset when there are none.
+fn serialize_key_ids<S: Serializer>(
+    keys: &BTreeMap<String, SecretString>,
+    ser: S,
+) -> Result<S::Ok, S::Error> {
+    if keys.is_empty() {
+        return ser.serialize_none();
+    }
+    let ids: Vec<String> = keys.keys().map(|id| format!("{id}=***")).collect();
+    ser.serialize_some(&ids.join(","))
+}
+
+/// Reads an optional string; an empty or blank one counts as unset.
+fn deserialize_text<'de, D: Deserializer<'de>>(de: D) -> Result<Option<String>, D::Error> {
+    let value = Option::<String>::deserialize(de)?;
+    Ok(value.filter(|s| !s.trim().is_empty()))
+}
+
+/// Reads an optional path; an empty or blank one counts as unset.
+fn deserialize_path<'de, D: Deserializer<'de>>(de: D) -> Result<Option<PathBuf>, D::Error> {
+    Ok(deserialize_text(de)?.map(PathBuf::from))
+}
+
+fn serialize_opt_path<S: Serializer>(value: &Option<PathBuf>, ser: S) -> Result<S::Ok, S::Error> {
+    match value {
+        Some(path) => ser.serialize_some(&path.to_string_lossy()),
         None => ser.serialize_none(),
     }
 }

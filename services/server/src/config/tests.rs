@@ -12,6 +12,8 @@ use clap::Parser;
 use super::*;
 
 pub(super) const PASSWORD: &str = "s3cr3t-hunter2";
+/// An encryption key (standard base64 of 32 bytes); must never be shown.
+pub(super) const KEY: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
 
 pub(super) fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
     pairs
@@ -366,6 +368,8 @@ fn debug_output_never_contains_secrets() {
             ("BATON_TIER", "team"),
             ("BATON_DATABASE__URL", &dsn),
             ("BATON_AUTH__REQUIRED", "true"),
+            ("BATON_CRYPTO__KEYS__K1", KEY),
+            ("BATON_CRYPTO__ACTIVE_KEY", "k1"),
         ]),
         cli: CliOverrides {
             nats_url: Some(nats.into()),
@@ -374,8 +378,11 @@ fn debug_output_never_contains_secrets() {
         ..Sources::default()
     };
     assert!(!format!("{sources:?}").contains(PASSWORD));
+    assert!(!format!("{sources:?}").contains(KEY));
     let loaded = load_ok(sources);
     assert!(!format!("{loaded:?}").contains(PASSWORD));
+    assert!(!format!("{loaded:?}").contains(KEY));
     let config = loaded.validate().expect("complete team config");
     assert!(!format!("{config:?}").contains(PASSWORD));
+    assert!(!format!("{config:?}").contains(KEY));
 }

@@ -86,9 +86,33 @@ fn describe() {
         "baton_bus_publish_dropped_total",
         "Bus messages dropped because the publish queue was full (NATS slow or down)."
     );
+    describe_counter!(
+        "baton_bus_deltas_dropped_total",
+        "Token deltas not published because the publish queue was half full."
+    );
+    describe_counter!(
+        "baton_sse_deltas_dropped_total",
+        "Token deltas an SSE client missed because its delta buffer was full."
+    );
+    describe_counter!(
+        "baton_checkpoints_saved_total",
+        "Run checkpoints sealed and saved (after turns and before hand-offs)."
+    );
+    describe_counter!(
+        "baton_checkpoints_restored_total",
+        "Drivers that started a run from a checkpoint."
+    );
+    describe_counter!(
+        "baton_checkpoints_skipped_total",
+        "Checkpoints skipped because they did not open or verify."
+    );
+    describe_counter!(
+        "baton_tool_calls_recovered_total",
+        "Interrupted tool calls found by a driver, by how they were handled (rerun, uncertain)."
+    );
     describe_gauge!(
         "baton_db_pool_connections",
-        "Database connections by pool (app, control) and state (idle, in_use)."
+        "Database connections by pool (app, control, checkpoint) and state (idle, in_use)."
     );
     describe_gauge!(
         "baton_db_pool_max_connections",

@@ -5,7 +5,8 @@
 
 use crate::dockerfile::dockerfile;
 use crate::render::{
-    DSN_SECRET, Rendered, container, container_env, env_entry, int, selects, value_set, value_sets,
+    DSN_SECRET, KEYRING_SECRET, Rendered, container, container_env, env_entry, int, selects,
+    value_set, value_sets,
 };
 use crate::tools::{
     CHART, K8S_VERSIONS, NAMESPACE, RELEASE, cargo_toml, chart_dir, read, text, tools,
@@ -148,7 +149,39 @@ fn default_values_deploy_the_team_tier_for_rolling_upgrades() {
     ] {
         assert_eq!(config.get(key).map(String::as_str), Some(want), "{key}");
     }
+    for (key, want) in [
+        ("BATON_CRYPTO__KEYS_DIR", "/etc/baton/keyring"),
+        ("BATON_CRYPTO__ACTIVE_KEY", "k1"),
+    ] {
+        for (what, c) in [("Deployment", c), ("Job", container(r.one("Job")))] {
+            assert_eq!(
+                env_entry(c, key).expect("keyring setting")["value"],
+                want,
+                "{what} {key}"
+            );
+        }
+    }
     assert_no_secrets_in_config_maps(&r);
+    // The keyring Secret is mounted read-only where crypto.keys_dir points; its keys are
+    // files, never variables.
+    let volume = pod["spec"]["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .find(|v| v["secret"]["secretName"] == KEYRING_SECRET)
+        .expect("keyring volume");
+    let mount = c["volumeMounts"]
+        .as_array()
+        .expect("mounts")
+        .iter()
+        .find(|m| m["name"] == volume["name"])
+        .expect("keyring mount");
+    assert_eq!(mount["readOnly"], true);
+    assert_eq!(mount["mountPath"], "/etc/baton/keyring");
+    assert!(
+        !c["env"].to_string().contains(KEYRING_SECRET),
+        "the keys are not passed as variables"
+    );
     assert_eq!(
         c["envFrom"],
         json!([{"configMapRef": {"name": r.one("ConfigMap")["metadata"]["name"]}}])

@@ -93,6 +93,8 @@ fn the_schema_offers_only_keys_this_baton_knows_and_the_chart_does_not_set() {
         "database.url",
         "database.migrate_on_start",
         "bus.nats_url",
+        "crypto.keys_dir",
+        "crypto.active_key",
     ];
     let config = &schema["properties"]["config"];
     assert_eq!(config["additionalProperties"], false);

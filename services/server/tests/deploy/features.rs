@@ -1,6 +1,7 @@
 //! The chart's optional objects and settings, one value set each: the HPA, the NetworkPolicy
-//! with the NATS URL from a Secret, the ServiceMonitor on `/metrics` with the keyring mount,
-//! and replicas that migrate at start with settings passed through from values.
+//! with the NATS URL from a Secret, the ServiceMonitor on `/metrics`, and replicas that
+//! migrate at start with settings passed through from values. (The keyring mount every
+//! install has is checked with the defaults, in `chart`.)
 
 use crate::chart::{assert_no_secrets_in_config_maps, pre_stop_sleep};
 use crate::render::{container, env_entry, int, selects, value_set};
@@ -59,8 +60,7 @@ fn optional_features_render_what_they_promise() {
     assert_no_secrets_in_config_maps(&r);
 
     // ServiceMonitor (a CRD: no schema in kubernetes-validate, so its shape is checked here):
-    // it scrapes /metrics, which the API serves on its own port, the Service's `http`. And
-    // the reserved keyring Secret mounted read-only.
+    // it scrapes /metrics, which the API serves on its own port, the Service's `http`.
     let r = by_name("service-monitor");
     let sm = r.one("ServiceMonitor");
     let service = r.one("Service");
@@ -78,24 +78,6 @@ fn optional_features_render_what_they_promise() {
     assert_eq!(endpoint["port"], service["spec"]["ports"][0]["name"]);
     assert_eq!(endpoint["port"], "http");
     assert_eq!(endpoint["path"], "/metrics");
-    let pod = &r.pod()["spec"];
-    let volume = pod["volumes"]
-        .as_array()
-        .expect("volumes")
-        .iter()
-        .find(|v| v["secret"]["secretName"] == "baton-keyring")
-        .expect("keyring volume");
-    let mount = r.container()["volumeMounts"]
-        .as_array()
-        .expect("mounts")
-        .iter()
-        .find(|m| m["name"] == volume["name"])
-        .expect("keyring mount");
-    assert_eq!(mount["readOnly"], true);
-    assert!(
-        !r.container()["env"].to_string().contains("baton-keyring"),
-        "the reserved keyring is not passed as BATON_* variables this build would refuse"
-    );
 
     // Without the hook: each replica migrates at start; settings from values pass through.
     let r = by_name("no-migration-hook");

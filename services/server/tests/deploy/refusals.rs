@@ -23,6 +23,21 @@ fn chart_refuses_to_render_without_its_requirements_or_with_secrets_in_values() 
         ),
         ("no NATS", dsn.clone(), "a NATS URL is required"),
         (
+            "no keyring",
+            merged(dsn.clone(), nats.clone()),
+            "encryption.existingSecret is required",
+        ),
+        (
+            "no active key",
+            merged(required(), json!({"encryption": {"activeKey": ""}})),
+            "encryption.activeKey is required",
+        ),
+        (
+            "an active key id baton refuses",
+            merged(required(), json!({"encryption": {"activeKey": "k 1"}})),
+            "activeKey",
+        ),
+        (
             "NATS credentials in values",
             merged(
                 dsn.clone(),

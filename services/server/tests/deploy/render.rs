@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
 pub const DSN_SECRET: &str = "baton-db";
+pub const KEYRING_SECRET: &str = "baton-keyring";
 /// The pod name the downward API stands in for.
 pub const POD: &str = "baton-7d9f8c6b5-x2k4q";
 
@@ -18,11 +19,12 @@ pub struct ValueSet {
     pub values: Value,
 }
 
-/// The least an install needs: the DSN Secret and a NATS URL.
+/// The least an install needs: the DSN Secret, a NATS URL and the keyring Secret.
 pub fn required() -> Value {
     json!({
         "database": {"existingSecret": {"name": DSN_SECRET}},
         "nats": {"url": "nats://nats.messaging:4222"},
+        "encryption": {"existingSecret": KEYRING_SECRET, "activeKey": "k1"},
     })
 }
 
@@ -79,8 +81,7 @@ pub fn value_sets() -> Vec<ValueSet> {
             values: merged(
                 required(),
                 json!({
-                    "metrics": {"serviceMonitor": {"enabled": true, "labels": {"release": "prom"}}},
-                    "encryption": {"existingSecret": "baton-keyring"}
+                    "metrics": {"serviceMonitor": {"enabled": true, "labels": {"release": "prom"}}}
                 }),
             ),
         },

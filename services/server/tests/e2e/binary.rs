@@ -1,5 +1,6 @@
 //! The `baton` binary as a child process: start-up refusals and `config explain`.
 
+use baton_testkit::replicas::{TEST_KEY, crypto_env};
 use std::process::{Command, Output};
 
 /// Runs `baton ARGS` in an empty temp dir with only `env` set (no inherited BATON_*).
@@ -31,7 +32,13 @@ fn team_tier_without_dsn_nats_or_auth_refuses_to_start_naming_each() {
     let out = baton(&["serve", "--tier", "team"], &[]);
     assert!(!out.status.success());
     let says = text(&out);
-    for missing in ["database.url", "bus.nats_url", "auth.required"] {
+    for missing in [
+        "database.url",
+        "bus.nats_url",
+        "auth.required",
+        "crypto.keys",
+        "crypto.active_key",
+    ] {
         assert!(says.contains(missing), "should name {missing}: {says}");
     }
     // With only the DSN given, the other two are still named; no fallback to SQLite.
@@ -91,10 +98,14 @@ fn config_explain_redacts_the_dsn_password_and_names_each_layer() {
                 "BATON_BUS__NATS_URL",
                 "nats://bus:natspw-secret@nats.internal:4222",
             ),
+            ("BATON_CRYPTO__KEYS__K1", TEST_KEY),
+            ("BATON_CRYPTO__ACTIVE_KEY", "k1"),
         ],
     );
     let says = text(&out);
     assert!(out.status.success(), "{says}");
+    assert!(!says.contains(TEST_KEY), "encryption key leaked: {says}");
+    assert!(says.contains("k1=***"), "{says}");
     assert!(
         !says.contains("hunter2-secret"),
         "DSN password leaked: {says}"
@@ -148,6 +159,8 @@ async fn team_tier_with_nats_unreachable_exits_naming_nats_instead_of_hanging() 
             &[
                 ("BATON_DATABASE__URL", url.as_str()),
                 ("BATON_BUS__NATS_URL", "nats://127.0.0.1:1"),
+                crypto_env()[0],
+                crypto_env()[1],
             ],
         )
     })
@@ -247,6 +260,8 @@ async fn migrate_applies_the_schema_once_and_serve_without_auth_uses_the_default
                 &[
                     ("BATON_DATABASE__URL", url.as_str()),
                     ("BATON_BUS__NATS_URL", "nats://127.0.0.1:4222"),
+                    crypto_env()[0],
+                    crypto_env()[1],
                 ],
             )
         })
@@ -289,6 +304,7 @@ async fn serve_without_migrate_on_start_refuses_an_unmigrated_database_naming_ba
             .env("BATON_DATABASE__URL", &url)
             .env("BATON_DATABASE__MIGRATE_ON_START", "false")
             .env("BATON_BUS__NATS_URL", "nats://127.0.0.1:4222")
+            .envs(crypto_env())
             .stdout(file.try_clone().expect("log file"))
             .stderr(file)
             .spawn()

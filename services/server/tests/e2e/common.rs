@@ -5,16 +5,17 @@ use baton_core::model::{ApiKey, Tenant};
 use baton_core::ports::{Clock, SystemClock};
 use baton_core::{Role, TenantId, keys};
 use baton_server::app::{self, RunningApp};
-use baton_server::config::{Bus, Config, Storage, Tier};
+use baton_server::config::{Bus, Config, Crypto, SqliteLocation, Storage, Tier};
 use baton_testkit::TestDatabase;
-use baton_testkit::replicas::nats_url;
-use secrecy::SecretString;
+use baton_testkit::replicas::{TEST_KEY, nats_url};
+use secrecy::{ExposeSecret, SecretString};
 use std::time::Duration;
 
 pub use baton_testkit::api::{Api, DEADLINE, assert_problem};
 
 pub struct TestApp {
     pub base: String,
+    config: Config,
     running: Option<RunningApp>,
     db: Option<TestDatabase>,
     _dir: tempfile::TempDir,
@@ -56,6 +57,11 @@ impl TestApp {
         config.bus = Bus::Nats {
             url: SecretString::from(nats.to_string()),
         };
+        config.crypto = Crypto::Keys {
+            keys: vec![("test".into(), SecretString::from(TEST_KEY))],
+            dir: None,
+            active: "test".into(),
+        };
         Self::start(config, dir, Some(db)).await
     }
 
@@ -66,6 +72,7 @@ impl TestApp {
         let running = app::start(&config, listener).await.expect("app starts");
         TestApp {
             base: format!("http://{}", running.addr),
+            config,
             running: Some(running),
             db,
             _dir: dir,
@@ -116,6 +123,84 @@ impl TestApp {
             .await
             .expect("key");
         issued.token
+    }
+
+    /// Stops the app and starts it again on the same database and data directory (and a
+    /// new port: clients need the new `base`).
+    pub async fn restart(self) -> Self {
+        let TestApp {
+            config,
+            running,
+            db,
+            _dir: dir,
+            ..
+        } = self;
+        if let Some(r) = running {
+            r.shutdown().await.expect("clean shutdown");
+        }
+        Self::start(config, dir, db).await
+    }
+
+    /// Every stored secret's `ciphertext` column, read from the database directly.
+    pub async fn stored_ciphertexts(&self) -> Vec<Vec<u8>> {
+        const QUERY: &str = "SELECT ciphertext FROM secrets";
+        match &self.config.storage {
+            Storage::Postgres { url, .. } => {
+                let pool = sqlx::PgPool::connect(url.expose_secret())
+                    .await
+                    .expect("connect");
+                let rows = sqlx::query_scalar(QUERY)
+                    .fetch_all(&pool)
+                    .await
+                    .expect("read");
+                pool.close().await;
+                rows
+            }
+            Storage::Sqlite {
+                location: SqliteLocation::File(path),
+                ..
+            } => {
+                let options = sqlx::sqlite::SqliteConnectOptions::new().filename(path);
+                let pool = sqlx::SqlitePool::connect_with(options).await.expect("open");
+                let rows = sqlx::query_scalar(QUERY)
+                    .fetch_all(&pool)
+                    .await
+                    .expect("read");
+                pool.close().await;
+                rows
+            }
+            other => panic!("no direct access to {other:?}"),
+        }
+    }
+
+    /// Runs one SQL statement on the database directly, as an operator (or an attacker with
+    /// database access) could.
+    pub async fn execute_sql(&self, statement: &'static str) {
+        match &self.config.storage {
+            Storage::Postgres { url, .. } => {
+                let pool = sqlx::PgPool::connect(url.expose_secret())
+                    .await
+                    .expect("connect");
+                sqlx::query(statement)
+                    .execute(&pool)
+                    .await
+                    .expect("execute");
+                pool.close().await;
+            }
+            Storage::Sqlite {
+                location: SqliteLocation::File(path),
+                ..
+            } => {
+                let options = sqlx::sqlite::SqliteConnectOptions::new().filename(path);
+                let pool = sqlx::SqlitePool::connect_with(options).await.expect("open");
+                sqlx::query(statement)
+                    .execute(&pool)
+                    .await
+                    .expect("execute");
+                pool.close().await;
+            }
+            other => panic!("no direct access to {other:?}"),
+        }
     }
 
     pub async fn stop(mut self) {

@@ -6,5 +6,7 @@ mod bad_input;
 mod binary;
 mod common;
 mod conversation;
+mod secrets;
 mod sse;
 mod tenancy;
+mod tools;

@@ -1,9 +1,13 @@
-//! `AgentStore` for both adapters: agent rows keyed by (tenant, id), listed newest first.
+//! `AgentStore` for both adapters: agent rows keyed by (tenant, id), listed newest first,
+//! and every version of each kept in `agent_versions`. Creating an agent and storing a
+//! new version each write the current row and its version row in one transaction; the
+//! version row is copied from the current row, so the two never disagree.
 
 /// Implements `AgentStore` for `$store`, whose `app` pool is a `sqlx::Pool<$db>`, mapping
-/// driver errors with `$classify`. Invoked through [`super::impl_ports!`].
+/// driver errors with `$classify`; its transactions start with the statement `$begin`.
+/// Invoked through [`super::impl_ports!`].
 macro_rules! impl_agent_store {
-    ($store:ty, $db:ty, $classify:path) => {
+    ($store:ty, $db:ty, $classify:path, $begin:literal) => {
         const _: () = {
             use async_trait::async_trait;
             use baton_core::StoreError;
@@ -13,7 +17,11 @@ macro_rules! impl_agent_store {
             use sqlx::QueryBuilder;
             use sqlx::types::Json;
             use $crate::plan::micros;
-            use $crate::rows::{AgentRow, agent_columns, map_all, provider_json};
+            use $crate::rows::{
+                AgentJson, AgentRow, agent_columns, agent_version_columns, map_all,
+            };
+
+            type Connection = <$db as sqlx::Database>::Connection;
 
             #[async_trait]
             impl AgentStore for $store {
@@ -23,23 +31,76 @@ macro_rules! impl_agent_store {
                     tenant: TenantId,
                     agent: &Agent,
                 ) -> Result<(), StoreError> {
+                    let json = AgentJson::of(agent)?;
+                    let mut tx = self.app.begin_with($begin).await.map_err($classify)?;
                     sqlx::query(concat!(
                         "INSERT INTO agents (",
                         agent_columns!(),
-                        ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+                        ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
                     ))
                     .bind(tenant.as_uuid())
                     .bind(agent.id.as_uuid())
                     .bind(&agent.name)
                     .bind(&agent.instructions)
-                    .bind(Json(provider_json(agent)?))
+                    .bind(Json(&json.provider))
+                    .bind(Json(&json.tools))
+                    .bind(Json(&json.limits))
                     .bind(agent.version)
                     .bind(micros(agent.created_at))
                     .bind(micros(agent.updated_at))
-                    .execute(&self.app)
+                    .execute(&mut *tx)
                     .await
                     .map_err($classify)?;
-                    Ok(())
+                    keep_version(&mut tx, tenant, agent.id).await?;
+                    tx.commit().await.map_err($classify)
+                }
+
+                /// `Conflict { expected: agent.version - 1, actual }` when the current
+                /// version is not the one below `agent`'s; `NotFound` for an agent that
+                /// does not exist in this tenant. The creation time stays the agent's.
+                async fn update_agent(
+                    &self,
+                    tenant: TenantId,
+                    agent: &Agent,
+                ) -> Result<(), StoreError> {
+                    let json = AgentJson::of(agent)?;
+                    let expected = agent.version - 1;
+                    let mut tx = self.app.begin_with($begin).await.map_err($classify)?;
+                    let updated = sqlx::query(
+                        "UPDATE agents SET name = $1, instructions = $2, provider = $3, \
+                         tools = $4, limits = $5, version = $6, updated_at = $7 \
+                         WHERE tenant_id = $8 AND id = $9 AND version = $10",
+                    )
+                    .bind(&agent.name)
+                    .bind(&agent.instructions)
+                    .bind(Json(&json.provider))
+                    .bind(Json(&json.tools))
+                    .bind(Json(&json.limits))
+                    .bind(agent.version)
+                    .bind(micros(agent.updated_at))
+                    .bind(tenant.as_uuid())
+                    .bind(agent.id.as_uuid())
+                    .bind(expected)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err($classify)?;
+                    if updated.rows_affected() != 1 {
+                        let actual: Option<i64> = sqlx::query_scalar(
+                            "SELECT version FROM agents WHERE tenant_id = $1 AND id = $2",
+                        )
+                        .bind(tenant.as_uuid())
+                        .bind(agent.id.as_uuid())
+                        .fetch_optional(&mut *tx)
+                        .await
+                        .map_err($classify)?;
+                        let _ = tx.rollback().await;
+                        return Err(match actual {
+                            Some(actual) => StoreError::Conflict { expected, actual },
+                            None => StoreError::NotFound,
+                        });
+                    }
+                    keep_version(&mut tx, tenant, agent.id).await?;
+                    tx.commit().await.map_err($classify)
                 }
 
                 async fn get_agent(
@@ -54,6 +115,27 @@ macro_rules! impl_agent_store {
                     ))
                     .bind(tenant.as_uuid())
                     .bind(id.as_uuid())
+                    .fetch_optional(&self.app)
+                    .await
+                    .map_err($classify)?;
+                    row.map(Agent::try_from).transpose()
+                }
+
+                async fn get_agent_version(
+                    &self,
+                    tenant: TenantId,
+                    id: AgentId,
+                    version: i64,
+                ) -> Result<Option<Agent>, StoreError> {
+                    let row: Option<AgentRow> = sqlx::query_as(concat!(
+                        "SELECT ",
+                        agent_version_columns!(),
+                        " FROM agent_versions \
+                         WHERE tenant_id = $1 AND agent_id = $2 AND version = $3"
+                    ))
+                    .bind(tenant.as_uuid())
+                    .bind(id.as_uuid())
+                    .bind(version)
                     .fetch_optional(&self.app)
                     .await
                     .map_err($classify)?;
@@ -84,6 +166,28 @@ macro_rules! impl_agent_store {
                         .map_err($classify)?;
                     map_all(rows)
                 }
+            }
+
+            /// Copies the agent's current row, just written, into `agent_versions`.
+            async fn keep_version(
+                conn: &mut Connection,
+                tenant: TenantId,
+                id: AgentId,
+            ) -> Result<(), StoreError> {
+                sqlx::query(
+                    "INSERT INTO agent_versions \
+                     (tenant_id, agent_id, version, name, instructions, provider, tools, \
+                     limits, created_at, updated_at) \
+                     SELECT tenant_id, id, version, name, instructions, provider, tools, \
+                     limits, created_at, updated_at \
+                     FROM agents WHERE tenant_id = $1 AND id = $2",
+                )
+                .bind(tenant.as_uuid())
+                .bind(id.as_uuid())
+                .execute(conn)
+                .await
+                .map_err($classify)?;
+                Ok(())
             }
         };
     };

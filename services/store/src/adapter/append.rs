@@ -1,8 +1,8 @@
 //! `RunStore::append` for both adapters: one transaction that stores the idempotency
 //! record first (a concurrent duplicate blocks on its key and then fails), checks the
-//! stream version with the run row locked, and writes the events with the runs and
-//! messages projections. How the transaction begins and how the row is locked are the
-//! backend's, passed in by [`super::impl_ports!`].
+//! stream version with the run row locked, and writes the events with the runs,
+//! messages and receipts (`receipts.rs`) projections. How the transaction begins and how
+//! the row is locked are the backend's, passed in by [`super::impl_ports!`].
 
 /// Implements the append transaction as `$store::append_events`. `$store`'s `app` pool is a
 /// `sqlx::Pool<$db>`; driver errors are mapped with `$classify`; the transaction starts
@@ -22,6 +22,8 @@ macro_rules! impl_append {
             use $crate::rows::{RunRow, run_columns};
 
             type Connection = <$db as sqlx::Database>::Connection;
+
+            $crate::adapter::receipts_projection!($db, $classify);
 
             impl $store {
                 async fn append_events(
@@ -130,7 +132,7 @@ macro_rules! impl_append {
                         sqlx::query(concat!(
                             "INSERT INTO runs (",
                             run_columns!(),
-                            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
+                            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
                         )),
                         &plan.summary
                     )
@@ -155,8 +157,9 @@ macro_rules! impl_append {
                             "UPDATE runs SET id = $1, tenant_id = $2, agent_id = $3, \
                              agent_version = $4, title = $5, status = $6, version = $7, \
                              message_count = $8, turn_count = $9, cancel_requested = $10, \
-                             last_error = $11, created_at = $12, updated_at = $13 \
-                             WHERE id = $1 AND tenant_id = $2 AND version = $14"
+                             pending_actions = $11, last_error = $12, created_at = $13, \
+                             updated_at = $14 \
+                             WHERE id = $1 AND tenant_id = $2 AND version = $15"
                         ),
                         &plan.summary
                     )
@@ -192,6 +195,7 @@ macro_rules! impl_append {
                     plan
                 };
                 let events = insert_rows(conn, tenant, &plan).await?;
+                project_receipts(conn, tenant, req, &plan).await?;
                 Ok(AppendOutcome::Appended {
                     run: Box::new(plan.summary),
                     events,

@@ -1,6 +1,8 @@
 //! The port implementations both adapters share, written once: `RunStore` (`runs.rs`),
-//! the append transaction (`append.rs`), `AgentStore` (`agents.rs`) and `TenantStore`
-//! (`tenants.rs`), plus the part of driver-error classification common to both.
+//! the append transaction (`append.rs`) with its receipts projection (`receipts.rs`),
+//! `LeaseStore` (`leases.rs`), `AgentStore` (`agents.rs`), `ToolStore` (`tools.rs`),
+//! `SecretStore` (`secrets.rs`) and `TenantStore` (`tenants.rs`), plus the part of
+//! driver-error classification common to both.
 //!
 //! Each port is a `macro_rules!` that an adapter expands with [`impl_ports!`], so every
 //! query is written once yet compiled against the driver's concrete types (generic
@@ -11,24 +13,33 @@
 
 mod agents;
 mod append;
+mod checkpoints;
 mod leases;
+mod receipts;
 mod runs;
+mod secrets;
 mod tenants;
+mod tools;
 
 pub(crate) use agents::impl_agent_store;
 pub(crate) use append::impl_append;
+pub(crate) use checkpoints::impl_checkpoint_store;
 pub(crate) use leases::impl_lease_store;
+pub(crate) use receipts::receipts_projection;
 pub(crate) use runs::impl_run_store;
+pub(crate) use secrets::impl_secret_store;
 pub(crate) use tenants::impl_tenant_store;
+pub(crate) use tools::impl_tool_store;
 
 use baton_core::StoreError;
 
-/// Implements `RunStore`, `LeaseStore`, `AgentStore` and `TenantStore` for an adapter's
-/// store, which must have an `app` field holding its request pool.
+/// Implements `RunStore`, `LeaseStore`, `AgentStore`, `ToolStore`, `SecretStore` and
+/// `TenantStore` for an adapter's store, which must have an `app` field holding its request pool.
 ///
 /// - `store`: the store type; `db`: its `sqlx::Database` (the pool is a `Pool<db>`).
 /// - `classify`: the adapter's `fn(sqlx::Error) -> StoreError`.
-/// - `begin`: the statement that starts an append's transaction.
+/// - `begin`: the statement that starts a writing transaction (an append, an agent's
+///   new version).
 /// - `lock_run`: appended to the `SELECT` that reads the run being appended to, to lock
 ///   its row until the transaction ends (`""` when `begin` already takes the lock).
 /// - `skip_locked`: appended to the `SELECT` of lease claim candidates so concurrent
@@ -42,12 +53,16 @@ macro_rules! impl_ports {
         begin: $begin:literal,
         lock_run: $lock_run:literal,
         skip_locked: $skip_locked:literal,
-        control: $control:ident $(,)?
+        control: $control:ident,
+        checkpoint: $checkpoint:ident $(,)?
     ) => {
         $crate::adapter::impl_run_store!($store, $db, $classify);
         $crate::adapter::impl_append!($store, $db, $classify, $begin, $lock_run);
         $crate::adapter::impl_lease_store!($store, $db, $classify, $begin, $skip_locked, $control);
-        $crate::adapter::impl_agent_store!($store, $db, $classify);
+        $crate::adapter::impl_agent_store!($store, $db, $classify, $begin);
+        $crate::adapter::impl_tool_store!($store, $db, $classify);
+        $crate::adapter::impl_secret_store!($store, $db, $classify);
+        $crate::adapter::impl_checkpoint_store!($store, $classify, $checkpoint);
         $crate::adapter::impl_tenant_store!($store, $classify);
     };
 }
@@ -58,7 +73,7 @@ pub(crate) use impl_ports;
 ///
 /// A unique violation becomes `Conflict { expected: 0, actual: 0 }`; the append path
 /// replaces the numbers with the stream's real version, and elsewhere (a duplicate tenant
-/// name, agent or key) it means "already exists". A foreign key violation (a row for a
+/// name, agent, tool or key) it means "already exists". A foreign key violation (a row for a
 /// tenant that does not exist) is `NotFound`. I/O failures, an exhausted or closed pool,
 /// a crashed worker and whatever `is_transient` accepts are `Unavailable` (worth
 /// retrying); everything else is `Other`.

@@ -1,5 +1,5 @@
-//! `RunStore` for both adapters: the reads of streams, runs, messages and idempotency
-//! records. Every query binds the tenant; `append` lives in `append.rs`.
+//! `RunStore` for both adapters: the reads of streams, runs, messages, receipts and
+//! idempotency records. Every query binds the tenant; `append` lives in `append.rs`.
 
 /// Implements `RunStore` for `$store`, whose `app` pool is a `sqlx::Pool<$db>`, mapping
 /// driver errors with `$classify`. Invoked through [`super::impl_ports!`].
@@ -8,15 +8,15 @@ macro_rules! impl_run_store {
         const _: () = {
             use async_trait::async_trait;
             use baton_core::StoreError;
-            use baton_core::model::{Message, RunSummary};
+            use baton_core::model::{Message, Receipt, RunSummary};
             use baton_core::ports::{
                 AppendOutcome, AppendRequest, IdempotencyRecord, RunListQuery, RunStore,
             };
             use baton_events::{Envelope, RunId, TenantId};
             use sqlx::QueryBuilder;
             use $crate::rows::{
-                EventRow, IdempotencyRow, MessageRow, RunRow, event_columns, idempotency_columns,
-                map_all, message_columns, run_columns,
+                EventRow, IdempotencyRow, MessageRow, ReceiptRow, RunRow, event_columns,
+                idempotency_columns, map_all, message_columns, receipt_columns, run_columns,
             };
 
             #[async_trait]
@@ -136,6 +136,25 @@ macro_rules! impl_run_store {
                     .await
                     .map_err($classify)?;
                     Ok(row.map(IdempotencyRecord::from))
+                }
+
+                async fn list_receipts(
+                    &self,
+                    tenant: TenantId,
+                    run: RunId,
+                ) -> Result<Vec<Receipt>, StoreError> {
+                    let rows: Vec<ReceiptRow> = sqlx::query_as(concat!(
+                        "SELECT ",
+                        receipt_columns!(),
+                        " FROM receipts WHERE tenant_id = $1 AND run_id = $2 \
+                         ORDER BY created_version, id"
+                    ))
+                    .bind(tenant.as_uuid())
+                    .bind(run.as_uuid())
+                    .fetch_all(&self.app)
+                    .await
+                    .map_err($classify)?;
+                    map_all(rows)
                 }
 
                 async fn ping(&self) -> Result<(), StoreError> {

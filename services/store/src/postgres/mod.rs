@@ -20,6 +20,8 @@ pub struct PgOptions {
     /// Connections reserved for lease renewal and adoption, so request load never
     /// starves them.
     pub control_pool_size: u32,
+    /// Connections for checkpoint writes, so a burst of checkpoints never delays requests.
+    pub checkpoint_pool_size: u32,
     /// Server-side limit on any one statement (`statement_timeout`).
     pub statement_timeout: Duration,
     /// How long to wait for a connection, new or pooled, before reporting `Unavailable`.
@@ -27,13 +29,14 @@ pub struct PgOptions {
 }
 
 impl PgOptions {
-    /// Options with the defaults: 10 app and 2 control connections, 30 s statement
-    /// timeout, 5 s acquire timeout.
+    /// Options with the defaults: 10 app, 2 control and 2 checkpoint connections, 30 s
+    /// statement timeout, 5 s acquire timeout.
     pub fn new(url: impl Into<String>) -> Self {
         PgOptions {
             url: url.into(),
             app_pool_size: 10,
             control_pool_size: 2,
+            checkpoint_pool_size: 2,
             statement_timeout: Duration::from_secs(30),
             acquire_timeout: Duration::from_secs(5),
         }
@@ -46,6 +49,7 @@ impl fmt::Debug for PgOptions {
             .field("url", &redact(&self.url))
             .field("app_pool_size", &self.app_pool_size)
             .field("control_pool_size", &self.control_pool_size)
+            .field("checkpoint_pool_size", &self.checkpoint_pool_size)
             .field("statement_timeout", &self.statement_timeout)
             .field("acquire_timeout", &self.acquire_timeout)
             .finish()
@@ -57,10 +61,11 @@ impl fmt::Debug for PgOptions {
 pub struct PgStore {
     app: PgPool,
     control: PgPool,
+    checkpoint: PgPool,
 }
 
 impl PgStore {
-    /// Connects both pools. The `app` pool opens a connection at once, so a wrong DSN or
+    /// Connects the pools. The `app` pool opens a connection at once, so a wrong DSN or
     /// an unreachable server fails here; the `control` pool connects on first use.
     /// Migrations are not run here: see [`crate::migrate::postgres`].
     pub async fn connect(opts: &PgOptions) -> Result<Self, StoreError> {
@@ -78,8 +83,13 @@ impl PgStore {
             .connect_with(connect.clone())
             .await
             .map_err(classify)?;
-        let control = pool(opts.control_pool_size).connect_lazy_with(connect);
-        Ok(PgStore { app, control })
+        let control = pool(opts.control_pool_size).connect_lazy_with(connect.clone());
+        let checkpoint = pool(opts.checkpoint_pool_size).connect_lazy_with(connect);
+        Ok(PgStore {
+            app,
+            control,
+            checkpoint,
+        })
     }
 
     /// The pool serving requests.
@@ -88,11 +98,12 @@ impl PgStore {
     }
 
     /// The small pool reserved for lease renewal and adoption.
-    /// Both pools' state, for metrics.
+    /// The pools' state, for metrics.
     pub fn pool_stats(&self) -> Vec<crate::PoolStats> {
         vec![
             crate::PoolStats::of("app", &self.app),
             crate::PoolStats::of("control", &self.control),
+            crate::PoolStats::of("checkpoint", &self.checkpoint),
         ]
     }
 
@@ -100,10 +111,11 @@ impl PgStore {
         &self.control
     }
 
-    /// Closes both pools, waiting for connections in use to be returned.
+    /// Closes the pools, waiting for connections in use to be returned.
     pub async fn close(&self) {
         self.app.close().await;
         self.control.close().await;
+        self.checkpoint.close().await;
     }
 }
 
@@ -119,6 +131,8 @@ crate::adapter::impl_ports! {
     skip_locked: " FOR UPDATE SKIP LOCKED",
     // Lease renewal and adoption never wait behind request load.
     control: control,
+    // Nor does anything wait behind a burst of checkpoint writes.
+    checkpoint: checkpoint,
 }
 
 /// The one place Postgres driver errors become [`StoreError`]s: the shared rules of

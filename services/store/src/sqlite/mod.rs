@@ -121,6 +121,7 @@ crate::adapter::impl_ports! {
     skip_locked: "",
     // One pool: a single process drives an embedded database.
     control: app,
+    checkpoint: app,
 }
 
 /// The one place SQLite driver errors become [`StoreError`]s: the shared rules of

@@ -1,9 +1,11 @@
-//! Contract: agents, tenants and API keys round-trip.
+//! Contract: agents (with their versions), tools, tenants and API keys round-trip.
 
 use crate::support::*;
-use baton_core::model::{ApiKey, Tenant};
+use baton_core::model::{
+    Agent, AgentLimits, ApiKey, OpenAiSpec, ProviderSpec, SecretHeader, Tenant, Tool, ToolKindSpec,
+};
 use baton_core::{Role, StoreError};
-use baton_events::TenantId;
+use baton_events::{TenantId, ToolEffect, ToolId};
 
 pub async fn agents_round_trip_and_list_newest_first<S: Store>(s: &S) {
     let t = tenant(s).await;
@@ -102,4 +104,267 @@ pub async fn tenants_and_api_keys_round_trip<S: Store>(s: &S) {
     };
     let unknown = s.create_api_key(&orphan, &[10u8; 32]).await;
     assert!(matches!(unknown, Err(StoreError::NotFound)), "{unknown:?}");
+}
+
+pub async fn agent_versions_are_kept_and_updates_must_follow_the_current_one<S: Store>(s: &S) {
+    let t = tenant(s).await;
+    let v1 = Agent {
+        tools: vec![ToolId::new(), ToolId::new()],
+        limits: AgentLimits {
+            max_steps: 3,
+            max_tool_calls: 5,
+            turn_timeout_ms: 60_000,
+            max_output_tokens: Some(256),
+        },
+        ..agent(t, "helper")
+    };
+    s.create_agent(t, &v1).await.expect("create");
+    assert_eq!(s.get_agent(t, v1.id).await.expect("get"), Some(v1.clone()));
+    assert_eq!(
+        s.get_agent_version(t, v1.id, 1).await.expect("version"),
+        Some(v1.clone())
+    );
+
+    let v2 = Agent {
+        name: "helper two".into(),
+        instructions: "be thorough".into(),
+        provider: ProviderSpec::Openai(OpenAiSpec {
+            base_url: "http://127.0.0.1:8000/v1".into(),
+            model: "small".into(),
+            api_key_secret: Some("openai".into()),
+            request_timeout_ms: 30_000,
+            max_retries: 2,
+            retry_budget_ms: 60_000,
+            stream: false,
+            temperature: Some(0.5),
+        }),
+        tools: vec![v1.tools[1]],
+        limits: AgentLimits::default(),
+        version: 2,
+        updated_at: v1.updated_at + chrono::Duration::seconds(5),
+        ..v1.clone()
+    };
+    s.update_agent(t, &v2).await.expect("update");
+    assert_eq!(s.get_agent(t, v1.id).await.expect("get"), Some(v2.clone()));
+    assert_eq!(
+        s.get_agent_version(t, v1.id, 2).await.expect("version"),
+        Some(v2.clone())
+    );
+    assert_eq!(
+        s.get_agent_version(t, v1.id, 1).await.expect("version"),
+        Some(v1.clone())
+    );
+    assert_eq!(
+        s.get_agent_version(t, v1.id, 3).await.expect("version"),
+        None
+    );
+    assert_eq!(
+        s.list_agents(t, None, 10).await.expect("list"),
+        vec![v2.clone()]
+    );
+
+    // Another writer's version 2 lost; so does one that skips a version.
+    let stale = Agent {
+        name: "late".into(),
+        ..v2.clone()
+    };
+    let lost = s.update_agent(t, &stale).await;
+    assert!(
+        matches!(
+            lost,
+            Err(StoreError::Conflict {
+                expected: 1,
+                actual: 2
+            })
+        ),
+        "{lost:?}"
+    );
+    let ahead = s
+        .update_agent(
+            t,
+            &Agent {
+                version: 4,
+                ..v2.clone()
+            },
+        )
+        .await;
+    assert!(
+        matches!(
+            ahead,
+            Err(StoreError::Conflict {
+                expected: 3,
+                actual: 2
+            })
+        ),
+        "{ahead:?}"
+    );
+    assert_eq!(s.get_agent(t, v1.id).await.expect("get"), Some(v2.clone()));
+    assert_eq!(
+        s.get_agent_version(t, v1.id, 4).await.expect("version"),
+        None
+    );
+
+    let missing = Agent {
+        version: 2,
+        ..agent(t, "nobody")
+    };
+    let unknown = s.update_agent(t, &missing).await;
+    assert!(matches!(unknown, Err(StoreError::NotFound)), "{unknown:?}");
+
+    // Another tenant can neither read nor change any version.
+    let other = tenant(s).await;
+    let foreign = s
+        .update_agent(
+            other,
+            &Agent {
+                tenant: other,
+                version: 3,
+                ..v2.clone()
+            },
+        )
+        .await;
+    assert!(matches!(foreign, Err(StoreError::NotFound)), "{foreign:?}");
+    assert_eq!(
+        s.get_agent_version(other, v1.id, 1).await.expect("version"),
+        None
+    );
+    assert_eq!(s.get_agent(t, v1.id).await.expect("get"), Some(v2));
+}
+
+pub async fn tools_round_trip_list_newest_first_and_are_unique_by_name<S: Store>(s: &S) {
+    let t = tenant(s).await;
+    let mut made = vec![tool(t, "search")];
+    made.push(Tool {
+        effect: ToolEffect::Mutation,
+        idempotent: true,
+        requires_approval: true,
+        kind: ToolKindSpec::Http {
+            url: "https://tools.example/deploy".into(),
+            secret_headers: vec![SecretHeader {
+                header: "Authorization".into(),
+                secret: "deploy-token".into(),
+            }],
+        },
+        ..tool(t, "deploy")
+    });
+    made.push(Tool {
+        kind: ToolKindSpec::Client,
+        ..tool(t, "ask_user")
+    });
+    for tool in &made {
+        s.create_tool(t, tool).await.expect("create");
+    }
+    for tool in &made {
+        assert_eq!(
+            s.get_tool(t, tool.id).await.expect("get").as_ref(),
+            Some(tool)
+        );
+    }
+    assert_eq!(s.get_tool(t, ToolId::new()).await.expect("get"), None);
+    let first = s.list_tools(t, None, 2).await.expect("list");
+    assert_eq!(first, vec![made[2].clone(), made[1].clone()]);
+    let rest = s.list_tools(t, Some(made[1].id), 2).await.expect("list");
+    assert_eq!(rest, vec![made[0].clone()]);
+
+    let same_name = s.create_tool(t, &tool(t, "search")).await;
+    assert!(
+        matches!(
+            same_name,
+            Err(StoreError::Conflict {
+                expected: 0,
+                actual: 0
+            })
+        ),
+        "{same_name:?}"
+    );
+    let same_id = s
+        .create_tool(
+            t,
+            &Tool {
+                name: "renamed".into(),
+                ..made[0].clone()
+            },
+        )
+        .await;
+    assert!(
+        matches!(
+            same_id,
+            Err(StoreError::Conflict {
+                expected: 0,
+                actual: 0
+            })
+        ),
+        "{same_id:?}"
+    );
+    assert_eq!(s.list_tools(t, None, 10).await.expect("list").len(), 3);
+
+    let orphan = tool(TenantId::new(), "orphan");
+    let unknown = s.create_tool(orphan.tenant, &orphan).await;
+    assert!(matches!(unknown, Err(StoreError::NotFound)), "{unknown:?}");
+}
+
+pub async fn another_tenants_tools_are_invisible_and_their_names_free<S: Store>(s: &S) {
+    let (owner, other) = (tenant(s).await, tenant(s).await);
+    let mine = tool(owner, "search");
+    s.create_tool(owner, &mine).await.expect("create");
+    assert_eq!(s.get_tool(other, mine.id).await.expect("get"), None);
+    assert!(
+        s.list_tools(other, None, 10)
+            .await
+            .expect("list")
+            .is_empty()
+    );
+
+    let theirs = tool(other, "search");
+    s.create_tool(other, &theirs)
+        .await
+        .expect("same name, other tenant");
+    assert_eq!(
+        s.list_tools(other, None, 10).await.expect("list"),
+        vec![theirs]
+    );
+    assert_eq!(
+        s.list_tools(owner, None, 10).await.expect("list"),
+        vec![mine]
+    );
+}
+
+pub async fn concurrent_agent_updates_have_exactly_one_winner<S: Store>(s: &S) {
+    let t = tenant(s).await;
+    let v1 = agent(t, "contested");
+    s.create_agent(t, &v1).await.expect("create");
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let (s, v1) = (s.clone(), v1.clone());
+        tasks.push(tokio::spawn(async move {
+            let v2 = Agent {
+                name: format!("writer {i}"),
+                version: 2,
+                ..v1
+            };
+            s.update_agent(t, &v2).await.map(|()| v2)
+        }));
+    }
+    let mut winners = Vec::new();
+    for task in tasks {
+        match task.await.expect("task") {
+            Ok(v2) => winners.push(v2),
+            Err(StoreError::Conflict {
+                expected: 1,
+                actual: 2,
+            }) => {}
+            Err(e) => panic!("unexpected outcome {e:?}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "{winners:?}");
+    let won = winners.pop();
+    assert_eq!(s.get_agent(t, v1.id).await.expect("get"), won);
+    assert_eq!(
+        s.get_agent_version(t, v1.id, 2).await.expect("version"),
+        won
+    );
+    assert_eq!(
+        s.get_agent_version(t, v1.id, 1).await.expect("version"),
+        Some(v1)
+    );
 }

@@ -3,9 +3,12 @@
 //! and SQLite in memory — so the adapters cannot drift apart. Each case is its own test,
 //! so `cargo nextest` runs them in parallel.
 
+mod checkpoints;
 mod directory;
 mod idempotency;
 mod leases;
+mod receipts;
+mod secrets;
 mod streams;
 mod support;
 mod tenancy;
@@ -65,6 +68,20 @@ contract!(
     tenancy::ping_answers,
     directory::agents_round_trip_and_list_newest_first,
     directory::tenants_and_api_keys_round_trip,
+    directory::agent_versions_are_kept_and_updates_must_follow_the_current_one,
+    directory::concurrent_agent_updates_have_exactly_one_winner,
+    directory::tools_round_trip_list_newest_first_and_are_unique_by_name,
+    directory::another_tenants_tools_are_invisible_and_their_names_free,
+    receipts::an_approved_call_moves_through_approval_intent_and_result,
+    receipts::a_denied_call_stays_denied_after_its_result,
+    receipts::an_uncertain_call_is_resolved_and_retried,
+    receipts::a_result_without_an_intent_records_a_call_that_never_ran,
+    receipts::a_client_tool_holds_the_run_until_the_client_answers,
+    receipts::the_events_of_one_append_see_each_others_receipts,
+    receipts::receipts_list_in_the_order_they_were_created,
+    receipts::receipts_are_scoped_by_tenant,
+    receipts::an_unreadable_receipt_is_reported_and_blocks_its_call,
+    receipts::a_model_reply_with_content_adds_an_assistant_message,
     leases::only_runs_with_work_are_claimed_and_a_live_lease_is_not_taken,
     leases::an_expired_lease_is_adopted_with_a_higher_epoch,
     leases::renewal_returns_exactly_the_leases_still_held,
@@ -73,4 +90,12 @@ contract!(
     leases::concurrent_claimers_never_claim_one_run_twice,
     leases::release_needs_the_current_epoch,
     leases::a_handed_off_lease_is_claimed_at_once_as_a_hand_off_and_fences_its_owner,
+    secrets::a_secret_round_trips_sealed_bytes_and_metadata,
+    secrets::putting_a_taken_name_replaces_the_value_and_keeps_created_at,
+    secrets::secrets_list_as_metadata_in_name_order_with_a_cursor,
+    secrets::delete_reports_whether_the_secret_existed,
+    secrets::another_tenant_can_neither_read_list_nor_delete_a_secret,
+    secrets::a_secret_of_an_unknown_tenant_is_not_found,
+    checkpoints::checkpoints_round_trip_newest_first_and_list_without_contents,
+    checkpoints::another_tenants_checkpoints_are_invisible,
 );

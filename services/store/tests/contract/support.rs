@@ -2,14 +2,18 @@
 //! per test), raw-row access the ports do not offer, and builders for events and requests.
 
 use async_trait::async_trait;
-use baton_core::model::{Agent, ProviderSpec, RunSummary, ScriptedReply, Tenant};
+use baton_core::model::{
+    Agent, AgentLimits, ProviderSpec, Receipt, RunSummary, ScriptedReply, Tenant, Tool,
+    ToolKindSpec,
+};
 use baton_core::ports::{
-    AgentStore, AppendOutcome, AppendRequest, Clock, IdempotencyRecord, RunStore, SystemClock,
-    TenantStore,
+    AgentStore, AppendOutcome, AppendRequest, Clock, IdempotencyRecord, RunStore, SecretStore,
+    SystemClock, TenantStore, ToolStore,
 };
 use baton_events::{
-    AgentId, Envelope, EventMeta, MessageAppended, MessageId, MessageRole, NewEvent, RunCreated,
-    RunEvent, RunId, TenantId, TurnRequested,
+    AgentId, Decoded, Envelope, EventMeta, MessageAppended, MessageId, MessageRole, NewEvent,
+    ReceiptId, RunCreated, RunEvent, RunId, TenantId, ToolEffect, ToolId, TurnRequested,
+    TurnStarted,
 };
 use baton_store::{PgOptions, PgStore, SqliteStore, migrate};
 use baton_testkit::{TestDatabase, TestSqlite};
@@ -18,11 +22,30 @@ use serde_json::Value;
 
 /// What the contract suite needs of an adapter.
 pub trait Store:
-    RunStore + baton_core::ports::LeaseStore + AgentStore + TenantStore + Raw + Clone + 'static
+    RunStore
+    + baton_core::ports::LeaseStore
+    + AgentStore
+    + ToolStore
+    + SecretStore
+    + baton_core::ports::CheckpointStore
+    + TenantStore
+    + Raw
+    + Clone
+    + 'static
 {
 }
-impl<T: RunStore + baton_core::ports::LeaseStore + AgentStore + TenantStore + Raw + Clone + 'static>
-    Store for T
+impl<
+    T: RunStore
+        + baton_core::ports::LeaseStore
+        + AgentStore
+        + ToolStore
+        + SecretStore
+        + baton_core::ports::CheckpointStore
+        + TenantStore
+        + Raw
+        + Clone
+        + 'static,
+> Store for T
 {
 }
 
@@ -32,6 +55,15 @@ pub trait Raw: Send + Sync {
     /// Appends an event of any type and schema to a run's stream, as a newer build would
     /// (bumping the run's version), without going through `append`.
     async fn insert_raw_event(&self, tenant: TenantId, run: RunId, raw: RawEvent);
+
+    /// Replaces the stored body of a receipt, as a newer build might have written it.
+    async fn overwrite_receipt_body(
+        &self,
+        tenant: TenantId,
+        run: RunId,
+        receipt: ReceiptId,
+        body: Value,
+    );
 }
 
 pub struct RawEvent {
@@ -72,10 +104,41 @@ macro_rules! raw_insert {
     }};
 }
 
+macro_rules! raw_receipt_body {
+    ($pool:expr, $tenant:expr, $run:expr, $receipt:expr, $body:expr) => {{
+        let done = sqlx::query(
+            "UPDATE receipts SET body = $1 WHERE tenant_id = $2 AND run_id = $3 AND id = $4",
+        )
+        .bind(sqlx::types::Json(&$body))
+        .bind($tenant.as_uuid())
+        .bind($run.as_uuid())
+        .bind($receipt.as_uuid())
+        .execute($pool)
+        .await
+        .expect("overwrite receipt body");
+        assert_eq!(
+            done.rows_affected(),
+            1,
+            "no receipt {} to overwrite",
+            $receipt
+        );
+    }};
+}
+
 #[async_trait]
 impl Raw for PgStore {
     async fn insert_raw_event(&self, tenant: TenantId, run: RunId, raw: RawEvent) {
         raw_insert!(self.app_pool(), tenant, run, raw);
+    }
+
+    async fn overwrite_receipt_body(
+        &self,
+        tenant: TenantId,
+        run: RunId,
+        receipt: ReceiptId,
+        body: Value,
+    ) {
+        raw_receipt_body!(self.app_pool(), tenant, run, receipt, body);
     }
 }
 
@@ -83,6 +146,16 @@ impl Raw for PgStore {
 impl Raw for SqliteStore {
     async fn insert_raw_event(&self, tenant: TenantId, run: RunId, raw: RawEvent) {
         raw_insert!(self.pool(), tenant, run, raw);
+    }
+
+    async fn overwrite_receipt_body(
+        &self,
+        tenant: TenantId,
+        run: RunId,
+        receipt: ReceiptId,
+        body: Value,
+    ) {
+        raw_receipt_body!(self.pool(), tenant, run, receipt, body);
     }
 }
 
@@ -237,10 +310,77 @@ pub fn agent(tenant: TenantId, name: &str) -> Agent {
                 content: "hello".into(),
                 delay_ms: 5,
                 complete_run: false,
+                tool_calls: vec![],
             }],
         },
+        tools: vec![],
+        limits: AgentLimits::default(),
         version: 1,
         created_at: at,
         updated_at: at,
     }
+}
+
+/// An HTTP tool of `tenant` that reads.
+pub fn tool(tenant: TenantId, name: &str) -> Tool {
+    let at = now();
+    Tool {
+        id: ToolId::new(),
+        tenant,
+        name: name.into(),
+        description: format!("the {name} tool"),
+        input_schema: serde_json::json!({
+            "type": "object",
+            "properties": { "q": { "type": "string" } },
+            "required": ["q"],
+        }),
+        effect: ToolEffect::Read,
+        idempotent: false,
+        requires_approval: false,
+        timeout_ms: 5_000,
+        kind: ToolKindSpec::Http {
+            url: format!("https://tools.example/{name}"),
+            secret_headers: vec![],
+        },
+        created_at: at,
+        updated_at: at,
+    }
+}
+
+/// A run of `tenant` in its first turn (`running`); returns it and its version.
+pub async fn run_in_turn<S: Store>(s: &S, tenant: TenantId) -> (RunId, i64) {
+    let run = RunId::new();
+    let events = vec![
+        created(tenant),
+        message(tenant, MessageRole::User, "go"),
+        turn_requested(tenant, 1),
+        event(tenant, RunEvent::TurnStarted(TurnStarted { turn: 1 })),
+    ];
+    let (summary, _) = append_ok(s, tenant, request(run, 0, events)).await;
+    (run, summary.version)
+}
+
+/// The receipts projection as a pure fold of the run's stored events.
+pub async fn folded_receipts<S: Store>(s: &S, tenant: TenantId, run: RunId) -> Vec<Receipt> {
+    let mut rows: Vec<Receipt> = Vec::new();
+    for e in all_events(s, tenant, run).await {
+        let Decoded::Known(known) = e.decode() else {
+            continue;
+        };
+        let Some(id) = Receipt::id_of(&known) else {
+            continue;
+        };
+        let at = rows.iter().position(|r| r.id == id);
+        let before = at.map(|i| rows[i].clone());
+        match (
+            Receipt::apply(before, run, &known, e.version, e.recorded_at),
+            at,
+        ) {
+            (Some(after), Some(i)) => rows[i] = after,
+            (Some(after), None) => rows.push(after),
+            (None, _) => {}
+        }
+    }
+    rows.sort_by_key(|r| (r.created_version, r.id));
+    rows
 }

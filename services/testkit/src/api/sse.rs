@@ -69,10 +69,14 @@ impl Api {
     }
 }
 
-/// Decodes one SSE event; `None` for frames without data (comments, retry hints). Panics
-/// unless the data is JSON whose `version` and `type` are the frame's id and event name.
+/// The name of the ephemeral events carrying a streaming model reply's deltas.
+pub const DELTA: &str = "message.delta";
+
+/// Decodes one SSE event; `None` for frames without data (comments, retry hints) and
+/// for ephemeral deltas (see [`decode_delta`]). Panics unless the data is JSON whose
+/// `version` and `type` are the frame's id and event name.
 pub fn decode(ev: &Event) -> Option<Frame> {
-    if ev.data.is_empty() {
+    if ev.data.is_empty() || ev.event == DELTA {
         return None;
     }
     let envelope: Value = serde_json::from_str(&ev.data).expect("envelope JSON");
@@ -85,6 +89,14 @@ pub fn decode(ev: &Event) -> Option<Frame> {
         envelope,
         received_at: SystemTime::now(),
     })
+}
+
+/// The payload of an ephemeral `message.delta` event; `None` for any other frame.
+pub fn decode_delta(ev: &Event) -> Option<Value> {
+    if ev.event != DELTA {
+        return None;
+    }
+    Some(serde_json::from_str(&ev.data).expect("delta JSON"))
 }
 
 /// The next event of a stream that must stay well-formed; `None` when it ends.

@@ -1,7 +1,7 @@
 //! Tests of `config explain`: every key, its layer, aligned output and redaction.
 
 use super::super::*;
-use super::{PASSWORD, env, file, load_ok, with_env};
+use super::{KEY, PASSWORD, env, file, load_ok, with_env};
 
 fn dsn() -> String {
     format!("postgres://baton:{PASSWORD}@db.internal:5433/baton?sslmode=require")
@@ -45,6 +45,9 @@ cluster.lease_ttl_ms           15000           default
 cluster.renew_interval_ms      5000            default
 cluster.adopt_interval_ms      2000            default
 cluster.adopt_batch            100             default
+crypto.keys                    (unset)         default
+crypto.keys_dir                (unset)         default
+crypto.active_key              (unset)         default
 ";
     assert_eq!(text, expected);
 }
@@ -88,7 +91,7 @@ fn explain_covers_every_schema_key_exactly_once() {
     unique.sort_unstable();
     unique.dedup();
     assert_eq!(unique.len(), keys.len());
-    assert_eq!(keys.len(), 25);
+    assert_eq!(keys.len(), 28);
 }
 
 #[test]
@@ -190,6 +193,42 @@ fn explain_redacts_a_dsn_and_nats_url_given_via_cli() {
     let nats = row(&loaded, "bus.nats_url");
     assert_eq!(nats.value, "nats://bus:***@n1:4222,nats://n2:4222");
     assert_eq!(nats.source, Layer::Cli("--nats-url"));
+}
+
+#[test]
+fn explain_shows_key_ids_but_never_keys_from_file_or_env() {
+    let (_dir, path) = file(&format!(
+        "[crypto]\nactive_key = \"2025-01\"\nkeys_dir = \"/etc/baton/keyring\"\n\
+         [crypto.keys]\n\"2025-01\" = \"{KEY}\"\n"
+    ));
+    let loaded = load_ok(Sources {
+        config_path: Some(path.clone()),
+        env: env(&[("BATON_CRYPTO__KEYS__OLD", KEY)]),
+        ..Sources::default()
+    });
+    let text = loaded.explain();
+    assert!(!text.contains(KEY), "{text}");
+    let keys = row(&loaded, "crypto.keys");
+    assert_eq!(keys.value, "2025-01=***,old=***");
+    assert_eq!(row(&loaded, "crypto.active_key").value, "2025-01");
+    assert_eq!(
+        row(&loaded, "crypto.active_key").source,
+        Layer::File(path.clone())
+    );
+    assert_eq!(row(&loaded, "crypto.keys_dir").value, "/etc/baton/keyring");
+    assert!(!format!("{loaded:?}").contains(KEY));
+
+    let from_env = load_ok(with_env(&[
+        ("BATON_CRYPTO__KEYS__K1", KEY),
+        ("BATON_CRYPTO__ACTIVE_KEY", "k1"),
+    ]));
+    let keys = row(&from_env, "crypto.keys");
+    assert_eq!(keys.value, "k1=***");
+    assert!(
+        matches!(&keys.source, Layer::Env(name) if name.starts_with("BATON_CRYPTO__KEYS")),
+        "{keys}"
+    );
+    assert!(!from_env.explain().contains(KEY));
 }
 
 #[test]

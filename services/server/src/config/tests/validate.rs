@@ -6,7 +6,7 @@ use std::time::Duration;
 use secrecy::ExposeSecret;
 
 use super::super::*;
-use super::{load_ok, with_env};
+use super::{KEY, file, load_ok, with_env};
 
 const DSN: &str = "postgres://baton:pw@db:5432/baton";
 const NATS: &str = "nats://nats:4222";
@@ -21,6 +21,8 @@ fn team(overrides: &[(&str, &str)]) -> Vec<(String, String)> {
         ("BATON_DATABASE__URL", DSN),
         ("BATON_BUS__NATS_URL", NATS),
         ("BATON_AUTH__REQUIRED", "true"),
+        ("BATON_CRYPTO__KEYS__K1", KEY),
+        ("BATON_CRYPTO__ACTIVE_KEY", "k1"),
     ];
     for (k, v) in overrides {
         vars.retain(|(name, _)| name != k);
@@ -99,10 +101,12 @@ fn team_tier_names_every_missing_requirement_in_one_error() {
     let err = validate_env(&[("BATON_TIER", "team")]).expect_err("nothing configured");
     assert_eq!(
         err.to_string(),
-        "tier team requires: database.url (a postgres:// DSN), bus.nats_url, auth.required = true"
+        "tier team requires: database.url (a postgres:// DSN), bus.nats_url, \
+         auth.required = true, crypto.keys or crypto.keys_dir (an encryption key), \
+         crypto.active_key"
     );
 
-    let cases: [(&[(&str, &str)], &str); 4] = [
+    let cases: [(&[(&str, &str)], &str); 6] = [
         (
             &[("BATON_DATABASE__URL", "")],
             "database.url (a postgres:// DSN)",
@@ -113,6 +117,11 @@ fn team_tier_names_every_missing_requirement_in_one_error() {
         ),
         (&[("BATON_BUS__NATS_URL", "")], "bus.nats_url"),
         (&[("BATON_AUTH__REQUIRED", "false")], "auth.required = true"),
+        (
+            &[("BATON_CRYPTO__KEYS__K1", "")],
+            "crypto.keys or crypto.keys_dir (an encryption key)",
+        ),
+        (&[("BATON_CRYPTO__ACTIVE_KEY", "")], "crypto.active_key"),
     ];
     for (overrides, expected) in cases {
         match validate_team(overrides) {
@@ -296,4 +305,115 @@ fn embedded_constructor_for_tests_listens_on_port_zero() {
             if p == &PathBuf::from("/tmp/baton-test/baton.db")
     ));
     assert!(matches!(config.bus, Bus::InProcess));
+}
+
+#[test]
+fn team_tier_uses_the_configured_keys_and_active_key() {
+    let config = validate_team(&[(
+        "BATON_CRYPTO__KEYS__K0",
+        "ZmVkY2JhOTg3NjU0MzIxMGZlZGNiYTk4NzY1NDMyMTA=",
+    )])
+    .expect("valid");
+    match &config.crypto {
+        Crypto::Keys { keys, dir, active } => {
+            let ids: Vec<&str> = keys.iter().map(|(id, _)| id.as_str()).collect();
+            assert_eq!(ids, ["k0", "k1"], "env ids are lower case");
+            assert_eq!(keys[1].1.expose_secret(), KEY);
+            assert_eq!(dir, &None);
+            assert_eq!(active, "k1");
+        }
+        other => panic!("expected configured keys, got {other:?}"),
+    }
+    // A key directory may hold the active key: it is read at start-up.
+    let config = validate_team(&[
+        ("BATON_CRYPTO__KEYS__K1", ""),
+        ("BATON_CRYPTO__KEYS_DIR", "/etc/baton/keyring"),
+        ("BATON_CRYPTO__ACTIVE_KEY", "2025-06"),
+    ])
+    .expect("valid");
+    assert!(matches!(
+        &config.crypto,
+        Crypto::Keys { keys, dir: Some(d), active }
+            if keys.is_empty() && d == &PathBuf::from("/etc/baton/keyring") && active == "2025-06"
+    ));
+}
+
+#[test]
+fn embedded_without_keys_generates_one_under_data_dir() {
+    let config = validate_env(&[("BATON_DATA_DIR", "/var/lib/baton")]).expect("valid");
+    assert!(matches!(
+        &config.crypto,
+        Crypto::Generated { dir } if dir == &PathBuf::from("/var/lib/baton/keyring")
+    ));
+    assert_eq!(GENERATED_KEY_ID, "local");
+    let config = validate_env(&[
+        ("BATON_CRYPTO__KEYS__K1", KEY),
+        ("BATON_CRYPTO__ACTIVE_KEY", "k1"),
+    ])
+    .expect("valid");
+    assert!(matches!(&config.crypto, Crypto::Keys { active, .. } if active == "k1"));
+}
+
+#[test]
+fn bad_keys_are_refused_naming_the_key_id_never_the_key() {
+    let short = "c2hvcnQta2V5LXNlY3JldA==";
+    let cases = [
+        (
+            vec![
+                ("BATON_CRYPTO__KEYS__K1", short),
+                ("BATON_CRYPTO__ACTIVE_KEY", "k1"),
+            ],
+            "crypto.keys",
+            "\"k1\" is 16 bytes long",
+        ),
+        (
+            vec![
+                ("BATON_CRYPTO__KEYS__K1", "not base64 at all!"),
+                ("BATON_CRYPTO__ACTIVE_KEY", "k1"),
+            ],
+            "crypto.keys",
+            "not valid standard base64",
+        ),
+        (
+            vec![
+                ("BATON_CRYPTO__KEYS__K1", KEY),
+                ("BATON_CRYPTO__ACTIVE_KEY", "k2"),
+            ],
+            "crypto.active_key",
+            "\"k2\" is not one of crypto.keys (k1)",
+        ),
+        (
+            vec![("BATON_CRYPTO__KEYS__K1", KEY)],
+            "crypto.active_key",
+            "is required",
+        ),
+        (
+            vec![("BATON_CRYPTO__ACTIVE_KEY", "k1")],
+            "crypto.active_key",
+            "no key is",
+        ),
+    ];
+    for (vars, expected_key, says) in cases {
+        match validate_env(&vars) {
+            Err(err @ ConfigError::Invalid { key, .. }) => {
+                assert_eq!(key, expected_key, "{vars:?}");
+                let text = err.to_string();
+                assert!(text.contains(says), "{vars:?}: {text}");
+                assert!(!text.contains(KEY) && !text.contains(short), "{text}");
+            }
+            other => panic!("{vars:?}: expected Invalid, got {other:?}"),
+        }
+    }
+    // From a file, an id outside [A-Za-z0-9._-] is refused, named.
+    let (_dir, path) = file(&format!(
+        "[crypto]\nactive_key = \"a b\"\n[crypto.keys]\n\"a b\" = \"{KEY}\"\n"
+    ));
+    let err = load_ok(Sources {
+        config_path: Some(path),
+        ..Sources::default()
+    })
+    .validate()
+    .expect_err("bad id");
+    assert!(err.to_string().contains("invalid key id \"a b\""), "{err}");
+    assert!(!err.to_string().contains(KEY), "{err}");
 }

@@ -1,202 +1,11 @@
-//! The turn loop against a real (SQLite) store and the in-process bus.
+//! The turn loop: answers, failures, cancels, shutdown, adoption and parking.
 
-use baton_bus::InProcessBus;
-use baton_core::agents::{Agents, NewAgent};
-use baton_core::model::{ProviderSpec, RunStatus, RunSummary, ScriptedReply};
-use baton_core::ports::{AgentStore, Clock, RunDriver, RunStore, SystemClock};
-use baton_core::runs::{CreateRun, EventLog, PostMessage, Runs};
-use baton_core::{AgentId, Principal, Role, RunId, TenantId};
+use crate::world::{ports, world, world_with};
+use baton_core::model::RunStatus;
+use baton_core::ports::{Clock, SystemClock};
+use baton_core::runs::PostMessage;
 use baton_engine::{Engine, EngineOptions};
-use baton_store::SqliteStore;
-use std::sync::Arc;
 use std::time::Duration;
-
-struct World {
-    store: SqliteStore,
-    runs: Runs,
-    engine: Engine,
-    owner: Principal,
-}
-
-/// A wake-up sink for use cases whose runs no engine should see yet.
-struct Nobody;
-impl RunDriver for Nobody {
-    fn wake(&self, _: TenantId, _: RunId) {}
-}
-
-async fn world() -> World {
-    world_with(EngineOptions {
-        // Adoption only when a test calls run_once, so tests decide when it happens.
-        adopt_every: Duration::from_secs(3600),
-        ..EngineOptions::new("test")
-    })
-    .await
-}
-
-async fn world_with(opts: EngineOptions) -> World {
-    let store = SqliteStore::in_memory().await.expect("store");
-    let tenant = baton_core::model::Tenant {
-        id: TenantId::new(),
-        name: "t".into(),
-        created_at: SystemClock.now(),
-    };
-    baton_core::ports::TenantStore::create_tenant(&store, &tenant)
-        .await
-        .expect("tenant");
-    let log = EventLog {
-        store: Arc::new(store.clone()),
-        bus: Arc::new(InProcessBus::new(64)),
-    };
-    let agents: Arc<dyn AgentStore> = Arc::new(store.clone());
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let engine = Engine::new(
-        log.clone(),
-        Arc::new(store.clone()),
-        agents.clone(),
-        clock.clone(),
-        opts,
-    );
-    engine.start().await.expect("engine starts");
-    let runs = Runs {
-        log,
-        replica: "test".into(),
-        agents,
-        driver: Arc::new(engine.clone()),
-        clock,
-    };
-    World {
-        store,
-        runs,
-        engine,
-        owner: Principal {
-            tenant: tenant.id,
-            role: Role::Owner,
-            actor: "test".into(),
-        },
-    }
-}
-
-impl World {
-    async fn agent(&self, replies: &[(&str, u64, bool)]) -> AgentId {
-        let agents = Agents {
-            store: Arc::new(self.store.clone()),
-            clock: Arc::new(SystemClock),
-        };
-        let replies = replies
-            .iter()
-            .map(|(c, d, end)| ScriptedReply {
-                content: (*c).into(),
-                delay_ms: *d,
-                complete_run: *end,
-            })
-            .collect();
-        let new = NewAgent {
-            name: "a".into(),
-            instructions: String::new(),
-            provider: ProviderSpec::Scripted { replies },
-        };
-        agents.create(&self.owner, new).await.expect("agent").id
-    }
-
-    /// Runs use cases whose wake-ups go nowhere, as if the process died after commit.
-    fn unwoken(&self) -> Runs {
-        Runs {
-            driver: Arc::new(Nobody),
-            ..self.runs.clone()
-        }
-    }
-
-    async fn start(&self, runs: &Runs, agent: AgentId, message: &str) -> RunId {
-        let cmd = CreateRun {
-            agent_id: agent,
-            title: None,
-            message: Some(message.into()),
-            request_id: None,
-        };
-        runs.create_run(&self.owner, cmd).await.expect("run").run.id
-    }
-
-    async fn get(&self, run: RunId) -> RunSummary {
-        self.runs.get_run(&self.owner, run).await.expect("get run")
-    }
-
-    async fn wait_for(
-        &self,
-        run: RunId,
-        what: &str,
-        done: impl Fn(&RunSummary) -> bool,
-    ) -> RunSummary {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            let r = self.get(run).await;
-            if done(&r) {
-                return r;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "run never {what}: {r:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-
-    /// A second replica on the same database and bus, started, and the run use cases of
-    /// a replica that takes commands there.
-    async fn other_replica(&self, name: &str) -> (Engine, Runs) {
-        let other = Engine::new(
-            self.runs.log.clone(),
-            Arc::new(self.store.clone()),
-            Arc::new(self.store.clone()),
-            Arc::new(SystemClock),
-            EngineOptions::new(name),
-        );
-        other.start().await.expect("start");
-        let via_other = Runs {
-            driver: Arc::new(other.clone()),
-            ..self.runs.clone()
-        };
-        (other, via_other)
-    }
-
-    /// A run this engine parked: its agent's provider is one this build cannot read,
-    /// as if a newer replica had saved it.
-    async fn parked_run(&self) -> RunId {
-        let agent = self.agent(&[("never", 0, false)]).await;
-        let run = self.start(&self.unwoken(), agent, "hi").await;
-        sqlx::query("UPDATE agents SET provider = ? WHERE id = ?")
-            .bind(r#"{"kind":"from_the_future"}"#)
-            .bind(agent.as_uuid())
-            .execute(self.store.pool())
-            .await
-            .expect("corrupt the agent");
-        assert_eq!(self.engine.run_once().await.expect("sweep"), 1);
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while self.engine.active_runs() > 0 || self.get(run).await.status != RunStatus::Running {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the driver never gave up"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        run
-    }
-
-    /// Every event of the run, in order.
-    async fn events(&self, run: RunId) -> Vec<baton_events::Envelope> {
-        self.store
-            .read_stream(self.owner.tenant, run, 0, 500)
-            .await
-            .expect("read")
-    }
-
-    async fn types(&self, run: RunId) -> Vec<String> {
-        self.events(run)
-            .await
-            .into_iter()
-            .map(|e| e.event_type)
-            .collect()
-    }
-}
 
 #[tokio::test]
 async fn a_turn_records_the_answer_and_settles_the_run_in_one_append() {
@@ -207,6 +16,7 @@ async fn a_turn_records_the_answer_and_settles_the_run_in_one_append() {
         .wait_for(run, "waiting", |r| r.status == RunStatus::Waiting)
         .await;
     assert_eq!(done.message_count, 2);
+    w.settled_types(run).await;
     let events = w.events(run).await;
     let types: Vec<_> = events.iter().map(|e| e.event_type.as_str()).collect();
     assert_eq!(
@@ -217,9 +27,14 @@ async fn a_turn_records_the_answer_and_settles_the_run_in_one_append() {
             "turn.requested",
             "lease.acquired",
             "turn.started",
-            "message.appended",
-            "turn.completed"
+            "model.completed",
+            "turn.completed",
+            "checkpoint.saved"
         ]
+    );
+    assert_eq!(
+        events[7].data["through_version"], 7,
+        "snapshots the settled turn"
     );
     assert_eq!(events[3].data["owner"], "test");
     assert_eq!(events[3].data["reason"], "new");
@@ -228,8 +43,9 @@ async fn a_turn_records_the_answer_and_settles_the_run_in_one_append() {
         "announced with the first step"
     );
     let (answer, settled) = (&events[5], &events[6]);
-    assert_eq!(answer.data["role"], "assistant");
     assert_eq!(answer.data["content"], "hello");
+    assert_eq!(answer.data["step"], 1);
+    assert_eq!(answer.data["finish_reason"], "stop");
     assert_eq!(answer.recorded_at, settled.recorded_at, "one append");
     assert_eq!(answer.meta.actor.as_deref(), Some("engine"));
     assert_eq!(answer.meta.replica.as_deref(), Some("test"));
@@ -255,8 +71,9 @@ async fn a_turn_past_the_end_of_the_script_fails_and_frees_the_run() {
         r.last_error.map(|e| e.code).as_deref(),
         Some("script_exhausted")
     );
+    let types = w.settled_types(run).await;
     assert_eq!(
-        w.types(run).await.last().map(String::as_str),
+        types.iter().rev().nth(1).map(String::as_str),
         Some("turn.failed")
     );
 }
@@ -329,13 +146,7 @@ async fn a_turn_interrupted_by_shutdown_writes_nothing_and_is_taken_again_after_
     assert_eq!(stopped.message_count, 1);
 
     // A new engine on the same database, as after a restart.
-    let restarted = Engine::new(
-        w.runs.log.clone(),
-        Arc::new(w.store.clone()),
-        Arc::new(w.store.clone()),
-        Arc::new(SystemClock),
-        EngineOptions::new("test-2"),
-    );
+    let restarted = Engine::new(ports(&w.store, &w.runs.log), EngineOptions::new("test-2"));
     assert_eq!(restarted.run_once().await.expect("sweep"), 1);
     let r = w
         .wait_for(run, "answered", |r| r.status == RunStatus::Waiting)

@@ -1,0 +1,49 @@
+//! `/v1/tools`: define, get and list the tenant's tools (admins define, everyone reads).
+
+use super::{PageBody, parse_cursor};
+use crate::auth::Caller;
+use crate::error::{ApiResult, Problem};
+use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::routes::agents::ListQuery;
+use crate::state::AppState;
+use axum::extract::State;
+use axum::http::StatusCode;
+use baton_core::ToolId;
+use baton_core::model::Tool;
+use baton_core::tools::NewTool;
+
+/// Define a tool (admin).
+#[utoipa::path(post, path = "/v1/tools", tag = "tools", request_body = NewTool,
+    responses((status = 201, body = Tool), (status = "4XX", body = Problem)))]
+pub async fn create(
+    State(st): State<AppState>,
+    Caller(p): Caller,
+    ApiJson(new): ApiJson<NewTool>,
+) -> ApiResult<(StatusCode, axum::Json<Tool>)> {
+    let tool = st.tools.create(&p, new).await?;
+    Ok((StatusCode::CREATED, axum::Json(tool)))
+}
+
+/// List tools, newest first.
+#[utoipa::path(get, path = "/v1/tools", tag = "tools", params(ListQuery),
+    responses((status = 200, body = PageBody<Tool>), (status = "4XX", body = Problem)))]
+pub async fn list(
+    State(st): State<AppState>,
+    Caller(p): Caller,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> ApiResult<axum::Json<PageBody<Tool>>> {
+    let cursor = parse_cursor::<ToolId>(q.cursor.as_deref())?;
+    Ok(axum::Json(st.tools.list(&p, cursor, q.limit).await?.into()))
+}
+
+/// Get one tool.
+#[utoipa::path(get, path = "/v1/tools/{tool_id}", tag = "tools",
+    params(("tool_id" = String, Path, description = "Tool id")),
+    responses((status = 200, body = Tool), (status = "4XX", body = Problem)))]
+pub async fn get(
+    State(st): State<AppState>,
+    Caller(p): Caller,
+    ApiPath(id): ApiPath<ToolId>,
+) -> ApiResult<axum::Json<Tool>> {
+    Ok(axum::Json(st.tools.get(&p, id).await?))
+}

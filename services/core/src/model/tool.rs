@@ -1,0 +1,70 @@
+//! Tool definitions of a tenant: what an agent may call, how Baton calls it, and what
+//! the call may change. Tools are attached to agents by id.
+
+use baton_events::{TenantId, ToolEffect, ToolId};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// A tenant's tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Tool {
+    pub id: ToolId,
+    #[serde(skip)]
+    pub tenant: TenantId,
+    /// Unique within the tenant; what the model calls (`[A-Za-z0-9_-]{1,64}`).
+    pub name: String,
+    pub description: String,
+    /// JSON schema of the arguments; calls that do not match get an error result
+    /// without running.
+    pub input_schema: serde_json::Value,
+    pub effect: ToolEffect,
+    /// The tool recognises a repeated call by its `Idempotency-Key`: a call left
+    /// without a result by a crash may be sent again.
+    pub idempotent: bool,
+    /// A member approves each call before it runs.
+    pub requires_approval: bool,
+    /// One call may take this long.
+    pub timeout_ms: u64,
+    pub kind: ToolKindSpec,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// How a tool is carried out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ToolKindSpec {
+    /// Baton POSTs the arguments as JSON to `url` with the receipt id as
+    /// `Idempotency-Key`; the (size-capped) response body is the output, a non-2xx
+    /// answer an error result.
+    Http {
+        url: String,
+        /// Request headers whose values come from the tenant's encrypted secrets.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        secret_headers: Vec<SecretHeader>,
+    },
+    /// The run waits in `requires_action` until the API client submits the output.
+    Client,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SecretHeader {
+    pub header: String,
+    /// The name of the tenant secret holding the header's value.
+    pub secret: String,
+}
+
+impl Tool {
+    pub fn kind(&self) -> baton_events::ToolKind {
+        match self.kind {
+            ToolKindSpec::Http { .. } => baton_events::ToolKind::Http,
+            ToolKindSpec::Client => baton_events::ToolKind::Client,
+        }
+    }
+
+    /// A call left without a result may be sent again without asking anyone.
+    pub fn safe_to_repeat(&self) -> bool {
+        self.effect == ToolEffect::Read || self.idempotent
+    }
+}

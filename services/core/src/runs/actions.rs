@@ -1,0 +1,268 @@
+//! What members and API clients do for a turn that waits (`requires_action`): decide
+//! an approval, submit the outputs of client tools, resolve an uncertain call; and the
+//! receipts listing. Each command checks the receipt's state and appends against the
+//! run version it read, so two racing decisions cannot both land; then it wakes the
+//! run's driver.
+
+use super::{MAX_ATTEMPTS, Runs, meta};
+use crate::auth::{Action, Principal};
+use crate::error::{CoreError, StoreError};
+use crate::model::{Receipt, ReceiptState, RunSummary};
+use crate::ports::{AppendOutcome, AppendRequest};
+use crate::validate;
+use baton_events::{
+    ApprovalDecided, ApprovalId, NewEvent, ReceiptId, Resolution, RunEvent, RunId, ToolOutcome,
+    ToolResolved, ToolResult,
+};
+use serde::Deserialize;
+
+/// Largest output a client or member may submit for one call.
+pub const MAX_OUTPUT_CHARS: usize = 200_000;
+/// Most outputs one submission may carry.
+pub const MAX_OUTPUTS: usize = 128;
+
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalDecision {
+    pub approve: bool,
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolOutput {
+    /// The receipt of a call in state `awaiting_client`.
+    pub receipt_id: ReceiptId,
+    pub output: String,
+    /// The tool failed: the model is told the output is an error.
+    #[serde(default)]
+    pub is_error: bool,
+}
+
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiptResolution {
+    pub resolution: Resolution,
+    /// Required with `complete`: the call's output as the model will see it.
+    #[serde(default)]
+    pub output: Option<String>,
+}
+
+impl Runs {
+    pub async fn list_receipts(
+        &self,
+        p: &Principal,
+        run: RunId,
+    ) -> Result<Vec<Receipt>, CoreError> {
+        p.require(Action::ReadRuns)?;
+        self.load(p.tenant, run).await?;
+        Ok(self.log.store.list_receipts(p.tenant, run).await?)
+    }
+
+    pub async fn decide_approval(
+        &self,
+        p: &Principal,
+        run: RunId,
+        approval: ApprovalId,
+        decision: ApprovalDecision,
+    ) -> Result<Receipt, CoreError> {
+        p.require(Action::ResolveActions)?;
+        if let Some(r) = &decision.reason {
+            validate::text("reason", r, super::MAX_TITLE_CHARS * 10)?;
+        }
+        let found = self
+            .act(p, run, |_, receipts| {
+                let r = receipts
+                    .iter()
+                    .find(|r| r.approval_id == Some(approval))
+                    .ok_or(CoreError::NotFound("approval"))?;
+                if r.state != ReceiptState::AwaitingApproval {
+                    return Err(CoreError::WrongState(format!(
+                        "approval {approval} was already decided (the call is {})",
+                        r.state.as_str()
+                    )));
+                }
+                Ok((
+                    vec![RunEvent::ApprovalDecided(ApprovalDecided {
+                        approval_id: approval,
+                        receipt_id: r.id,
+                        approved: decision.approve,
+                        reason: decision.reason.clone(),
+                    })],
+                    r.id,
+                ))
+            })
+            .await?;
+        self.receipt(p, run, found).await
+    }
+
+    pub async fn submit_tool_outputs(
+        &self,
+        p: &Principal,
+        run: RunId,
+        outputs: Vec<ToolOutput>,
+    ) -> Result<Vec<Receipt>, CoreError> {
+        p.require(Action::ResolveActions)?;
+        if outputs.is_empty() || outputs.len() > MAX_OUTPUTS {
+            return Err(CoreError::invalid(format!(
+                "tool_outputs must hold 1 to {MAX_OUTPUTS} outputs"
+            )));
+        }
+        for (i, o) in outputs.iter().enumerate() {
+            validate::text(
+                &format!("tool_outputs[{i}].output"),
+                &o.output,
+                MAX_OUTPUT_CHARS,
+            )?;
+            if outputs[..i].iter().any(|x| x.receipt_id == o.receipt_id) {
+                return Err(CoreError::invalid(format!(
+                    "tool_outputs lists receipt {} twice",
+                    o.receipt_id
+                )));
+            }
+        }
+        let ids = self
+            .act(p, run, |_, receipts| {
+                let mut events = Vec::with_capacity(outputs.len());
+                for o in &outputs {
+                    let r = receipts
+                        .iter()
+                        .find(|r| r.id == o.receipt_id)
+                        .ok_or(CoreError::NotFound("receipt"))?;
+                    if r.state != ReceiptState::AwaitingClient {
+                        return Err(CoreError::WrongState(format!(
+                            "receipt {} does not await a client output (it is {})",
+                            r.id,
+                            r.state.as_str()
+                        )));
+                    }
+                    events.push(RunEvent::ToolResult(ToolResult {
+                        receipt_id: r.id,
+                        call_id: r.call_id.clone(),
+                        tool: r.tool.clone(),
+                        outcome: if o.is_error {
+                            ToolOutcome::Error
+                        } else {
+                            ToolOutcome::Ok
+                        },
+                        output: o.output.clone(),
+                        error: None,
+                        duration_ms: 0,
+                        truncated: false,
+                        from_client: true,
+                    }));
+                }
+                Ok((
+                    events,
+                    outputs.iter().map(|o| o.receipt_id).collect::<Vec<_>>(),
+                ))
+            })
+            .await?;
+        let receipts = self.log.store.list_receipts(p.tenant, run).await?;
+        Ok(receipts
+            .into_iter()
+            .filter(|r| ids.contains(&r.id))
+            .collect())
+    }
+
+    pub async fn resolve_receipt(
+        &self,
+        p: &Principal,
+        run: RunId,
+        receipt: ReceiptId,
+        res: ReceiptResolution,
+    ) -> Result<Receipt, CoreError> {
+        p.require(Action::ResolveActions)?;
+        match (&res.resolution, &res.output) {
+            (Resolution::Complete, None) => {
+                return Err(CoreError::invalid("resolution complete needs an output"));
+            }
+            (Resolution::Complete, Some(o)) => validate::text("output", o, MAX_OUTPUT_CHARS)?,
+            (_, Some(_)) => {
+                return Err(CoreError::invalid(
+                    "output is given only with resolution complete",
+                ));
+            }
+            (_, None) => {}
+        }
+        self.act(p, run, |_, receipts| {
+            let r = receipts
+                .iter()
+                .find(|r| r.id == receipt)
+                .ok_or(CoreError::NotFound("receipt"))?;
+            if r.state != ReceiptState::Uncertain {
+                return Err(CoreError::WrongState(format!(
+                    "receipt {receipt} is not uncertain (it is {})",
+                    r.state.as_str()
+                )));
+            }
+            Ok((
+                vec![RunEvent::ToolResolved(ToolResolved {
+                    receipt_id: receipt,
+                    resolution: res.resolution,
+                    output: res.output.clone(),
+                })],
+                (),
+            ))
+        })
+        .await?;
+        self.receipt(p, run, receipt).await
+    }
+
+    async fn receipt(
+        &self,
+        p: &Principal,
+        run: RunId,
+        id: ReceiptId,
+    ) -> Result<Receipt, CoreError> {
+        self.log
+            .store
+            .list_receipts(p.tenant, run)
+            .await?
+            .into_iter()
+            .find(|r| r.id == id)
+            .ok_or(CoreError::NotFound("receipt"))
+    }
+
+    /// Reads the run and its receipts, lets `decide` pick the events, appends them
+    /// against the version read (again from a fresh read after losing a race) and
+    /// wakes the run's driver.
+    async fn act<T>(
+        &self,
+        p: &Principal,
+        run_id: RunId,
+        decide: impl Fn(&RunSummary, &[Receipt]) -> Result<(Vec<RunEvent>, T), CoreError>,
+    ) -> Result<T, CoreError> {
+        for _ in 0..MAX_ATTEMPTS {
+            let run = self.load(p.tenant, run_id).await?;
+            if run.status.is_terminal() {
+                return Err(CoreError::RunEnded(run.status.as_str()));
+            }
+            let receipts = self.log.store.list_receipts(p.tenant, run_id).await?;
+            let (events, out) = decide(&run, &receipts)?;
+            let meta = meta(&self.replica, p, None);
+            let req = AppendRequest::new(
+                run_id,
+                run.version,
+                events
+                    .into_iter()
+                    .map(|e| NewEvent::new(e, meta.clone()))
+                    .collect(),
+                self.clock.now(),
+            );
+            match self.log.append(p.tenant, req).await {
+                Ok(AppendOutcome::Appended { .. }) => {
+                    self.driver.wake(p.tenant, run_id);
+                    return Ok(out);
+                }
+                Ok(AppendOutcome::Duplicate(_)) => {
+                    return Err(CoreError::Internal("unexpected idempotency hit".into()));
+                }
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(CoreError::Conflict)
+    }
+}

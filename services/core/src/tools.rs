@@ -1,0 +1,256 @@
+//! Tool use cases: define, get and list a tenant's tools. A definition is checked
+//! whole before it is stored: its name, its input schema (it must compile as a JSON
+//! schema), its timeout and how it is carried out.
+
+use crate::auth::{Action, Principal};
+use crate::error::CoreError;
+use crate::model::{SecretHeader, Tool, ToolKindSpec};
+use crate::page::{self, Page};
+use crate::ports::{Clock, ToolStore};
+use crate::validate;
+use baton_events::{ToolEffect, ToolId};
+use serde::Deserialize;
+use std::sync::Arc;
+
+pub const MAX_TOOL_NAME_CHARS: usize = 64;
+pub const MAX_DESCRIPTION_CHARS: usize = 4_000;
+pub const MAX_SCHEMA_BYTES: usize = 64 * 1024;
+pub const MAX_TIMEOUT_MS: u64 = 10 * 60 * 1000;
+pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+pub const MAX_SECRET_HEADERS: usize = 16;
+
+/// A tool definition as a client gives it.
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewTool {
+    /// What the model calls: `[A-Za-z0-9_-]{1,64}`, unique in the tenant.
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// JSON schema of the arguments; a call that does not match gets an error result.
+    pub input_schema: serde_json::Value,
+    /// `read` or `mutation`.
+    pub effect: ToolEffect,
+    /// The endpoint recognises a repeat by its `Idempotency-Key`.
+    #[serde(default)]
+    pub idempotent: bool,
+    #[serde(default)]
+    pub requires_approval: bool,
+    /// Per call, default 30000.
+    #[serde(default = "default_timeout")]
+    pub timeout_ms: u64,
+    /// `{"kind": "http", "url": ..., "secret_headers": [...]}` or `{"kind": "client"}`.
+    pub kind: ToolKindSpec,
+}
+
+fn default_timeout() -> u64 {
+    DEFAULT_TIMEOUT_MS
+}
+
+#[derive(Clone)]
+pub struct Tools {
+    pub store: Arc<dyn ToolStore>,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Tools {
+    pub async fn create(&self, p: &Principal, new: NewTool) -> Result<Tool, CoreError> {
+        p.require(Action::ManageTools)?;
+        validate(&new)?;
+        let now = self.clock.now();
+        let tool = Tool {
+            id: ToolId::new(),
+            tenant: p.tenant,
+            name: new.name,
+            description: new.description,
+            input_schema: new.input_schema,
+            effect: new.effect,
+            idempotent: new.idempotent,
+            requires_approval: new.requires_approval,
+            timeout_ms: new.timeout_ms,
+            kind: new.kind,
+            created_at: now,
+            updated_at: now,
+        };
+        match self.store.create_tool(p.tenant, &tool).await {
+            Err(crate::StoreError::Conflict { .. }) => Err(CoreError::AlreadyExists(format!(
+                "a tool named {:?} already exists",
+                tool.name
+            ))),
+            other => other.map(|()| tool).map_err(CoreError::from),
+        }
+    }
+
+    pub async fn get(&self, p: &Principal, id: ToolId) -> Result<Tool, CoreError> {
+        p.require(Action::ReadTools)?;
+        self.store
+            .get_tool(p.tenant, id)
+            .await?
+            .ok_or(CoreError::NotFound("tool"))
+    }
+
+    pub async fn list(
+        &self,
+        p: &Principal,
+        cursor: Option<ToolId>,
+        limit: Option<u32>,
+    ) -> Result<Page<Tool>, CoreError> {
+        p.require(Action::ReadTools)?;
+        let limit = page::limit(limit)?;
+        let items = self.store.list_tools(p.tenant, cursor, limit).await?;
+        let next_cursor = (items.len() == limit as usize)
+            .then(|| items.last().map(|t| t.id.to_string()))
+            .flatten();
+        Ok(Page { items, next_cursor })
+    }
+}
+
+/// A name a model can call, or a secret's name: `[A-Za-z0-9_-]{1,64}`.
+pub fn check_name(field: &str, name: &str) -> Result<(), CoreError> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_TOOL_NAME_CHARS
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if ok {
+        Ok(())
+    } else {
+        Err(CoreError::invalid(format!(
+            "{field} must be 1 to {MAX_TOOL_NAME_CHARS} letters, digits, '_' or '-'"
+        )))
+    }
+}
+
+fn validate(new: &NewTool) -> Result<(), CoreError> {
+    check_name("name", &new.name)?;
+    validate::text("description", &new.description, MAX_DESCRIPTION_CHARS)?;
+    check_schema(&new.input_schema)?;
+    if new.timeout_ms == 0 || new.timeout_ms > MAX_TIMEOUT_MS {
+        return Err(CoreError::invalid(format!(
+            "timeout_ms must be between 1 and {MAX_TIMEOUT_MS}"
+        )));
+    }
+    match &new.kind {
+        ToolKindSpec::Http {
+            url,
+            secret_headers,
+        } => {
+            validate::http_url("kind.url", url)?;
+            check_headers(secret_headers)
+        }
+        ToolKindSpec::Client => Ok(()),
+    }
+}
+
+/// The input schema is a JSON object that compiles as a JSON schema.
+fn check_schema(schema: &serde_json::Value) -> Result<(), CoreError> {
+    if !schema.is_object() {
+        return Err(CoreError::invalid("input_schema must be a JSON object"));
+    }
+    if schema.to_string().len() > MAX_SCHEMA_BYTES {
+        return Err(CoreError::invalid(format!(
+            "input_schema is larger than {MAX_SCHEMA_BYTES} bytes"
+        )));
+    }
+    jsonschema::validator_for(schema)
+        .map(|_| ())
+        .map_err(|e| CoreError::invalid(format!("input_schema is not a valid JSON schema: {e}")))
+}
+
+fn check_headers(headers: &[SecretHeader]) -> Result<(), CoreError> {
+    if headers.len() > MAX_SECRET_HEADERS {
+        return Err(CoreError::invalid(format!(
+            "kind.secret_headers holds more than {MAX_SECRET_HEADERS} headers"
+        )));
+    }
+    for (i, h) in headers.iter().enumerate() {
+        let token = !h.header.is_empty()
+            && h.header.len() <= 128
+            && h.header
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c));
+        if !token {
+            return Err(CoreError::invalid(format!(
+                "kind.secret_headers[{i}].header is not a valid header name"
+            )));
+        }
+        let reserved = ["content-type", "content-length", "host", "idempotency-key"];
+        if reserved.contains(&h.header.to_ascii_lowercase().as_str()) {
+            return Err(CoreError::invalid(format!(
+                "kind.secret_headers[{i}].header {} is set by Baton",
+                h.header
+            )));
+        }
+        check_name(&format!("kind.secret_headers[{i}].secret"), &h.secret)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(schema: serde_json::Value, kind: ToolKindSpec) -> NewTool {
+        NewTool {
+            name: "lookup".into(),
+            description: "Looks things up".into(),
+            input_schema: schema,
+            effect: ToolEffect::Read,
+            idempotent: false,
+            requires_approval: false,
+            timeout_ms: DEFAULT_TIMEOUT_MS,
+            kind,
+        }
+    }
+
+    fn err(r: Result<(), CoreError>) -> String {
+        r.err().map(|e| e.to_string()).unwrap_or_default()
+    }
+
+    #[test]
+    fn a_valid_http_tool_and_a_client_tool_pass() {
+        let http = ToolKindSpec::Http {
+            url: "http://127.0.0.1:9/hook".into(),
+            secret_headers: vec![SecretHeader {
+                header: "Authorization".into(),
+                secret: "hook_token".into(),
+            }],
+        };
+        assert!(validate(&tool(json!({"type": "object"}), http)).is_ok());
+        assert!(validate(&tool(json!({}), ToolKindSpec::Client)).is_ok());
+    }
+
+    #[test]
+    fn bad_names_schemas_urls_and_headers_are_named() {
+        let mut t = tool(json!({"type": "object"}), ToolKindSpec::Client);
+        t.name = "has space".into();
+        assert!(err(validate(&t)).contains("name must be"));
+        let t = tool(json!([1]), ToolKindSpec::Client);
+        assert!(err(validate(&t)).contains("input_schema must be a JSON object"));
+        let t = tool(json!({"type": "nonsense"}), ToolKindSpec::Client);
+        assert!(err(validate(&t)).contains("not a valid JSON schema"));
+        let t = tool(
+            json!({}),
+            ToolKindSpec::Http {
+                url: "file:///etc/passwd".into(),
+                secret_headers: vec![],
+            },
+        );
+        assert!(err(validate(&t)).contains("kind.url"));
+        let t = tool(
+            json!({}),
+            ToolKindSpec::Http {
+                url: "https://example.com/x".into(),
+                secret_headers: vec![SecretHeader {
+                    header: "Idempotency-Key".into(),
+                    secret: "s".into(),
+                }],
+            },
+        );
+        assert!(err(validate(&t)).contains("set by Baton"));
+        let mut t = tool(json!({}), ToolKindSpec::Client);
+        t.timeout_ms = 0;
+        assert!(err(validate(&t)).contains("timeout_ms"));
+    }
+}

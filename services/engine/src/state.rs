@@ -1,0 +1,212 @@
+//! A run's engine state, folded from its events: the conversation the model sees and
+//! where the current turn stands (its model steps, the tool calls of the latest step
+//! and what happened to each). The driver keeps it in memory and folds only the events
+//! after the last one it saw; a checkpoint is this state serialized.
+
+use crate::provider::{ChatMessage, ChatRole};
+use baton_events::{
+    ApprovalId, Decoded, Envelope, MessageRole, ReceiptId, Resolution, RunEvent, ToolCallRequest,
+    ToolIntent, ToolKind,
+};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Where one tool call of the current step stands.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) enum CallState {
+    /// The model asked for it; nothing recorded yet.
+    New,
+    AwaitingApproval,
+    Approved,
+    Denied {
+        reason: Option<String>,
+    },
+    /// Intent recorded and no result: running here, or left by a stopped replica.
+    Running(Box<ToolIntent>),
+    AwaitingClient,
+    /// Left without a result and not safe to repeat: a member resolves it.
+    Uncertain(Box<ToolIntent>),
+    /// A member asked to call it again.
+    RetryRequested(Box<ToolIntent>),
+    Done,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Call {
+    pub request: ToolCallRequest,
+    pub receipt: Option<ReceiptId>,
+    pub approval: Option<ApprovalId>,
+    pub state: CallState,
+}
+
+/// The state the engine continues a run from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub(crate) struct RunState {
+    /// The stream version folded so far.
+    pub version: i64,
+    /// User, assistant and tool messages, in order (the agent's instructions are not
+    /// part of it).
+    pub conversation: Vec<ChatMessage>,
+    /// The current (or last) turn.
+    pub turn: i64,
+    /// When the turn started or last resumed after waiting for an action: the turn
+    /// timeout counts from here.
+    pub active_since: Option<DateTime<Utc>>,
+    /// Model calls made in the current turn.
+    pub step: u32,
+    /// Tool calls recorded (intents and rejections) in the current turn.
+    pub tool_calls: u32,
+    /// The tool calls of the latest model step of the current turn.
+    pub calls: Vec<Call>,
+}
+
+impl RunState {
+    /// Folds events in stream order; an event this build cannot read stops the fold
+    /// with the reason (the run is left to a newer replica).
+    pub fn fold(&mut self, events: &[Envelope]) -> Result<(), String> {
+        for e in events {
+            if e.version <= self.version {
+                continue;
+            }
+            match e.decode() {
+                Decoded::Known(event) => self.apply(&event, e.recorded_at),
+                Decoded::Unknown { reason } => return Err(reason),
+            }
+            self.version = e.version;
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, event: &RunEvent, at: DateTime<Utc>) {
+        match event {
+            RunEvent::MessageAppended(m) => {
+                let role = match m.role {
+                    MessageRole::User => ChatRole::User,
+                    MessageRole::Assistant => ChatRole::Assistant,
+                    MessageRole::Tool => ChatRole::Tool,
+                    MessageRole::System => ChatRole::System,
+                };
+                self.conversation.push(ChatMessage::text(role, &m.content));
+            }
+            RunEvent::TurnStarted(t) => {
+                self.turn = t.turn;
+                self.active_since = Some(at);
+                self.step = 0;
+                self.tool_calls = 0;
+                self.calls.clear();
+            }
+            RunEvent::ModelCompleted(m) => {
+                self.step = m.step;
+                self.conversation.push(ChatMessage {
+                    role: ChatRole::Assistant,
+                    content: m.content.clone(),
+                    tool_calls: m.tool_calls.clone(),
+                    tool_call_id: None,
+                });
+                self.calls = m
+                    .tool_calls
+                    .iter()
+                    .map(|c| Call {
+                        request: c.clone(),
+                        receipt: None,
+                        approval: None,
+                        state: CallState::New,
+                    })
+                    .collect();
+            }
+            RunEvent::ApprovalRequested(a) => {
+                if let Some(c) = self.call_mut(&a.call_id) {
+                    c.receipt = Some(a.receipt_id);
+                    c.approval = Some(a.approval_id);
+                    c.state = CallState::AwaitingApproval;
+                }
+            }
+            RunEvent::ApprovalDecided(d) => {
+                self.active_since = Some(at);
+                if let Some(c) = self.by_receipt(d.receipt_id) {
+                    c.state = if d.approved {
+                        CallState::Approved
+                    } else {
+                        CallState::Denied {
+                            reason: d.reason.clone(),
+                        }
+                    };
+                }
+            }
+            RunEvent::ToolIntent(i) => {
+                if let Some(c) = self.call_mut(&i.call_id) {
+                    let first = matches!(c.state, CallState::New | CallState::Approved);
+                    c.receipt = Some(i.receipt_id);
+                    c.state = match i.kind {
+                        ToolKind::Http => CallState::Running(Box::new(i.clone())),
+                        ToolKind::Client => CallState::AwaitingClient,
+                    };
+                    self.tool_calls += u32::from(first);
+                }
+            }
+            RunEvent::ToolResult(r) => {
+                if r.from_client {
+                    self.active_since = Some(at);
+                }
+                if let Some(c) = self.call_mut(&r.call_id) {
+                    // A call rejected before it ran has a result and no intent.
+                    let first = c.state == CallState::New;
+                    c.receipt = Some(r.receipt_id);
+                    c.state = CallState::Done;
+                    self.tool_calls += u32::from(first);
+                }
+                self.conversation
+                    .push(ChatMessage::tool_output(&r.call_id, &r.output));
+            }
+            RunEvent::ToolUncertain(u) => {
+                if let Some(c) = self.by_receipt(u.receipt_id)
+                    && let CallState::Running(i) = &c.state
+                {
+                    c.state = CallState::Uncertain(i.clone());
+                }
+            }
+            RunEvent::ToolResolved(r) => {
+                self.active_since = Some(at);
+                self.resolve(r.receipt_id, r.resolution, &r.output);
+            }
+            RunEvent::TurnCompleted(_) | RunEvent::TurnFailed(_) | RunEvent::RunCancelled(_) => {
+                self.calls.clear();
+            }
+            _ => {}
+        }
+    }
+
+    fn resolve(&mut self, receipt: ReceiptId, resolution: Resolution, output: &Option<String>) {
+        let Some(c) = self.by_receipt(receipt) else {
+            return;
+        };
+        let call_id = c.request.id.clone();
+        let said = match resolution {
+            Resolution::Retry => {
+                // The intent is recorded again before the call is made again.
+                if let CallState::Uncertain(i) = &c.state {
+                    c.state = CallState::RetryRequested(i.clone());
+                }
+                return;
+            }
+            Resolution::Skip => "A member skipped this call; it did not run.".to_string(),
+            Resolution::Complete => output.clone().unwrap_or_default(),
+        };
+        c.state = CallState::Done;
+        self.conversation
+            .push(ChatMessage::tool_output(call_id, said));
+    }
+
+    fn call_mut(&mut self, call_id: &str) -> Option<&mut Call> {
+        self.calls.iter_mut().find(|c| c.request.id == call_id)
+    }
+
+    fn by_receipt(&mut self, receipt: ReceiptId) -> Option<&mut Call> {
+        self.calls.iter_mut().find(|c| c.receipt == Some(receipt))
+    }
+
+    /// Every call of the latest step has its output.
+    pub fn calls_done(&self) -> bool {
+        self.calls.iter().all(|c| c.state == CallState::Done)
+    }
+}

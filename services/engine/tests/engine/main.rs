@@ -1,0 +1,8 @@
+//! The run engine against a real (SQLite) store, the in-process bus and, for tools,
+//! real HTTP endpoints on loopback.
+
+mod checkpoints;
+mod recovery;
+mod tools;
+mod turns;
+mod world;

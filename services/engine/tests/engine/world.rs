@@ -1,0 +1,271 @@
+//! The test world: an engine on an in-memory SQLite store and the in-process bus, a
+//! tenant and its owner, and helpers to make agents and runs and to watch them.
+
+use baton_bus::InProcessBus;
+use baton_core::agents::{Agents, NewAgent};
+use baton_core::model::{AgentLimits, ProviderSpec, RunStatus, RunSummary, ScriptedReply};
+use baton_core::ports::{AgentStore, Clock, RunDriver, RunStore, SystemClock};
+use baton_core::runs::{CreateRun, EventLog, Runs};
+use baton_core::tools::{NewTool, Tools};
+use baton_core::{AgentId, Principal, Role, RunId, TenantId, ToolId};
+use baton_engine::{Engine, EngineOptions, EnginePorts};
+use baton_store::SqliteStore;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The engine's ports on one store and bus; no tenant has secrets.
+/// One keyring for every engine of the tests, as replicas of one deployment share theirs.
+pub static KEYRING: std::sync::LazyLock<Arc<baton_core::crypto::Keyring>> =
+    std::sync::LazyLock::new(|| Arc::new(baton_core::crypto::Keyring::ephemeral()));
+
+pub fn ports(store: &SqliteStore, log: &EventLog) -> EnginePorts {
+    EnginePorts {
+        log: log.clone(),
+        leases: Arc::new(store.clone()),
+        agents: Arc::new(store.clone()),
+        tools: Arc::new(store.clone()),
+        secrets: Arc::new(NoSecrets),
+        checkpoints: Arc::new(store.clone()),
+        keyring: KEYRING.clone(),
+        clock: Arc::new(SystemClock),
+    }
+}
+
+struct NoSecrets;
+
+#[async_trait::async_trait]
+impl baton_core::ports::SecretReader for NoSecrets {
+    async fn reveal(&self, _: TenantId, _: &str) -> Result<Option<String>, baton_core::StoreError> {
+        Ok(None)
+    }
+}
+
+pub struct World {
+    pub store: SqliteStore,
+    pub runs: Runs,
+    pub engine: Engine,
+    pub owner: Principal,
+}
+
+/// A wake-up sink for use cases whose runs no engine should see yet.
+struct Nobody;
+impl RunDriver for Nobody {
+    fn wake(&self, _: TenantId, _: RunId) {}
+}
+
+pub async fn world() -> World {
+    world_with(EngineOptions {
+        // Adoption only when a test calls run_once, so tests decide when it happens.
+        adopt_every: Duration::from_secs(3600),
+        ..EngineOptions::new("test")
+    })
+    .await
+}
+
+pub async fn world_with(opts: EngineOptions) -> World {
+    let store = SqliteStore::in_memory().await.expect("store");
+    let tenant = baton_core::model::Tenant {
+        id: TenantId::new(),
+        name: "t".into(),
+        created_at: SystemClock.now(),
+    };
+    baton_core::ports::TenantStore::create_tenant(&store, &tenant)
+        .await
+        .expect("tenant");
+    let log = EventLog {
+        store: Arc::new(store.clone()),
+        bus: Arc::new(InProcessBus::new(64)),
+    };
+    let agents: Arc<dyn AgentStore> = Arc::new(store.clone());
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let engine = Engine::new(ports(&store, &log), opts);
+    engine.start().await.expect("engine starts");
+    let runs = Runs {
+        log,
+        replica: "test".into(),
+        agents,
+        driver: Arc::new(engine.clone()),
+        clock,
+    };
+    World {
+        store,
+        runs,
+        engine,
+        owner: Principal {
+            tenant: tenant.id,
+            role: Role::Owner,
+            actor: "test".into(),
+        },
+    }
+}
+
+impl World {
+    pub fn agents(&self) -> Agents {
+        Agents {
+            store: Arc::new(self.store.clone()),
+            tools: Arc::new(self.store.clone()),
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// Defines a tool of the world's tenant.
+    pub async fn tool(&self, new: NewTool) -> ToolId {
+        let tools = Tools {
+            store: Arc::new(self.store.clone()),
+            clock: Arc::new(SystemClock),
+        };
+        tools.create(&self.owner, new).await.expect("tool").id
+    }
+
+    /// An agent with a script of replies (which may call tools), its tools and limits.
+    pub async fn scripted_agent(
+        &self,
+        replies: Vec<ScriptedReply>,
+        tools: Vec<ToolId>,
+        limits: AgentLimits,
+    ) -> AgentId {
+        let new = NewAgent {
+            name: "a".into(),
+            instructions: "Be brief.".into(),
+            provider: ProviderSpec::Scripted { replies },
+            tools,
+            limits,
+        };
+        self.agents()
+            .create(&self.owner, new)
+            .await
+            .expect("agent")
+            .id
+    }
+
+    pub async fn agent(&self, replies: &[(&str, u64, bool)]) -> AgentId {
+        let agents = self.agents();
+        let replies = replies
+            .iter()
+            .map(|(c, d, end)| ScriptedReply {
+                content: (*c).into(),
+                delay_ms: *d,
+                complete_run: *end,
+                tool_calls: Vec::new(),
+            })
+            .collect();
+        let new = NewAgent {
+            name: "a".into(),
+            instructions: String::new(),
+            provider: ProviderSpec::Scripted { replies },
+            tools: Vec::new(),
+            limits: Default::default(),
+        };
+        agents.create(&self.owner, new).await.expect("agent").id
+    }
+
+    /// Runs use cases whose wake-ups go nowhere, as if the process died after commit.
+    pub fn unwoken(&self) -> Runs {
+        Runs {
+            driver: Arc::new(Nobody),
+            ..self.runs.clone()
+        }
+    }
+
+    pub async fn start(&self, runs: &Runs, agent: AgentId, message: &str) -> RunId {
+        let cmd = CreateRun {
+            agent_id: agent,
+            title: None,
+            message: Some(message.into()),
+            request_id: None,
+        };
+        runs.create_run(&self.owner, cmd).await.expect("run").run.id
+    }
+
+    pub async fn get(&self, run: RunId) -> RunSummary {
+        self.runs.get_run(&self.owner, run).await.expect("get run")
+    }
+
+    pub async fn wait_for(
+        &self,
+        run: RunId,
+        what: &str,
+        done: impl Fn(&RunSummary) -> bool,
+    ) -> RunSummary {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let r = self.get(run).await;
+            if done(&r) {
+                return r;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "run never {what}: {r:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// A second replica on the same database and bus, started, and the run use cases of
+    /// a replica that takes commands there.
+    pub async fn other_replica(&self, name: &str) -> (Engine, Runs) {
+        let other = Engine::new(ports(&self.store, &self.runs.log), EngineOptions::new(name));
+        other.start().await.expect("start");
+        let via_other = Runs {
+            driver: Arc::new(other.clone()),
+            ..self.runs.clone()
+        };
+        (other, via_other)
+    }
+
+    /// A run this engine parked: its agent's provider is one this build cannot read,
+    /// as if a newer replica had saved it.
+    pub async fn parked_run(&self) -> RunId {
+        let agent = self.agent(&[("never", 0, false)]).await;
+        let run = self.start(&self.unwoken(), agent, "hi").await;
+        sqlx::query("UPDATE agent_versions SET provider = ? WHERE agent_id = ?")
+            .bind(r#"{"kind":"from_the_future"}"#)
+            .bind(agent.as_uuid())
+            .execute(self.store.pool())
+            .await
+            .expect("corrupt the agent");
+        assert_eq!(self.engine.run_once().await.expect("sweep"), 1);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while self.engine.active_runs() > 0 || self.get(run).await.status != RunStatus::Running {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the driver never gave up"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        run
+    }
+
+    /// The run's event types once the checkpoint of its last settled turn is in (it is
+    /// appended just after the turn settles).
+    pub async fn settled_types(&self, run: RunId) -> Vec<String> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let types = self.types(run).await;
+            if types.last().map(String::as_str) == Some("checkpoint.saved") {
+                return types;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no checkpoint after the turn: {types:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Every event of the run, in order.
+    pub async fn events(&self, run: RunId) -> Vec<baton_events::Envelope> {
+        self.store
+            .read_stream(self.owner.tenant, run, 0, 500)
+            .await
+            .expect("read")
+    }
+
+    pub async fn types(&self, run: RunId) -> Vec<String> {
+        self.events(run)
+            .await
+            .into_iter()
+            .map(|e| e.event_type)
+            .collect()
+    }
+}

@@ -1,0 +1,114 @@
+//! `SecretStore` for both adapters: sealed secrets keyed by (tenant, name). The store only
+//! ever holds the envelope the keyring sealed; nothing here sees a value in the clear.
+
+/// Implements `SecretStore` for `$store`, whose `app` pool is a `sqlx::Pool<$db>`, mapping
+/// driver errors with `$classify`. Invoked through [`super::impl_ports!`].
+macro_rules! impl_secret_store {
+    ($store:ty, $db:ty, $classify:path) => {
+        const _: () = {
+            use async_trait::async_trait;
+            use baton_core::StoreError;
+            use baton_core::crypto::Sealed;
+            use baton_core::ports::{SealedSecret, SecretMeta, SecretStore};
+            use baton_events::TenantId;
+            use chrono::{DateTime, Utc};
+            use sqlx::QueryBuilder;
+            use $crate::plan::micros;
+            use $crate::rows::{SecretMetaRow, SecretRow, secret_meta_columns};
+
+            #[async_trait]
+            impl SecretStore for $store {
+                /// One statement: an insert that, on a taken name, replaces the key id,
+                /// ciphertext and `updated_at` and keeps `created_at`. An unknown tenant is
+                /// `NotFound`.
+                async fn put_secret(
+                    &self,
+                    tenant: TenantId,
+                    name: &str,
+                    sealed: &Sealed,
+                    at: DateTime<Utc>,
+                ) -> Result<SecretMeta, StoreError> {
+                    let at = micros(at);
+                    let row: SecretMetaRow = sqlx::query_as(concat!(
+                        "INSERT INTO secrets \
+                         (tenant_id, name, key_id, ciphertext, created_at, updated_at) \
+                         VALUES ($1, $2, $3, $4, $5, $6) \
+                         ON CONFLICT (tenant_id, name) DO UPDATE SET \
+                         key_id = excluded.key_id, ciphertext = excluded.ciphertext, \
+                         updated_at = excluded.updated_at \
+                         RETURNING ",
+                        secret_meta_columns!()
+                    ))
+                    .bind(tenant.as_uuid())
+                    .bind(name)
+                    .bind(&sealed.key_id)
+                    .bind(sealed.bytes.as_slice())
+                    .bind(at)
+                    .bind(at)
+                    .fetch_one(&self.app)
+                    .await
+                    .map_err($classify)?;
+                    Ok(row.into())
+                }
+
+                async fn get_secret(
+                    &self,
+                    tenant: TenantId,
+                    name: &str,
+                ) -> Result<Option<SealedSecret>, StoreError> {
+                    let row: Option<SecretRow> = sqlx::query_as(concat!(
+                        "SELECT ",
+                        secret_meta_columns!(),
+                        ", ciphertext FROM secrets WHERE tenant_id = $1 AND name = $2"
+                    ))
+                    .bind(tenant.as_uuid())
+                    .bind(name)
+                    .fetch_optional(&self.app)
+                    .await
+                    .map_err($classify)?;
+                    Ok(row.map(SealedSecret::from))
+                }
+
+                async fn list_secrets(
+                    &self,
+                    tenant: TenantId,
+                    after: Option<&str>,
+                    limit: u32,
+                ) -> Result<Vec<SecretMeta>, StoreError> {
+                    let mut q: QueryBuilder<$db> = QueryBuilder::new(concat!(
+                        "SELECT ",
+                        secret_meta_columns!(),
+                        " FROM secrets WHERE tenant_id = "
+                    ));
+                    q.push_bind(tenant.as_uuid());
+                    if let Some(after) = after {
+                        q.push(" AND name > ").push_bind(after);
+                    }
+                    q.push(" ORDER BY name LIMIT ").push_bind(i64::from(limit));
+                    let rows: Vec<SecretMetaRow> = q
+                        .build_query_as()
+                        .fetch_all(&self.app)
+                        .await
+                        .map_err($classify)?;
+                    Ok(rows.into_iter().map(SecretMeta::from).collect())
+                }
+
+                async fn delete_secret(
+                    &self,
+                    tenant: TenantId,
+                    name: &str,
+                ) -> Result<bool, StoreError> {
+                    let done =
+                        sqlx::query("DELETE FROM secrets WHERE tenant_id = $1 AND name = $2")
+                            .bind(tenant.as_uuid())
+                            .bind(name)
+                            .execute(&self.app)
+                            .await
+                            .map_err($classify)?;
+                    Ok(done.rows_affected() > 0)
+                }
+            }
+        };
+    };
+}
+pub(crate) use impl_secret_store;

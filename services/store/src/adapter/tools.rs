@@ -1,0 +1,91 @@
+//! `ToolStore` for both adapters: tool rows keyed by (tenant, id), their names unique
+//! within the tenant, each tool's definition kept whole in one JSON column.
+
+/// Implements `ToolStore` for `$store`, whose `app` pool is a `sqlx::Pool<$db>`, mapping
+/// driver errors with `$classify`. Invoked through [`super::impl_ports!`].
+macro_rules! impl_tool_store {
+    ($store:ty, $db:ty, $classify:path) => {
+        const _: () = {
+            use async_trait::async_trait;
+            use baton_core::StoreError;
+            use baton_core::model::Tool;
+            use baton_core::ports::ToolStore;
+            use baton_events::{TenantId, ToolId};
+            use sqlx::QueryBuilder;
+            use sqlx::types::Json;
+            use $crate::plan::micros;
+            use $crate::rows::{ToolRow, map_all, tool_columns, tool_json};
+
+            #[async_trait]
+            impl ToolStore for $store {
+                /// A duplicate id or name in the tenant is `Conflict { expected: 0,
+                /// actual: 0 }` ("already exists"); an unknown tenant is `NotFound`.
+                async fn create_tool(
+                    &self,
+                    tenant: TenantId,
+                    tool: &Tool,
+                ) -> Result<(), StoreError> {
+                    sqlx::query(concat!(
+                        "INSERT INTO tools (",
+                        tool_columns!(),
+                        ") VALUES ($1, $2, $3, $4, $5, $6)"
+                    ))
+                    .bind(tenant.as_uuid())
+                    .bind(tool.id.as_uuid())
+                    .bind(&tool.name)
+                    .bind(Json(tool_json(tool)?))
+                    .bind(micros(tool.created_at))
+                    .bind(micros(tool.updated_at))
+                    .execute(&self.app)
+                    .await
+                    .map_err($classify)?;
+                    Ok(())
+                }
+
+                async fn get_tool(
+                    &self,
+                    tenant: TenantId,
+                    id: ToolId,
+                ) -> Result<Option<Tool>, StoreError> {
+                    let row: Option<ToolRow> = sqlx::query_as(concat!(
+                        "SELECT ",
+                        tool_columns!(),
+                        " FROM tools WHERE tenant_id = $1 AND id = $2"
+                    ))
+                    .bind(tenant.as_uuid())
+                    .bind(id.as_uuid())
+                    .fetch_optional(&self.app)
+                    .await
+                    .map_err($classify)?;
+                    row.map(Tool::try_from).transpose()
+                }
+
+                async fn list_tools(
+                    &self,
+                    tenant: TenantId,
+                    before: Option<ToolId>,
+                    limit: u32,
+                ) -> Result<Vec<Tool>, StoreError> {
+                    let mut q: QueryBuilder<$db> = QueryBuilder::new(concat!(
+                        "SELECT ",
+                        tool_columns!(),
+                        " FROM tools WHERE tenant_id = "
+                    ));
+                    q.push_bind(tenant.as_uuid());
+                    if let Some(before) = before {
+                        q.push(" AND id < ").push_bind(before.as_uuid());
+                    }
+                    q.push(" ORDER BY id DESC LIMIT ")
+                        .push_bind(i64::from(limit));
+                    let rows: Vec<ToolRow> = q
+                        .build_query_as()
+                        .fetch_all(&self.app)
+                        .await
+                        .map_err($classify)?;
+                    map_all(rows)
+                }
+            }
+        };
+    };
+}
+pub(crate) use impl_tool_store;
