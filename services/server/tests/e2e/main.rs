@@ -2,6 +2,7 @@
 //! with a fresh Postgres database and the real NATS server (team tier); and the `baton`
 //! binary as a child process for start-up refusals and `config explain`.
 
+mod actions;
 mod bad_input;
 mod binary;
 mod common;
