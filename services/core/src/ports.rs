@@ -170,7 +170,7 @@ pub trait RunStore: Send + Sync {
     async fn ping(&self) -> Result<(), StoreError>;
 }
 
-/// Run leases (DESIGN.md §3): only the holder of a run's lease drives it. Expiry is
+/// Run leases: only the holder of a run's lease drives it. Expiry is
 /// `now + ttl`; an expired lease may be taken by anyone, which bumps the epoch and so
 /// fences the previous holder's appends.
 #[async_trait]
@@ -451,7 +451,7 @@ impl std::fmt::Debug for Subscription {
     }
 }
 
-/// What one replica tells the others over the bus (DESIGN.md §3, §5). Best effort:
+/// What one replica tells the others over the bus (wake a driver, adopt now). Best effort:
 /// a lost message costs latency (the lease and adoption loops catch up), never work.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]

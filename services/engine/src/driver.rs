@@ -137,6 +137,8 @@ impl Driver {
     /// wake-up arrived meanwhile; then the loop goes on and may claim the run afresh.
     fn give_up_lease(&mut self, seen: u64) -> bool {
         self.lease = None;
+        // What another owner did since is in the stream; these may be stale.
+        self.unsaved.clear();
         self.inner.mailboxes.set_leased(self.run, false);
         self.inner.mailboxes.retire(self.run, seen)
     }
@@ -282,12 +284,25 @@ impl Driver {
         events: Vec<RunEvent>,
         release: Option<Release>,
     ) -> Result<Next, StoreError> {
+        self.append_wrote(run, events, release).await?;
+        Ok(Next::Continue)
+    }
+
+    /// [`Self::append`], saying whether the events were written (`false`: a client
+    /// command moved the version first, and the caller reads the run again).
+    pub(crate) async fn append_wrote(
+        &mut self,
+        run: &RunSummary,
+        events: Vec<RunEvent>,
+        release: Option<Release>,
+    ) -> Result<bool, StoreError> {
         let after = self.commit(run.version, events, release).await?;
+        let wrote = after.is_some();
         if let (Some(after), Some(Release::Idle)) = (after, release) {
             // The turn settled: snapshot the run for whoever drives it next.
             self.checkpoint_after_turn(&after).await;
         }
-        Ok(Next::Continue)
+        Ok(wrote)
     }
 
     /// [`Self::append`] against `expected` version, returning the run after the append,
@@ -357,24 +372,38 @@ impl Driver {
             }
             self.state.fold(&events).map_err(StoreError::Unreadable)?;
         }
+        let running = self.state.running_receipts();
+        self.unsaved.retain(|id, _| running.contains(id));
         Ok(())
     }
 
-    /// Ends the run as cancelled, recording what happens to its calls: one in flight
-    /// or waiting ends `cancelled`, except a mutation that may have taken effect, which
-    /// is held `uncertain` (the receipts show it).
+    /// Ends the run as cancelled, settling its open calls ([`Self::settle_calls`]).
     pub(crate) async fn cancel(&mut self, run: &RunSummary) -> Result<Next, StoreError> {
         self.refresh(run).await?;
+        let mut events = self.settle_calls("the run was cancelled");
+        events.push(RunEvent::RunCancelled(RunCancelled { reason: None }));
+        self.append(run, events, Some(Release::Idle)).await
+    }
+
+    /// What ending the turn now records for each call of the latest step that has no
+    /// output: the result this driver holds but could not write yet; `uncertain` for a
+    /// mutation in flight (it may have taken effect, idempotent or not); `cancelled` for
+    /// anything else that has a receipt. `why` says what ended the turn.
+    pub(crate) fn settle_calls(&self, why: &str) -> Vec<RunEvent> {
         let mut events = Vec::new();
         for call in &self.state.calls {
             let Some(receipt) = call.receipt else {
                 continue;
             };
+            if let Some(result) = self.unsaved.get(&receipt) {
+                events.push(RunEvent::ToolResult(result.clone()));
+                continue;
+            }
             match &call.state {
-                CallState::Running(i) if i.effect == ToolEffect::Mutation && !i.idempotent => {
+                CallState::Running(i) if i.effect == ToolEffect::Mutation => {
                     events.push(RunEvent::ToolUncertain(ToolUncertain {
                         receipt_id: receipt,
-                        reason: "the run was cancelled while the call was in flight".into(),
+                        reason: format!("{why} while the call was in flight"),
                     }));
                 }
                 CallState::Done | CallState::Uncertain(_) => {}
@@ -383,7 +412,7 @@ impl Driver {
                     call_id: call.request.id.clone(),
                     tool: call.request.name.clone(),
                     outcome: ToolOutcome::Cancelled,
-                    output: "The run was cancelled before this call finished.".into(),
+                    output: format!("The call did not finish: {why}."),
                     error: None,
                     duration_ms: 0,
                     truncated: false,
@@ -391,8 +420,7 @@ impl Driver {
                 })),
             }
         }
-        events.push(RunEvent::RunCancelled(RunCancelled { reason: None }));
-        self.append(run, events, Some(Release::Idle)).await
+        events
     }
 
     /// Awaits `work` (a model call) unless a cancel or the shutdown comes first; a
@@ -406,7 +434,7 @@ impl Driver {
             tokio::select! {
                 out = &mut work => return Ok(Interrupted::Done(out)),
                 () = self.notify.notified() => {
-                    if self.cancel_requested().await? {
+                    if self.cancel_requested().await {
                         return Ok(Interrupted::Cancel);
                     }
                 }
@@ -426,7 +454,7 @@ impl Driver {
             tokio::select! {
                 out = &mut work => return Ok(Some(out)),
                 () = self.notify.notified() => {
-                    if self.cancel_requested().await? {
+                    if self.cancel_requested().await {
                         return Ok(None);
                     }
                 }
@@ -434,9 +462,17 @@ impl Driver {
         }
     }
 
-    async fn cancel_requested(&self) -> Result<bool, StoreError> {
-        let run = self.inner.log.store.get_run(self.tenant, self.run).await?;
-        Ok(run.is_some_and(|r| r.cancel_requested))
+    /// Whether a cancel is pending. A read that fails counts as no: the work in flight
+    /// goes on (cutting a tool call short would leave its mutation uncertain), and the
+    /// next step reads again.
+    async fn cancel_requested(&self) -> bool {
+        match self.inner.log.store.get_run(self.tenant, self.run).await {
+            Ok(run) => run.is_some_and(|r| r.cancel_requested),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not check for a cancel; carrying on");
+                false
+            }
+        }
     }
 }
 

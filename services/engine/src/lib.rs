@@ -1,5 +1,5 @@
 //! The run engine: drives runs that have work (a turn to take, a cancel to honour), one
-//! driver task per run in this process, under a fenced lease (DESIGN.md §3).
+//! driver task per run in this process, under a fenced lease (docs/architecture.md).
 //!
 //! - A driver claims its run's lease before its first write and appends
 //!   `lease.acquired` with its first step; every later write carries the fence, so a
@@ -198,6 +198,10 @@ impl Engine {
         };
         let inner = self.inner.clone();
         self.inner.tasks.spawn(async move {
+            let _guard = PanicGuard {
+                inner: inner.clone(),
+                run,
+            };
             driver::Driver::new(inner, tenant, run, notify, lease)
                 .run()
                 .await;
@@ -228,6 +232,22 @@ impl Engine {
         let parked_lease = self.inner.mailboxes.unpark(run);
         if start || parked_lease.is_some() {
             self.spawn_driver(tenant, run, parked_lease);
+        }
+    }
+}
+
+/// Forgets the run's mailbox if its driver panics, so the run is not left with a dead
+/// driver: the keeper then frees its lease as an orphan and the run is driven again.
+struct PanicGuard {
+    inner: Arc<Inner>,
+    run: RunId,
+}
+
+impl Drop for PanicGuard {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            tracing::error!(run_id = %self.run, "a run's driver panicked; its lease will be freed");
+            self.inner.mailboxes.forget(self.run);
         }
     }
 }

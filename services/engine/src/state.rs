@@ -205,6 +205,15 @@ impl RunState {
         self.calls.iter_mut().find(|c| c.receipt == Some(receipt))
     }
 
+    /// Receipts of calls whose intent is recorded without a result.
+    pub fn running_receipts(&self) -> Vec<ReceiptId> {
+        self.calls
+            .iter()
+            .filter(|c| matches!(c.state, CallState::Running(_)))
+            .filter_map(|c| c.receipt)
+            .collect()
+    }
+
     /// Every call of the latest step has its output.
     pub fn calls_done(&self) -> bool {
         self.calls.iter().all(|c| c.state == CallState::Done)

@@ -384,12 +384,12 @@ impl Driver {
         for r in &results {
             self.unsaved.insert(r.receipt_id, r.clone());
         }
+        let ids: Vec<ReceiptId> = results.iter().map(|r| r.receipt_id).collect();
         let events = results.into_iter().map(RunEvent::ToolResult).collect();
-        let next = self.append(&after_intents, events, None).await;
-        if next.is_ok() {
-            self.unsaved.clear();
+        if self.append_wrote(&after_intents, events, None).await? {
+            self.unsaved.retain(|id, _| !ids.contains(id));
         }
-        next
+        Ok(Next::Continue)
     }
 
     /// An intent without a result that this driver is not running: its result if this
@@ -416,7 +416,8 @@ impl Driver {
             }
             return self.hold_uncertain(run, intent).await;
         };
-        if tool.safe_to_repeat() && intent.effect == tool.effect {
+        let declared_safe = intent.effect == ToolEffect::Read || intent.idempotent;
+        if declared_safe && tool.safe_to_repeat() && tool.kind() == intent.kind {
             tracing::info!(receipt = %intent.receipt_id, tool = %tool.name, "re-running an interrupted call that is safe to repeat");
             metrics::counter!("baton_tool_calls_recovered_total", "how" => "rerun").increment(1);
             return match self.planned(run, intent.clone(), tool).await? {
@@ -447,14 +448,15 @@ impl Driver {
             return self.cancel(run).await;
         };
         let result = result_of(&p.intent, outcome);
-        self.unsaved.insert(result.receipt_id, result.clone());
-        let next = self
-            .append(run, vec![RunEvent::ToolResult(result)], None)
-            .await;
-        if next.is_ok() {
-            self.unsaved.clear();
+        let id = result.receipt_id;
+        self.unsaved.insert(id, result.clone());
+        if self
+            .append_wrote(run, vec![RunEvent::ToolResult(result)], None)
+            .await?
+        {
+            self.unsaved.remove(&id);
         }
-        next
+        Ok(Next::Continue)
     }
 
     async fn hold_uncertain(
@@ -569,11 +571,13 @@ impl Driver {
         error: ErrorInfo,
     ) -> Result<Next, StoreError> {
         tracing::warn!(code = %error.code, "the turn failed");
-        let failed = RunEvent::TurnFailed(TurnFailed {
+        self.refresh(run).await?;
+        let mut events = self.settle_calls(&format!("the turn failed ({})", error.code));
+        events.push(RunEvent::TurnFailed(TurnFailed {
             turn: run.turn_count,
             error,
-        });
-        self.append(run, vec![failed], Some(Release::Idle)).await
+        }));
+        self.append(run, events, Some(Release::Idle)).await
     }
 
     fn turn_timed_out(&self, ctx: &TurnContext) -> bool {

@@ -448,7 +448,7 @@ impl StreamedReply {
                 let last = self.tool_calls.keys().next_back().copied();
                 match (last, &piece.id) {
                     (Some(last), None) => last,
-                    (Some(last), Some(_)) => last + 1,
+                    (Some(last), Some(_)) => last.saturating_add(1),
                     (None, _) => 0,
                 }
             });

@@ -1,4 +1,4 @@
-//! The recovery rule (DESIGN.md §5) on streams that stop at each point of a turn: a
+//! The recovery rule (docs/architecture.md, "Tools and receipts") on streams that stop at each point of a turn: a
 //! replica ("dead") took the run's lease, wrote part of a turn and stopped; its lease
 //! expires and this engine adopts the run. The tool endpoint's counters prove that no
 //! mutation ran twice without a member asking for it.
@@ -39,17 +39,22 @@ struct Setup {
 /// A run of an agent whose script calls `tool` once and then answers "done", left by
 /// a replica that stopped at `at`; then this engine adopts it.
 async fn stopped(effect: ToolEffect, idempotent: bool, at: StoppedAt) -> Setup {
+    stopped_with(effect, idempotent, at, AgentLimits::default()).await
+}
+
+async fn stopped_with(
+    effect: ToolEffect,
+    idempotent: bool,
+    at: StoppedAt,
+    limits: AgentLimits,
+) -> Setup {
     let w = world().await;
     let server = ToolServer::start().await;
     let mut new = http_tool(&server, "act", effect);
     new.idempotent = idempotent;
     let tool = w.tool(new).await;
     let agent = w
-        .scripted_agent(
-            vec![calls(&["act"]), says("done")],
-            vec![tool],
-            AgentLimits::default(),
-        )
+        .scripted_agent(vec![calls(&["act"]), says("done")], vec![tool], limits)
         .await;
     let run = w.start(&w.unwoken(), agent, "go").await;
     let receipt = ReceiptId::new();
@@ -296,5 +301,24 @@ async fn stopped_after_the_final_assistant_message_nothing_runs_again() {
     let before = s.w.types(s.run).await.len();
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(s.w.types(s.run).await.len(), before);
+    assert_eq!(s.server.calls("act"), 1);
+}
+
+#[tokio::test]
+async fn a_turn_that_times_out_on_adoption_still_holds_its_interrupted_mutation() {
+    let limits = AgentLimits {
+        turn_timeout_ms: 1,
+        ..AgentLimits::default()
+    };
+    let s = stopped_with(ToolEffect::Mutation, false, StoppedAt::AfterIntent, limits).await;
+    let r =
+        s.w.wait_for(s.run, "failed its turn", |r| r.last_error.is_some())
+            .await;
+    assert_eq!(
+        r.last_error.map(|e| e.code).as_deref(),
+        Some("turn_timeout")
+    );
+    let held = s.w.receipts(s.run).await.remove(0);
+    assert_eq!(held.state, ReceiptState::Uncertain, "not left pending");
     assert_eq!(s.server.calls("act"), 1);
 }

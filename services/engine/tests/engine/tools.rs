@@ -463,9 +463,10 @@ async fn an_error_answer_from_the_endpoint_is_a_result_not_a_crash() {
 async fn cancel_during_a_tool_call_holds_the_mutation_uncertain() {
     let w = world().await;
     let server = ToolServer::start().await;
-    for (name, effect) in [
-        ("slow_read", ToolEffect::Read),
-        ("slow_write", ToolEffect::Mutation),
+    for (name, effect, idempotent) in [
+        ("slow_read", ToolEffect::Read, false),
+        ("slow_write", ToolEffect::Mutation, false),
+        ("slow_idempotent_write", ToolEffect::Mutation, true),
     ] {
         server.set(
             name,
@@ -474,7 +475,9 @@ async fn cancel_during_a_tool_call_holds_the_mutation_uncertain() {
                 ..Behaviour::default()
             },
         );
-        let tool = w.tool(http_tool(&server, name, effect)).await;
+        let mut new = http_tool(&server, name, effect);
+        new.idempotent = idempotent;
+        let tool = w.tool(new).await;
         let run = w
             .run_with(vec![tool], vec![calls(&[name])], AgentLimits::default())
             .await;

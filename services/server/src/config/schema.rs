@@ -208,7 +208,7 @@ pub struct AuthSection {
     pub required: bool,
 }
 
-/// `[cluster]`: how replicas share runs (DESIGN.md §3, §5).
+/// `[cluster]`: how replicas share runs.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClusterSection {
