@@ -1,9 +1,9 @@
 //! Fenced leases, orphan adoption, drain and fan-out across real `baton` processes sharing
 //! one Postgres database and one NATS (issue 4, "Done when"): SIGKILL of an owner mid-turn
-//! ([`adoption`]), SIGTERM of an owner with 50 active runs ([`handoff`]), SIGSTOP past the
-//! lease TTL then SIGCONT ([`fencing`]), and a NATS restart under a live SSE stream
-//! ([`nats`]). Each is checked from the API, from the events table and from the lease
-//! columns of the runs table, and prints what it measured.
+//! ([`adoption`]) and mid-mutation ([`receipts`]), SIGTERM of an owner with 50 active runs
+//! ([`handoff`]), SIGSTOP past the lease TTL then SIGCONT ([`fencing`]), and a NATS restart
+//! under a live SSE stream ([`nats`]). Each is checked from the API, from the events table
+//! and from the lease columns of the runs table, and prints what it measured.
 //! Needs Postgres (`BATON_TEST_DATABASE_URL`), NATS (`BATON_TEST_NATS_URL`) and, for the
 //! private NATS, `nats-server`.
 
@@ -11,4 +11,5 @@ mod adoption;
 mod fencing;
 mod handoff;
 mod nats;
+mod receipts;
 mod support;

@@ -1,0 +1,100 @@
+//! SIGKILL of a run's owner while a mutation is in flight: the call's intent is in the
+//! stream without a result, so the replica that adopts the run holds it as uncertain
+//! instead of calling again; a member completes it and the turn finishes. The tool
+//! endpoint (in this test process) counts every request it received.
+
+use crate::support::{
+    ADOPT_INTERVAL_MS, DEADLINE, LEASE_TTL_MS, RENEW_INTERVAL_MS, SCHEDULING_MARGIN, index_of,
+    start_cluster, turn_owner, until, uuid,
+};
+use baton_testkit::{Behaviour, ToolServer};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+#[tokio::test]
+async fn sigkill_mid_mutation_holds_the_call_uncertain_and_never_repeats_it() {
+    let (mut cluster, apis) = start_cluster(
+        3,
+        &[
+            (LEASE_TTL_MS, "2000"),
+            (RENEW_INTERVAL_MS, "500"),
+            (ADOPT_INTERVAL_MS, "250"),
+        ],
+        None,
+    )
+    .await;
+    let tools = ToolServer::start().await;
+    tools.set(
+        "charge",
+        Behaviour {
+            delay: Duration::from_secs(120),
+            ..Behaviour::default()
+        },
+    );
+    let api = &apis[0];
+    let tool = api
+        .post(
+            "/v1/tools",
+            json!({"name": "charge", "input_schema": {}, "effect": "mutation",
+                   "kind": {"kind": "http", "url": tools.url("charge")}}),
+        )
+        .await;
+    assert_eq!(tool.status, 201, "{}", tool.body);
+    let agent = api
+        .post(
+            "/v1/agents",
+            json!({"name": "payer", "tools": [tool.body["id"]],
+                   "provider": {"kind": "scripted", "replies": [
+                       {"tool_calls": [{"name": "charge", "arguments": {"amount": 3}}]},
+                       {"content": "paid"}]}}),
+        )
+        .await;
+    assert_eq!(agent.status, 201, "{}", agent.body);
+    let agent = agent.body["id"].as_str().unwrap_or_default().to_string();
+    let run = api.run(&agent, Some("pay")).await;
+    let run_id = uuid(&run);
+    let tools_ref = &tools;
+    until("the owner to call the tool", DEADLINE, || async move {
+        (tools_ref.calls("charge") == 1).then_some(())
+    })
+    .await;
+
+    let owner = turn_owner(&cluster, run_id).await;
+    let victim = index_of(&owner);
+    cluster.sigkill(victim).expect("sigkill");
+    let killed = Instant::now();
+    let survivor = &apis[(victim + 1) % 3];
+    let path = format!("/v1/runs/{run}/receipts");
+    let path = &path;
+    let held = until("the adopter to hold the call", DEADLINE, || async move {
+        let r = survivor.get(path).await;
+        let items = r.body["items"].as_array().cloned().unwrap_or_default();
+        items.first().filter(|r| r["state"] == "uncertain").cloned()
+    })
+    .await;
+    let took = killed.elapsed();
+    eprintln!("SIGKILL mid-mutation: the adopter held the call uncertain {took:?} after the kill");
+    assert!(
+        took <= Duration::from_millis(2000 + 250) + SCHEDULING_MARGIN,
+        "took {took:?}"
+    );
+    let summary = survivor.summary(&run).await;
+    assert_eq!(summary["status"], "requires_action", "{summary}");
+    assert_eq!(tools.calls("charge"), 1, "the adopter did not call again");
+
+    let receipt = held["id"].as_str().unwrap_or_default();
+    let resolved = survivor
+        .post(
+            &format!("/v1/runs/{run}/receipts/{receipt}/resolve"),
+            json!({"resolution": "complete", "output": "charged once (checked by hand)"}),
+        )
+        .await;
+    assert_eq!(resolved.status, 200, "{}", resolved.body);
+    assert_eq!(resolved.body["state"], "completed");
+    let done = survivor.wait_status(&run, "waiting").await;
+    assert!(done.get("last_error").is_none(), "{done}");
+    let last = survivor.messages(&run).await.pop().unwrap_or(Value::Null);
+    assert_eq!(last["content"], "paid");
+    assert_eq!(tools.calls("charge"), 1, "no mutation ran twice");
+    cluster.stop().await.expect("stop");
+}
