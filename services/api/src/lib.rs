@@ -56,6 +56,17 @@ fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .split_for_parts()
 }
 
+/// Runs the request with the caller's W3C `traceparent` (when well formed) as the
+/// current trace context: the events it appends record it.
+async fn trace_context(req: Request, next: axum::middleware::Next) -> axum::response::Response {
+    let traceparent = req
+        .headers()
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .and_then(baton_core::trace::parse);
+    baton_core::trace::scope(traceparent, next.run(req)).await
+}
+
 /// The OpenAPI document, for `/openapi.json` and for tooling.
 pub fn openapi() -> utoipa::openapi::OpenApi {
     api().1
@@ -83,6 +94,7 @@ pub fn router(state: AppState) -> Router {
             local::guard,
         ))
         .layer(axum::middleware::from_fn(metrics::track))
+        .layer(axum::middleware::from_fn(trace_context))
         .with_state(state)
         .layer(axum::middleware::from_fn(problem::finish_problems))
         .layer(DefaultBodyLimit::max(body_limit))

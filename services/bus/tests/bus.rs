@@ -178,3 +178,37 @@ async fn nats_control_messages_reach_every_replica() {
     control_messages_reach_every_subscriber(&a, &b).await;
     a.close(std::time::Duration::from_secs(2)).await;
 }
+
+#[tokio::test]
+async fn nats_messages_carry_the_events_trace_context_in_their_headers() {
+    use futures::StreamExt;
+    const TP: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let (tenant, run) = (TenantId::new(), RunId::new());
+    let raw = async_nats::connect(nats_url()).await.expect("nats");
+    let mut sub = raw
+        .subscribe(baton_bus::subjects::event(tenant, run))
+        .await
+        .expect("subscribe");
+    raw.flush().await.expect("flush");
+    // The server must know the subscription before anything is published.
+    let probe = format!("_probe.{}", uuid::Uuid::new_v4().simple());
+    let mut echo = raw.subscribe(probe.clone()).await.expect("probe");
+    raw.publish(probe, "x".into()).await.expect("publish probe");
+    tokio::time::timeout(std::time::Duration::from_secs(5), echo.next())
+        .await
+        .expect("the server answers");
+    let bus = NatsBus::connect(&nats_url(), 8).await.expect("nats");
+    let mut e = event(tenant, run, 1);
+    e.meta.traceparent = Some(TP.into());
+    bus.publish(&[e]).await;
+    let msg = tokio::time::timeout(std::time::Duration::from_secs(10), sub.next())
+        .await
+        .expect("in time")
+        .expect("a message");
+    let header = msg
+        .headers
+        .as_ref()
+        .and_then(|h| h.get("traceparent"))
+        .map(|v| v.to_string());
+    assert_eq!(header.as_deref(), Some(TP));
+}

@@ -15,6 +15,7 @@ pub mod ports;
 pub mod runs;
 pub mod secrets;
 pub mod tools;
+pub mod trace;
 pub mod validate;
 
 pub use auth::{Action, Principal, Role};

@@ -159,6 +159,9 @@ impl Driver {
             // Another replica drives it.
             return Ok(Next::Idle);
         }
+        // Fold what happened since; the turn's events carry the trace context of the
+        // request that asked for it.
+        self.refresh(&run).await?;
         if run.cancel_requested {
             return self.cancel(&run).await;
         }
@@ -320,6 +323,7 @@ impl Driver {
         let mut meta = EventMeta::new(self.tenant);
         meta.actor = Some("engine".into());
         meta.replica = Some(self.inner.opts.replica.clone());
+        meta.traceparent = self.state.turn_trace.clone();
         let mut all = Vec::with_capacity(events.len() + 1);
         if !lease.announced {
             all.push(RunEvent::LeaseAcquired(LeaseAcquired {

@@ -58,6 +58,10 @@ pub(crate) struct RunState {
     pub tool_calls: u32,
     /// The tool calls of the latest model step of the current turn.
     pub calls: Vec<Call>,
+    /// The trace context of the request that asked for the current turn: the engine's
+    /// events of the turn carry it, so the turn is one trace across replicas.
+    #[serde(default)]
+    pub turn_trace: Option<String>,
 }
 
 impl RunState {
@@ -69,7 +73,12 @@ impl RunState {
                 continue;
             }
             match e.decode() {
-                Decoded::Known(event) => self.apply(&event, e.recorded_at),
+                Decoded::Known(event) => {
+                    if matches!(event, RunEvent::TurnRequested(_)) {
+                        self.turn_trace = e.meta.traceparent.clone();
+                    }
+                    self.apply(&event, e.recorded_at)
+                }
                 Decoded::Unknown { reason } => return Err(reason),
             }
             self.version = e.version;

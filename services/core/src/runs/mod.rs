@@ -441,6 +441,7 @@ fn meta(replica: &str, p: &Principal, request_id: Option<&str>) -> EventMeta {
     meta.replica = Some(replica.to_string());
     meta.actor = Some(p.actor.clone());
     meta.request_id = request_id.map(str::to_string);
+    meta.traceparent = crate::trace::current();
     meta
 }
 

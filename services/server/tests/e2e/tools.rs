@@ -280,3 +280,60 @@ async fn another_tenants_tools_and_receipts_answer_404() {
     assert_problem(&refused, 403, "forbidden");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_turn_carries_the_callers_trace_context_on_every_event() {
+    let app = TestApp::embedded().await;
+    let api = app.anonymous();
+    let tools = ToolServer::start().await;
+    let lookup = http_tool(&api, &tools, "lookup", "read").await;
+    let r = api
+        .post(
+            "/v1/agents",
+            json!({"name": "a", "tools": [lookup], "provider": {"kind": "scripted", "replies": [
+                {"tool_calls": [{"name": "lookup", "arguments": {"q": "x"}}]},
+                {"content": "found it"}]}}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let agent = r.body["id"].as_str().unwrap_or_default().to_string();
+    let run = api.run(&agent, None).await;
+    const TP: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let posted = api
+        .send(
+            api.req(reqwest::Method::POST, &format!("/v1/runs/{run}/messages"))
+                .header("traceparent", TP)
+                .json(&json!({"content": "look it up"})),
+        )
+        .await;
+    assert_eq!(posted.status, 201, "{}", posted.body);
+    api.wait_status(&run, "waiting").await;
+    let events = api.events(&run).await;
+    let turn: Vec<(&str, &Value)> = events
+        .iter()
+        .skip_while(|e| e["type"] != "message.appended")
+        .take_while(|e| e["type"] != "checkpoint.saved")
+        .map(|e| (e["type"].as_str().unwrap_or(""), &e["meta"]["traceparent"]))
+        .collect();
+    assert!(turn.len() >= 8, "{turn:?}");
+    for (t, tp) in &turn {
+        assert_eq!(*tp, TP, "{t} carries the trace context");
+    }
+    // A malformed header is ignored, never stored.
+    let bad = api
+        .send(
+            api.req(reqwest::Method::POST, &format!("/v1/runs/{run}/messages"))
+                .header("traceparent", "not-a-trace")
+                .json(&json!({"content": "again"})),
+        )
+        .await;
+    assert_eq!(bad.status, 201, "{}", bad.body);
+    let events = api.events(&run).await;
+    let last_user = events
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "message.appended")
+        .map(|e| e["meta"].get("traceparent").cloned());
+    assert_eq!(last_user, Some(None));
+    app.stop().await;
+}
