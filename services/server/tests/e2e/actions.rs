@@ -101,10 +101,13 @@ async fn approve_and_deny_over_http() {
             )
             .await;
         assert_problem(&again, 409, "wrong_state");
+        // By id: once the call settles, the model's next reply may add a receipt.
+        let id = waiting["id"].clone();
         let deadline = Instant::now() + Duration::from_secs(15);
         while receipts(&api, &run)
             .await
-            .last()
+            .iter()
+            .find(|r| r["id"] == id)
             .map(|r| r["state"].clone())
             != Some(json!(settled))
         {
