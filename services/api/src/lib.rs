@@ -112,4 +112,28 @@ pub fn router(state: AppState) -> Router {
         }))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        .layer(axum::middleware::from_fn(security_headers))
+}
+
+/// Headers every answer carries: the API serves JSON and event streams, never a page,
+/// so browsers may not sniff another type, frame it, run anything from it, or keep it.
+async fn security_headers(req: Request, next: axum::middleware::Next) -> axum::response::Response {
+    use axum::http::{HeaderValue, header};
+    let mut res = next.run(req).await;
+    let h = res.headers_mut();
+    let set = [
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (
+            header::CONTENT_SECURITY_POLICY,
+            "default-src 'none'; frame-ancestors 'none'",
+        ),
+        (header::REFERRER_POLICY, "no-referrer"),
+        // Event streams set their own (`no-cache`); that one stays.
+        (header::CACHE_CONTROL, "no-store"),
+    ];
+    for (name, value) in set {
+        h.entry(name).or_insert(HeaderValue::from_static(value));
+    }
+    res
 }

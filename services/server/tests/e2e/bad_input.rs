@@ -230,3 +230,47 @@ async fn with_nats_down_writes_still_answer_and_readiness_reports_the_bus() {
     assert_eq!(ready.body["bus"], "unavailable");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn every_answer_carries_the_security_headers() {
+    let app = TestApp::embedded().await;
+    let api = app.anonymous();
+    let agent = api.agent(&[("hi", 0, false)]).await;
+    let run = api.run(&agent, None).await;
+    let client = reqwest::Client::new();
+    let paths = [
+        ("/livez", None),
+        ("/v1/agents", None),
+        ("/v1/nothing-here", None),
+        (
+            &*format!("/v1/runs/{run}/events"),
+            Some("text/event-stream"),
+        ),
+    ];
+    for (path, accept) in paths {
+        let mut req = client.get(format!("{}{path}", app.base));
+        if let Some(a) = accept {
+            req = req.header("accept", a);
+        }
+        let res = req
+            .timeout(std::time::Duration::from_secs(5))
+            .send()
+            .await
+            .expect("answer");
+        let h = res.headers();
+        let get = |n: &str| h.get(n).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        assert_eq!(
+            get("x-content-type-options").as_deref(),
+            Some("nosniff"),
+            "{path}"
+        );
+        assert_eq!(get("x-frame-options").as_deref(), Some("DENY"), "{path}");
+        assert_eq!(
+            get("content-security-policy").as_deref(),
+            Some("default-src 'none'; frame-ancestors 'none'"),
+            "{path}"
+        );
+        assert!(get("cache-control").is_some(), "{path}");
+    }
+    app.stop().await;
+}
