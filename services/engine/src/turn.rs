@@ -34,6 +34,8 @@ pub(crate) struct TurnContext {
     pub agent: Agent,
     /// The agent's tools that still exist, in the agent's order.
     pub tools: Vec<Tool>,
+    /// Each tool's input schema, compiled once (or why it does not compile).
+    schemas: std::collections::HashMap<baton_events::ToolId, Result<jsonschema::Validator, String>>,
     pub provider: Arc<dyn Provider>,
 }
 
@@ -521,12 +523,16 @@ impl Driver {
                     format!("the arguments are not valid JSON: {e}"),
                 )
             })?;
-        let validator = jsonschema::validator_for(&tool.input_schema).map_err(|e| {
-            info(
-                "bad_tool_schema",
-                format!("the tool's input schema does not compile: {e}"),
-            )
-        })?;
+        let validator = match ctx.schemas.get(&tool.id) {
+            Some(Ok(v)) => v,
+            Some(Err(e)) => {
+                return Err(info(
+                    "bad_tool_schema",
+                    format!("the tool's input schema does not compile: {e}"),
+                ));
+            }
+            None => return Err(info("unknown_tool", format!("no schema for {name:?}"))),
+        };
         let problems: Vec<String> = validator
             .iter_errors(&args)
             .take(5)
@@ -659,9 +665,18 @@ impl Driver {
                 Arc::new(OpenAiProvider::new(inner.http.clone(), spec.clone(), key))
             }
         };
+        let schemas = tools
+            .iter()
+            .map(|t| {
+                let compiled =
+                    jsonschema::validator_for(&t.input_schema).map_err(|e| e.to_string());
+                (t.id, compiled)
+            })
+            .collect();
         let ctx = Arc::new(TurnContext {
             agent,
             tools,
+            schemas,
             provider,
         });
         self.ctx = Some(ctx.clone());

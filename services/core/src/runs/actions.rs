@@ -11,8 +11,8 @@ use crate::model::{Receipt, ReceiptState, RunSummary};
 use crate::ports::{AppendOutcome, AppendRequest};
 use crate::validate;
 use baton_events::{
-    ApprovalDecided, ApprovalId, NewEvent, ReceiptId, Resolution, RunEvent, RunId, ToolOutcome,
-    ToolResolved, ToolResult,
+    ApprovalDecided, ApprovalId, Decoded, Envelope, NewEvent, ReceiptId, Resolution, RunEvent,
+    RunId, ToolOutcome, ToolResolved, ToolResult,
 };
 use serde::Deserialize;
 
@@ -71,30 +71,29 @@ impl Runs {
         if let Some(r) = &decision.reason {
             validate::text("reason", r, super::MAX_TITLE_CHARS * 10)?;
         }
-        let found = self
-            .act(p, run, |_, receipts| {
-                let r = receipts
-                    .iter()
-                    .find(|r| r.approval_id == Some(approval))
-                    .ok_or(CoreError::NotFound("approval"))?;
-                if r.state != ReceiptState::AwaitingApproval {
-                    return Err(CoreError::WrongState(format!(
-                        "approval {approval} was already decided (the call is {})",
-                        r.state.as_str()
-                    )));
-                }
-                Ok((
-                    vec![RunEvent::ApprovalDecided(ApprovalDecided {
-                        approval_id: approval,
-                        receipt_id: r.id,
-                        approved: decision.approve,
-                        reason: decision.reason.clone(),
-                    })],
-                    r.id,
-                ))
-            })
-            .await?;
-        self.receipt(p, run, found).await
+        self.act(p, run, |_, receipts| {
+            let r = receipts
+                .iter()
+                .find(|r| r.approval_id == Some(approval))
+                .ok_or(CoreError::NotFound("approval"))?;
+            if r.state != ReceiptState::AwaitingApproval {
+                return Err(CoreError::WrongState(format!(
+                    "approval {approval} was already decided (the call is {})",
+                    r.state.as_str()
+                )));
+            }
+            Ok((
+                vec![RunEvent::ApprovalDecided(ApprovalDecided {
+                    approval_id: approval,
+                    receipt_id: r.id,
+                    approved: decision.approve,
+                    reason: decision.reason.clone(),
+                })],
+                vec![r.clone()],
+            ))
+        })
+        .await
+        .and_then(only)
     }
 
     pub async fn submit_tool_outputs(
@@ -122,48 +121,41 @@ impl Runs {
                 )));
             }
         }
-        let ids = self
-            .act(p, run, |_, receipts| {
-                let mut events = Vec::with_capacity(outputs.len());
-                for o in &outputs {
-                    let r = receipts
-                        .iter()
-                        .find(|r| r.id == o.receipt_id)
-                        .ok_or(CoreError::NotFound("receipt"))?;
-                    if r.state != ReceiptState::AwaitingClient {
-                        return Err(CoreError::WrongState(format!(
-                            "receipt {} does not await a client output (it is {})",
-                            r.id,
-                            r.state.as_str()
-                        )));
-                    }
-                    events.push(RunEvent::ToolResult(ToolResult {
-                        receipt_id: r.id,
-                        call_id: r.call_id.clone(),
-                        tool: r.tool.clone(),
-                        outcome: if o.is_error {
-                            ToolOutcome::Error
-                        } else {
-                            ToolOutcome::Ok
-                        },
-                        output: o.output.clone(),
-                        error: None,
-                        duration_ms: 0,
-                        truncated: false,
-                        from_client: true,
-                    }));
+        self.act(p, run, |_, receipts| {
+            let mut events = Vec::with_capacity(outputs.len());
+            let mut touched = Vec::with_capacity(outputs.len());
+            for o in &outputs {
+                let r = receipts
+                    .iter()
+                    .find(|r| r.id == o.receipt_id)
+                    .ok_or(CoreError::NotFound("receipt"))?;
+                if r.state != ReceiptState::AwaitingClient {
+                    return Err(CoreError::WrongState(format!(
+                        "receipt {} does not await a client output (it is {})",
+                        r.id,
+                        r.state.as_str()
+                    )));
                 }
-                Ok((
-                    events,
-                    outputs.iter().map(|o| o.receipt_id).collect::<Vec<_>>(),
-                ))
-            })
-            .await?;
-        let receipts = self.log.store.list_receipts(p.tenant, run).await?;
-        Ok(receipts
-            .into_iter()
-            .filter(|r| ids.contains(&r.id))
-            .collect())
+                events.push(RunEvent::ToolResult(ToolResult {
+                    receipt_id: r.id,
+                    call_id: r.call_id.clone(),
+                    tool: r.tool.clone(),
+                    outcome: if o.is_error {
+                        ToolOutcome::Error
+                    } else {
+                        ToolOutcome::Ok
+                    },
+                    output: o.output.clone(),
+                    error: None,
+                    duration_ms: 0,
+                    truncated: false,
+                    from_client: true,
+                }));
+                touched.push(r.clone());
+            }
+            Ok((events, touched))
+        })
+        .await
     }
 
     pub async fn resolve_receipt(
@@ -203,44 +195,30 @@ impl Runs {
                     resolution: res.resolution,
                     output: res.output.clone(),
                 })],
-                (),
+                vec![r.clone()],
             ))
         })
-        .await?;
-        self.receipt(p, run, receipt).await
+        .await
+        .and_then(only)
     }
 
-    async fn receipt(
-        &self,
-        p: &Principal,
-        run: RunId,
-        id: ReceiptId,
-    ) -> Result<Receipt, CoreError> {
-        self.log
-            .store
-            .list_receipts(p.tenant, run)
-            .await?
-            .into_iter()
-            .find(|r| r.id == id)
-            .ok_or(CoreError::NotFound("receipt"))
-    }
-
-    /// Reads the run and its receipts, lets `decide` pick the events, appends them
-    /// against the version read (again from a fresh read after losing a race) and
-    /// wakes the run's driver.
-    async fn act<T>(
+    /// Reads the run and its receipts, lets `decide` pick the events and the receipts
+    /// they change, appends the events against the version read (again from a fresh
+    /// read after losing a race), wakes the run's driver and returns those receipts as
+    /// the append left them (folded here with [`Receipt::apply`], not read again).
+    async fn act(
         &self,
         p: &Principal,
         run_id: RunId,
-        decide: impl Fn(&RunSummary, &[Receipt]) -> Result<(Vec<RunEvent>, T), CoreError>,
-    ) -> Result<T, CoreError> {
+        decide: impl Fn(&RunSummary, &[Receipt]) -> Result<(Vec<RunEvent>, Vec<Receipt>), CoreError>,
+    ) -> Result<Vec<Receipt>, CoreError> {
         for _ in 0..MAX_ATTEMPTS {
             let run = self.load(p.tenant, run_id).await?;
             if run.status.is_terminal() {
                 return Err(CoreError::RunEnded(run.status.as_str()));
             }
             let receipts = self.log.store.list_receipts(p.tenant, run_id).await?;
-            let (events, out) = decide(&run, &receipts)?;
+            let (events, touched) = decide(&run, &receipts)?;
             let meta = meta(&self.replica, p, None);
             let req = AppendRequest::new(
                 run_id,
@@ -252,9 +230,12 @@ impl Runs {
                 self.clock.now(),
             );
             match self.log.append(p.tenant, req).await {
-                Ok(AppendOutcome::Appended { .. }) => {
+                Ok(AppendOutcome::Appended { events, .. }) => {
                     self.driver.wake(p.tenant, run_id);
-                    return Ok(out);
+                    return Ok(touched
+                        .into_iter()
+                        .map(|r| fold(r, run_id, &events))
+                        .collect());
                 }
                 Ok(AppendOutcome::Duplicate(_)) => {
                     return Err(CoreError::Internal("unexpected idempotency hit".into()));
@@ -265,4 +246,21 @@ impl Runs {
         }
         Err(CoreError::Conflict)
     }
+}
+
+/// `before` after the appended `events` that concern it.
+fn fold(before: Receipt, run: RunId, events: &[Envelope]) -> Receipt {
+    events.iter().fold(before, |r, e| match e.decode() {
+        Decoded::Known(event) if Receipt::id_of(&event) == Some(r.id) => {
+            Receipt::apply(Some(r.clone()), run, &event, e.version, e.recorded_at).unwrap_or(r)
+        }
+        _ => r,
+    })
+}
+
+/// The one receipt a single-call command changed.
+fn only(mut receipts: Vec<Receipt>) -> Result<Receipt, CoreError> {
+    receipts
+        .pop()
+        .ok_or_else(|| CoreError::Internal("a command changed no receipt".into()))
 }
