@@ -5,8 +5,8 @@
 
 use crate::provider::{ChatMessage, ChatRole};
 use baton_events::{
-    ApprovalId, Decoded, Envelope, MessageRole, ReceiptId, Resolution, RunEvent, ToolCallRequest,
-    ToolIntent, ToolKind,
+    Decoded, Envelope, MessageRole, ReceiptId, Resolution, RunEvent, ToolCallRequest, ToolIntent,
+    ToolKind,
 };
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -35,7 +35,6 @@ pub(crate) enum CallState {
 pub(crate) struct Call {
     pub request: ToolCallRequest,
     pub receipt: Option<ReceiptId>,
-    pub approval: Option<ApprovalId>,
     pub state: CallState,
 }
 
@@ -118,7 +117,6 @@ impl RunState {
                     .map(|c| Call {
                         request: c.clone(),
                         receipt: None,
-                        approval: None,
                         state: CallState::New,
                     })
                     .collect();
@@ -126,7 +124,6 @@ impl RunState {
             RunEvent::ApprovalRequested(a) => {
                 if let Some(c) = self.call_mut(&a.call_id) {
                     c.receipt = Some(a.receipt_id);
-                    c.approval = Some(a.approval_id);
                     c.state = CallState::AwaitingApproval;
                 }
             }

@@ -357,22 +357,9 @@ impl Driver {
             return Ok(Next::Continue);
         };
         let http = self.inner.http.clone();
-        let calls = planned.iter().map(|p| {
-            let ToolKindSpec::Http { url, .. } = &p.tool.kind else {
-                unreachable_client()
-            };
-            call_http(
-                &http,
-                HttpCall {
-                    url,
-                    arguments: &p.intent.arguments,
-                    idempotency_key: &p.intent.idempotency_key,
-                    headers: p.headers.clone(),
-                    timeout: Duration::from_millis(p.tool.timeout_ms),
-                    retry: p.tool.safe_to_repeat(),
-                },
-            )
-        });
+        let calls = planned
+            .iter()
+            .map(|p| make_call(&http, p, p.tool.safe_to_repeat()));
         let all = futures::future::join_all(calls);
         let outcomes = match self.interruptible_by_cancel(all).await? {
             Some(outcomes) => outcomes,
@@ -432,20 +419,7 @@ impl Driver {
 
     /// Runs again a call whose intent is already recorded, and records its result.
     async fn rerun(&mut self, run: &RunSummary, p: Planned) -> Result<Next, StoreError> {
-        let ToolKindSpec::Http { url, .. } = &p.tool.kind else {
-            unreachable_client()
-        };
-        let call = call_http(
-            &self.inner.http,
-            HttpCall {
-                url,
-                arguments: &p.intent.arguments,
-                idempotency_key: &p.intent.idempotency_key,
-                headers: p.headers.clone(),
-                timeout: Duration::from_millis(p.tool.timeout_ms),
-                retry: true,
-            },
-        );
+        let call = make_call(&self.inner.http, &p, true);
         let Some(outcome) = self.interruptible_by_cancel(call).await? else {
             return self.cancel(run).await;
         };
@@ -707,8 +681,21 @@ impl Driver {
 /// Why the turn fails when a secret it needs is not set.
 pub(crate) const SECRET_MISSING: &str = "secret_missing";
 
-fn unreachable_client() -> ! {
-    unreachable!("client tools are never executed by the engine")
+/// Makes a planned `http` call. A tool that is not `http` (the engine never runs
+/// `client` tools) gets an error result rather than a call.
+async fn make_call(http: &reqwest::Client, p: &Planned, retry: bool) -> CallOutcome {
+    let ToolKindSpec::Http { url, .. } = &p.tool.kind else {
+        return CallOutcome::error("tool_not_http", "the tool is not an http tool");
+    };
+    let call = HttpCall {
+        url,
+        arguments: &p.intent.arguments,
+        idempotency_key: &p.intent.idempotency_key,
+        headers: p.headers.clone(),
+        timeout: Duration::from_millis(p.tool.timeout_ms),
+        retry,
+    };
+    call_http(http, call).await
 }
 
 /// The arguments as JSON (they were checked to parse before anything ran; text that

@@ -166,8 +166,14 @@ async fn independent_reads_of_one_step_run_concurrently() {
         .await;
     assert_eq!(server.max_in_flight(), 3);
     let intents = w.types(run).await;
-    let first_result = intents.iter().position(|t| t == "tool.result");
-    let last_intent = intents.iter().rposition(|t| t == "tool.intent");
+    let first_result = intents
+        .iter()
+        .position(|t| t == "tool.result")
+        .expect("results");
+    let last_intent = intents
+        .iter()
+        .rposition(|t| t == "tool.intent")
+        .expect("intents");
     assert!(
         last_intent < first_result,
         "all intents before the results: {intents:?}"

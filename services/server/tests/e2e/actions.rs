@@ -220,7 +220,8 @@ async fn cancel_during_a_model_call_and_during_a_tool_call_over_http() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let started = Instant::now();
-    api.post(&format!("/v1/runs/{run}/cancel"), json!({})).await;
+    let r = api.post(&format!("/v1/runs/{run}/cancel"), json!({})).await;
+    assert_eq!(r.status, 200, "{}", r.body);
     api.wait_status(&run, "cancelled").await;
     assert!(started.elapsed() < Duration::from_secs(5), "at once");
     assert_eq!(states(&receipts(&api, &run).await), ["uncertain"]);
