@@ -165,15 +165,8 @@ impl Runs {
             run.apply(&e.event, i as i64 + 1, at);
         }
         let result = CreatedRun { run, message };
-        let req = AppendRequest {
-            run: run_id,
-            expected_version: 0,
-            events,
-            at,
-            idempotency: record(&cmd.request_id, "create_run", fingerprint.clone(), &result),
-            fence: None,
-            release: None,
-        };
+        let mut req = AppendRequest::new(run_id, 0, events, at);
+        req.idempotency = record(&cmd.request_id, "create_run", fingerprint.clone(), &result);
         match self.log.append(p.tenant, req).await? {
             AppendOutcome::Appended { run, .. } => {
                 if result.message.is_some() {
@@ -256,24 +249,18 @@ impl Runs {
             };
             let turn = run.turn_count + 1;
             let result = PostedMessage { message, turn };
-            let req = AppendRequest {
-                run: run_id,
-                expected_version: run.version,
-                events: user_turn(
-                    &result.message,
-                    turn,
-                    &meta(&self.replica, p, cmd.request_id.as_deref()),
-                ),
-                at,
-                idempotency: record(
-                    &cmd.request_id,
-                    "post_message",
-                    fingerprint.clone(),
-                    &result,
-                ),
-                fence: None,
-                release: None,
-            };
+            let events = user_turn(
+                &result.message,
+                turn,
+                &meta(&self.replica, p, cmd.request_id.as_deref()),
+            );
+            let mut req = AppendRequest::new(run_id, run.version, events, at);
+            req.idempotency = record(
+                &cmd.request_id,
+                "post_message",
+                fingerprint.clone(),
+                &result,
+            );
             match self.log.append(p.tenant, req).await {
                 Ok(AppendOutcome::Appended { .. }) => {
                     self.driver.wake(p.tenant, run_id);
@@ -347,15 +334,7 @@ impl Runs {
                     meta,
                 ));
             }
-            let req = AppendRequest {
-                run: run_id,
-                expected_version: run.version,
-                events,
-                at: self.clock.now(),
-                idempotency: None,
-                fence: None,
-                release: None,
-            };
+            let req = AppendRequest::new(run_id, run.version, events, self.clock.now());
             match self.log.append(p.tenant, req).await {
                 Ok(AppendOutcome::Appended { run, .. }) => {
                     if busy {

@@ -38,8 +38,7 @@ async fn one_turn(w: &World, chat: &ChatServer) -> RunId {
     let agent = openai_agent(w, chat).await;
     chat.push(ChatResponse::text("first"));
     let run = w.start(&w.runs, agent, "hello").await;
-    w.wait_for(run, "answered", |r| r.status == RunStatus::Waiting)
-        .await;
+    w.wait_status(run, RunStatus::Waiting).await;
     w.settled_types(run).await;
     run
 }

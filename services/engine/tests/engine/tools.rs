@@ -94,9 +94,7 @@ async fn a_run_calls_a_read_and_a_mutation_then_answers() {
             AgentLimits::default(),
         )
         .await;
-    let done = w
-        .wait_for(run, "answered", |r| r.status == RunStatus::Waiting)
-        .await;
+    let done = w.wait_status(run, RunStatus::Waiting).await;
     assert_eq!(done.last_error, None);
     assert_eq!((server.calls("lookup"), server.calls("charge")), (1, 1));
     let receipts = w.receipts(run).await;
@@ -162,8 +160,7 @@ async fn independent_reads_of_one_step_run_concurrently() {
             AgentLimits::default(),
         )
         .await;
-    w.wait_for(run, "answered", |r| r.status == RunStatus::Waiting)
-        .await;
+    w.wait_status(run, RunStatus::Waiting).await;
     assert_eq!(server.max_in_flight(), 3);
     let intents = w.types(run).await;
     let first_result = intents
@@ -202,8 +199,7 @@ async fn mutations_run_one_at_a_time_in_the_models_order() {
             AgentLimits::default(),
         )
         .await;
-    w.wait_for(run, "answered", |r| r.status == RunStatus::Waiting)
-        .await;
+    w.wait_status(run, RunStatus::Waiting).await;
     assert_eq!(server.max_in_flight(), 1);
     let order: Vec<_> = w.receipts(run).await.into_iter().map(|r| r.tool).collect();
     assert_eq!(order, ["first", "second"]);
@@ -264,8 +260,7 @@ async fn approval_approve_runs_the_call_and_deny_tells_the_model() {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
-    w.wait_for(run, "answered", |r| r.status == RunStatus::Waiting)
-        .await;
+    w.wait_status(run, RunStatus::Waiting).await;
     assert_eq!(server.calls("deploy"), 1, "only the approved call ran");
     let denied = &w.receipts(run).await[1];
     assert!(
@@ -336,8 +331,7 @@ async fn client_tools_wait_for_the_outputs_the_client_submits() {
         .await
         .expect("outputs");
     assert_eq!(posted[0].state, ReceiptState::Ok);
-    w.wait_for(run, "answered", |r| r.status == RunStatus::Waiting)
-        .await;
+    w.wait_status(run, RunStatus::Waiting).await;
     let again = w
         .runs
         .submit_tool_outputs(
@@ -382,8 +376,7 @@ async fn bad_calls_become_error_results_the_model_sees() {
             AgentLimits::default(),
         )
         .await;
-    w.wait_for(run, "answered", |r| r.status == RunStatus::Waiting)
-        .await;
+    w.wait_status(run, RunStatus::Waiting).await;
     assert_eq!(server.calls("lookup"), 0, "nothing invalid ran");
     let codes: Vec<_> = w
         .receipts(run)
@@ -454,8 +447,7 @@ async fn an_error_answer_from_the_endpoint_is_a_result_not_a_crash() {
             AgentLimits::default(),
         )
         .await;
-    w.wait_for(run, "answered", |r| r.status == RunStatus::Waiting)
-        .await;
+    w.wait_status(run, RunStatus::Waiting).await;
     assert_eq!(server.calls("flaky"), 1, "a mutation is not retried");
     let r = w.receipts(run).await.remove(0);
     assert_eq!(r.state, ReceiptState::Error);
@@ -497,8 +489,7 @@ async fn cancel_during_a_tool_call_holds_the_mutation_uncertain() {
             .cancel_run(&w.owner, run, None)
             .await
             .expect("cancel");
-        w.wait_for(run, "cancelled", |r| r.status == RunStatus::Cancelled)
-            .await;
+        w.wait_status(run, RunStatus::Cancelled).await;
         assert!(started.elapsed() < Duration::from_secs(5), "at once");
         let state = w.receipts(run).await.remove(0).state;
         let expected = match effect {
@@ -517,15 +508,13 @@ async fn cancel_during_a_model_call_ends_the_run_at_once() {
         ..says("too late")
     };
     let run = w.run_with(vec![], vec![slow], AgentLimits::default()).await;
-    w.wait_for(run, "running", |r| r.status == RunStatus::Running)
-        .await;
+    w.wait_status(run, RunStatus::Running).await;
     let started = tokio::time::Instant::now();
     w.runs
         .cancel_run(&w.owner, run, None)
         .await
         .expect("cancel");
-    w.wait_for(run, "cancelled", |r| r.status == RunStatus::Cancelled)
-        .await;
+    w.wait_status(run, RunStatus::Cancelled).await;
     assert!(started.elapsed() < Duration::from_secs(5));
     assert!(!w.types(run).await.iter().any(|t| t == "model.completed"));
 }
@@ -549,8 +538,7 @@ async fn oversized_outputs_are_cut_with_a_marker() {
             AgentLimits::default(),
         )
         .await;
-    w.wait_for(run, "answered", |r| r.status == RunStatus::Waiting)
-        .await;
+    w.wait_status(run, RunStatus::Waiting).await;
     let output = w.receipts(run).await.remove(0).output.unwrap_or_default();
     assert!(output.len() < baton_engine::MAX_OUTPUT_BYTES + 100);
     assert!(
@@ -596,8 +584,7 @@ async fn a_slow_tool_times_out_and_a_failing_read_is_retried_within_its_budget()
             AgentLimits::default(),
         )
         .await;
-    w.wait_for(run, "answered", |r| r.status == RunStatus::Waiting)
-        .await;
+    w.wait_status(run, RunStatus::Waiting).await;
     let codes: Vec<_> = w
         .receipts(run)
         .await

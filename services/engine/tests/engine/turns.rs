@@ -12,9 +12,7 @@ async fn a_turn_records_the_answer_and_settles_the_run_in_one_append() {
     let w = world().await;
     let agent = w.agent(&[("hello", 0, false)]).await;
     let run = w.start(&w.runs, agent, "hi").await;
-    let done = w
-        .wait_for(run, "waiting", |r| r.status == RunStatus::Waiting)
-        .await;
+    let done = w.wait_status(run, RunStatus::Waiting).await;
     assert_eq!(done.message_count, 2);
     w.settled_types(run).await;
     let events = w.events(run).await;
@@ -56,8 +54,7 @@ async fn a_turn_past_the_end_of_the_script_fails_and_frees_the_run() {
     let w = world().await;
     let agent = w.agent(&[("only", 0, false)]).await;
     let run = w.start(&w.runs, agent, "one").await;
-    w.wait_for(run, "waiting", |r| r.status == RunStatus::Waiting)
-        .await;
+    w.wait_status(run, RunStatus::Waiting).await;
     let cmd = PostMessage {
         content: "two".into(),
         request_id: None,
@@ -83,16 +80,13 @@ async fn a_cancel_during_the_models_wait_ends_the_run_without_an_answer() {
     let w = world().await;
     let agent = w.agent(&[("too late", 30_000, false)]).await;
     let run = w.start(&w.runs, agent, "go").await;
-    w.wait_for(run, "running", |r| r.status == RunStatus::Running)
-        .await;
+    w.wait_status(run, RunStatus::Running).await;
     let started = tokio::time::Instant::now();
     w.runs
         .cancel_run(&w.owner, run, Some("stop".into()))
         .await
         .expect("cancel");
-    let r = w
-        .wait_for(run, "cancelled", |r| r.status == RunStatus::Cancelled)
-        .await;
+    let r = w.wait_status(run, RunStatus::Cancelled).await;
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "the wait was interrupted"
@@ -117,9 +111,7 @@ async fn a_run_whose_wake_up_was_lost_is_driven_by_the_next_sweep() {
         "nobody drove it"
     );
     assert_eq!(w.engine.run_once().await.expect("sweep"), 1);
-    let r = w
-        .wait_for(run, "answered", |r| r.status == RunStatus::Waiting)
-        .await;
+    let r = w.wait_status(run, RunStatus::Waiting).await;
     assert_eq!(r.message_count, 2);
     assert_eq!(w.engine.run_once().await.expect("sweep"), 0, "nothing left");
 }
@@ -129,8 +121,7 @@ async fn a_turn_interrupted_by_shutdown_writes_nothing_and_is_taken_again_after_
     let w = world().await;
     let agent = w.agent(&[("after restart", 300, false)]).await;
     let run = w.start(&w.runs, agent, "go").await;
-    w.wait_for(run, "running", |r| r.status == RunStatus::Running)
-        .await;
+    w.wait_status(run, RunStatus::Running).await;
     w.engine.shutdown().await;
     assert_eq!(
         w.engine.active_runs(),
@@ -148,9 +139,7 @@ async fn a_turn_interrupted_by_shutdown_writes_nothing_and_is_taken_again_after_
     // A new engine on the same database, as after a restart.
     let restarted = Engine::new(ports(&w.store, &w.runs.log), EngineOptions::new("test-2"));
     assert_eq!(restarted.run_once().await.expect("sweep"), 1);
-    let r = w
-        .wait_for(run, "answered", |r| r.status == RunStatus::Waiting)
-        .await;
+    let r = w.wait_status(run, RunStatus::Waiting).await;
     assert_eq!(r.message_count, 2);
     let types = w.types(run).await;
     assert_eq!(
@@ -205,8 +194,7 @@ async fn a_run_whose_agent_this_build_cannot_read_is_parked_until_a_client_acts(
         .cancel_run(&w.owner, run, None)
         .await
         .expect("cancel");
-    w.wait_for(run, "cancelled", |r| r.status == RunStatus::Cancelled)
-        .await;
+    w.wait_status(run, RunStatus::Cancelled).await;
 }
 
 #[tokio::test]
@@ -214,8 +202,7 @@ async fn a_command_taken_by_another_replica_reaches_the_owner_at_once() {
     let w = world().await;
     let agent = w.agent(&[("too late", 30_000, false)]).await;
     let run = w.start(&w.runs, agent, "go").await;
-    w.wait_for(run, "running", |r| r.status == RunStatus::Running)
-        .await;
+    w.wait_status(run, RunStatus::Running).await;
     // A second replica on the same database and bus takes the cancel.
     let (other, via_other) = w.other_replica("other").await;
     let started = tokio::time::Instant::now();
@@ -223,8 +210,7 @@ async fn a_command_taken_by_another_replica_reaches_the_owner_at_once() {
         .cancel_run(&w.owner, run, None)
         .await
         .expect("cancel");
-    w.wait_for(run, "cancelled", |r| r.status == RunStatus::Cancelled)
-        .await;
+    w.wait_status(run, RunStatus::Cancelled).await;
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "the owner was woken over the bus, not after its 30 s wait"
@@ -284,7 +270,6 @@ async fn a_run_parked_here_is_freed_by_a_command_taken_on_another_replica() {
         .cancel_run(&w.owner, run, None)
         .await
         .expect("cancel");
-    w.wait_for(run, "cancelled", |r| r.status == RunStatus::Cancelled)
-        .await;
+    w.wait_status(run, RunStatus::Cancelled).await;
     other.shutdown().await;
 }

@@ -181,6 +181,12 @@ impl World {
         self.runs.get_run(&self.owner, run).await.expect("get run")
     }
 
+    /// Waits until the run is in `status`.
+    pub async fn wait_status(&self, run: RunId, status: RunStatus) -> RunSummary {
+        self.wait_for(run, status.as_str(), |r| r.status == status)
+            .await
+    }
+
     pub async fn wait_for(
         &self,
         run: RunId,
