@@ -80,7 +80,18 @@ async fn nats_restart_during_a_run_loses_no_sse_event() {
         a.message_when_idle(&run, &format!("message {i}")).await;
         a.wait_status(&run, "waiting").await;
     }
-    let during_outage = a.summary(&run).await["version"].as_i64().expect("version");
+    // The turn's checkpoint is appended just after it settles: wait for it, so that
+    // every event committed during the outage is counted as such.
+    let a_ref = &a;
+    let run_ref = &run;
+    let during_outage = until("turn 4's checkpoint", DEADLINE, || async move {
+        let events = a_ref.events(run_ref).await;
+        let last = events.last()?;
+        (last["type"] == "checkpoint.saved")
+            .then(|| last["version"].as_i64())
+            .flatten()
+    })
+    .await;
     wait_seen(
         &seen,
         "events written during the outage, from the database",
