@@ -108,7 +108,21 @@ pub fn router(state: AppState) -> Router {
                 .get("x-request-id")
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("");
-            tracing::info_span!("http", method = %req.method(), route, request_id)
+            let span = tracing::info_span!(
+                "http",
+                method = %req.method(),
+                route,
+                request_id,
+                otel.name = format!("{} {route}", req.method()),
+                otel.kind = "server",
+            );
+            // The caller's trace, when it sent one, is this request's parent.
+            let traceparent = req
+                .headers()
+                .get("traceparent")
+                .and_then(|v| v.to_str().ok());
+            baton_core::trace::adopt(&span, traceparent);
+            span
         }))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))

@@ -69,6 +69,12 @@ impl Hub {
 
     /// Hands the event to every subscriber of its run, dropping the full and the gone.
     pub fn dispatch(&self, event: &Envelope) {
+        // From the appender's clock to this one: over NATS, any skew between the
+        // replicas' clocks is included.
+        let lag = (chrono::Utc::now() - event.recorded_at)
+            .to_std()
+            .unwrap_or_default();
+        metrics::histogram!("baton_bus_lag_seconds").record(lag);
         let key = (event.meta.tenant, event.stream);
         let mut subs = self.lock();
         let Some(list) = subs.get_mut(&key) else {

@@ -42,6 +42,7 @@ pub struct Agents {
 }
 
 impl Agents {
+    #[tracing::instrument(name = "agents.create", skip_all)]
     pub async fn create(&self, p: &Principal, new: NewAgent) -> Result<Agent, CoreError> {
         p.require(Action::ManageAgents)?;
         validate(&new)?;
@@ -64,6 +65,7 @@ impl Agents {
     }
 
     /// Replaces the definition with a new version; runs already started keep theirs.
+    #[tracing::instrument(name = "agents.update", skip_all)]
     pub async fn update(
         &self,
         p: &Principal,
@@ -88,6 +90,7 @@ impl Agents {
         Ok(agent)
     }
 
+    #[tracing::instrument(name = "agents.get", skip_all)]
     pub async fn get(&self, p: &Principal, id: AgentId) -> Result<Agent, CoreError> {
         p.require(Action::ReadAgents)?;
         self.store
@@ -96,6 +99,7 @@ impl Agents {
             .ok_or(CoreError::NotFound("agent"))
     }
 
+    #[tracing::instrument(name = "agents.list", skip_all)]
     pub async fn list(
         &self,
         p: &Principal,

@@ -30,6 +30,7 @@ pub struct Secrets {
 impl Secrets {
     /// Stores `value` under `name` (admin), sealed under the active key, replacing the
     /// value of an existing secret of that name. Returns the metadata, never the value.
+    #[tracing::instrument(name = "secrets.put", skip_all)]
     pub async fn put(
         &self,
         p: &Principal,
@@ -50,6 +51,7 @@ impl Secrets {
     }
 
     /// The tenant's secrets in name order (admin): metadata only.
+    #[tracing::instrument(name = "secrets.list", skip_all)]
     pub async fn list(
         &self,
         p: &Principal,
@@ -72,6 +74,7 @@ impl Secrets {
     }
 
     /// Deletes the secret (admin); `NotFound` when the tenant has none of that name.
+    #[tracing::instrument(name = "secrets.delete", skip_all)]
     pub async fn delete(&self, p: &Principal, name: &str) -> Result<(), CoreError> {
         p.require(Action::ManageSecrets)?;
         check_name("name", name)?;

@@ -54,6 +54,7 @@ pub struct Tools {
 }
 
 impl Tools {
+    #[tracing::instrument(name = "tools.create", skip_all)]
     pub async fn create(&self, p: &Principal, new: NewTool) -> Result<Tool, CoreError> {
         p.require(Action::ManageTools)?;
         validate(&new)?;
@@ -81,6 +82,7 @@ impl Tools {
         }
     }
 
+    #[tracing::instrument(name = "tools.get", skip_all)]
     pub async fn get(&self, p: &Principal, id: ToolId) -> Result<Tool, CoreError> {
         p.require(Action::ReadTools)?;
         self.store
@@ -89,6 +91,7 @@ impl Tools {
             .ok_or(CoreError::NotFound("tool"))
     }
 
+    #[tracing::instrument(name = "tools.list", skip_all)]
     pub async fn list(
         &self,
         p: &Principal,

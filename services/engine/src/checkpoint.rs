@@ -62,6 +62,7 @@ impl Driver {
             .save_checkpoint(self.tenant, self.run, &stored)
             .await?;
         metrics::counter!("baton_checkpoints_saved_total").increment(1);
+        metrics::histogram!("baton_checkpoint_size_bytes").record(meta.size as f64);
         Ok(RunEvent::CheckpointSaved(CheckpointSaved {
             checkpoint_id: id,
             through_version: meta.through_version,

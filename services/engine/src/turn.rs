@@ -28,6 +28,7 @@ use baton_events::{
 };
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument;
 
 /// What a turn needs from the run's agent version, loaded once per driver.
 pub(crate) struct TurnContext {
@@ -54,11 +55,25 @@ struct Planned {
 
 impl Driver {
     /// Takes the next step of the running turn.
+    ///
+    /// Each step is a span in the turn's trace: the child of whatever posted the turn's
+    /// message, on whichever replica that was.
     pub(crate) async fn take_turn(&mut self, run: &RunSummary) -> Result<Next, StoreError> {
         self.refresh(run).await?;
         if self.state.version != run.version {
             return Ok(Next::Continue);
         }
+        let span = tracing::info_span!(
+            "turn_step",
+            turn = self.state.turn,
+            step = self.state.step,
+            otel.name = "turn step",
+        );
+        baton_core::trace::adopt(&span, self.state.turn_trace.as_deref());
+        self.turn_step(run).instrument(span).await
+    }
+
+    async fn turn_step(&mut self, run: &RunSummary) -> Result<Next, StoreError> {
         let ctx = match self.context(run).await? {
             Ok(ctx) => ctx,
             Err(error) => return self.fail_turn(run, error).await,
@@ -95,16 +110,40 @@ impl Driver {
             // A model call may not outlast the turn.
             let left = self.turn_time_left(ctx);
             let ms = ctx.agent.limits.turn_timeout_ms;
+            let provider = ctx.agent.provider.kind();
+            let span = tracing::info_span!("model_call", provider, otel.name = "model call");
             let call = async {
-                tokio::time::timeout(left, ctx.provider.complete(&request, sink.as_ref()))
-                    .await
-                    .unwrap_or_else(|_| {
-                        Err(ModelError::new(
-                            "turn_timeout",
-                            format!("the turn took longer than {ms} ms"),
-                        ))
-                    })
-            };
+                let started = std::time::Instant::now();
+                let reply =
+                    tokio::time::timeout(left, ctx.provider.complete(&request, sink.as_ref()))
+                        .await
+                        .unwrap_or_else(|_| {
+                            Err(ModelError::new(
+                                "turn_timeout",
+                                format!("the turn took longer than {ms} ms"),
+                            ))
+                        });
+                let outcome = match &reply {
+                    Ok(_) => "ok",
+                    Err(e) => {
+                        metrics::counter!(
+                            "baton_model_call_errors_total",
+                            "provider" => provider,
+                            "code" => e.code,
+                        )
+                        .increment(1);
+                        "error"
+                    }
+                };
+                metrics::histogram!(
+                    "baton_model_call_duration_seconds",
+                    "provider" => provider,
+                    "outcome" => outcome,
+                )
+                .record(started.elapsed());
+                reply
+            }
+            .instrument(span);
             match self.interruptible(call).await? {
                 Interrupted::Done(reply) => reply,
                 Interrupted::Cancel => return self.cancel(run).await,
@@ -684,6 +723,40 @@ pub(crate) const SECRET_MISSING: &str = "secret_missing";
 /// Makes a planned `http` call. A tool that is not `http` (the engine never runs
 /// `client` tools) gets an error result rather than a call.
 async fn make_call(http: &reqwest::Client, p: &Planned, retry: bool) -> CallOutcome {
+    let effect = match p.tool.effect {
+        ToolEffect::Read => "read",
+        ToolEffect::Mutation => "mutation",
+    };
+    let span = tracing::info_span!(
+        "tool_call",
+        tool = %p.tool.name,
+        effect,
+        otel.name = format!("tool call {}", p.tool.name),
+    );
+    let outcome = make_http_call(http, p, retry).instrument(span).await;
+    let label = match outcome.outcome {
+        ToolOutcome::Ok => "ok",
+        ToolOutcome::Error => "error",
+        ToolOutcome::Cancelled => "cancelled",
+    };
+    if let Some(e) = &outcome.error {
+        metrics::counter!(
+            "baton_tool_call_errors_total",
+            "effect" => effect,
+            "code" => e.code.clone(),
+        )
+        .increment(1);
+    }
+    metrics::histogram!(
+        "baton_tool_call_duration_seconds",
+        "effect" => effect,
+        "outcome" => label,
+    )
+    .record(Duration::from_millis(outcome.duration_ms));
+    outcome
+}
+
+async fn make_http_call(http: &reqwest::Client, p: &Planned, retry: bool) -> CallOutcome {
     let ToolKindSpec::Http { url, .. } = &p.tool.kind else {
         return CallOutcome::error("tool_not_http", "the tool is not an http tool");
     };

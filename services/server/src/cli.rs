@@ -1,4 +1,5 @@
-//! The command line: `serve`, `migrate`, `config explain`, `admin create-tenant`.
+//! The command line: `serve`, `migrate`, `config explain`, `config reference`,
+//! `admin create-tenant`.
 
 use crate::app;
 use crate::config::{self, CliOverrides, Config, Sources};
@@ -50,6 +51,15 @@ pub enum ConfigCommand {
         #[command(flatten)]
         overrides: CliOverrides,
     },
+    /// Print the Markdown table of every configuration key: its default, its environment
+    /// variable and its meaning, generated from the configuration types. Reads no
+    /// configuration: it shows built-in defaults only.
+    Reference {
+        /// Instead of printing, replace the table in this Markdown file: the lines between
+        /// `<!-- BEGIN GENERATED: baton config reference -->` and `<!-- END GENERATED -->`.
+        #[arg(long, value_name = "FILE")]
+        update: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -86,6 +96,21 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 .context("the configuration above is not valid")?;
             Ok(())
         }
+        Command::Config(ConfigCommand::Reference { update: None }) => {
+            print!("{}", config::reference_markdown()?);
+            Ok(())
+        }
+        Command::Config(ConfigCommand::Reference { update: Some(page) }) => {
+            if config::update_reference(&page)? {
+                println!("updated the configuration reference in {}", page.display());
+            } else {
+                println!(
+                    "the configuration reference in {} is up to date",
+                    page.display()
+                );
+            }
+            Ok(())
+        }
         Command::Admin(AdminCommand::CreateTenant { name, overrides }) => {
             let config = load(cli.config, overrides)?;
             create_tenant(&config, &name).await
@@ -94,11 +119,17 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 async fn serve(config: Config) -> anyhow::Result<()> {
-    crate::telemetry::init(&config.log);
+    let traces = crate::telemetry::init_serving(&config.log, &config.replica_name)?;
+    let served = serve_until_stopped(&config).await;
+    traces.shutdown().await;
+    served
+}
+
+async fn serve_until_stopped(config: &Config) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(config.http.listen)
         .await
         .with_context(|| format!("binding {}", config.http.listen))?;
-    let running = app::start(&config, listener).await?;
+    let running = app::start(config, listener).await?;
     println!("baton listening on http://{}", running.addr);
     let token = running.shutdown_token();
     tokio::select! {

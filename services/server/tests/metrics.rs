@@ -1,9 +1,11 @@
 //! `/metrics` serves Prometheus text with Baton's metrics, named by convention, and they
-//! move with the work: requests, appends, leases, SSE streams, pools.
+//! move with the work: requests, appends, leases, SSE streams, pools, the bus, model and
+//! tool calls, checkpoints.
 
 use baton_server::app;
 use baton_server::config::Config;
-use baton_testkit::Api;
+use baton_testkit::{Api, Behaviour, ToolServer};
+use serde_json::json;
 use std::time::Duration;
 
 /// The value of the first sample line of `name` whose labels contain every `labels` part.
@@ -31,8 +33,40 @@ async fn metrics_follow_prometheus_conventions_and_move_with_the_work() {
     let base = format!("http://{}", running.addr);
     let http = reqwest::Client::new();
     let api = Api::new(&base, None);
-    let agent = api.agent(&[("hi", 0, false)]).await;
+    // A turn that calls a tool which fails, then answers; the next turn's model call
+    // finds the script exhausted and fails: model and tool calls, their errors and a
+    // checkpoint all get recorded.
+    let tools = ToolServer::start().await;
+    tools.set(
+        "lookup",
+        Behaviour {
+            status: 500,
+            ..Behaviour::default()
+        },
+    );
+    let tool = api
+        .post(
+            "/v1/tools",
+            json!({"name": "lookup", "description": "Looks things up", "effect": "read",
+                   "input_schema": {"type": "object"},
+                   "kind": {"kind": "http", "url": tools.url("lookup")}}),
+        )
+        .await;
+    assert_eq!(tool.status, 201, "{}", tool.body);
+    let agent = api
+        .post(
+            "/v1/agents",
+            json!({"name": "metered", "tools": [tool.body["id"]],
+                   "provider": {"kind": "scripted", "replies": [
+                       {"tool_calls": [{"name": "lookup", "arguments": {}}]},
+                       {"content": "nothing found"}]}}),
+        )
+        .await;
+    assert_eq!(agent.status, 201, "{}", agent.body);
+    let agent = agent.body["id"].as_str().expect("agent id").to_string();
     let run_id = api.run(&agent, Some("hello")).await;
+    api.wait_status(&run_id, "waiting").await;
+    api.message_when_idle(&run_id, "again").await;
     // An open SSE stream counts as a subscriber while it lasts.
     let sse = http
         .get(format!("{base}/v1/runs/{run_id}/events"))
@@ -54,8 +88,10 @@ async fn metrics_follow_prometheus_conventions_and_move_with_the_work() {
             .to_string();
         assert!(ctype.starts_with("text/plain"), "{ctype}");
         let text = res.text().await.expect("text");
-        let done = sample(&text, "baton_lease_claims_total", &["reason=\"new\""]).is_some()
-            && sample(&text, "baton_leases_held", &[]).is_some();
+        let done = sample(&text, "baton_lease_claims_total", &["reason=\"new\""]) >= Some(1.0)
+            && sample(&text, "baton_leases_held", &[]).is_some()
+            && sample(&text, "baton_model_call_errors_total", &[]).is_some()
+            && sample(&text, "baton_checkpoint_size_bytes_count", &[]) >= Some(1.0);
         if done || tokio::time::Instant::now() > deadline {
             break text;
         }
@@ -84,6 +120,48 @@ async fn metrics_follow_prometheus_conventions_and_move_with_the_work() {
     );
     assert!(sample(&text, "baton_db_pool_max_connections", &["pool=\"app\""]) >= Some(1.0));
     assert!(sample(&text, "baton_db_pool_connections", &["state=\"idle\""]).is_some());
+    assert!(sample(&text, "baton_db_pool_wait_seconds_count", &["pool=\"app\""]) >= Some(1.0));
+    assert!(sample(&text, "baton_bus_lag_seconds_count", &[]) >= Some(1.0));
+    let scripted = "provider=\"scripted\"";
+    assert!(
+        sample(
+            &text,
+            "baton_model_call_duration_seconds_count",
+            &[scripted, "outcome=\"ok\""]
+        ) >= Some(2.0)
+    );
+    assert!(
+        sample(
+            &text,
+            "baton_model_call_errors_total",
+            &[scripted, "code=\"script_exhausted\""]
+        ) >= Some(1.0),
+        "{text}"
+    );
+    let read = "effect=\"read\"";
+    assert!(
+        sample(
+            &text,
+            "baton_tool_call_duration_seconds_count",
+            &[read, "outcome=\"error\""]
+        ) >= Some(1.0),
+        "{text}"
+    );
+    assert!(sample(&text, "baton_tool_call_errors_total", &[read]) >= Some(1.0));
+    assert!(
+        text.contains("baton_checkpoint_size_bytes_bucket{"),
+        "{text}"
+    );
+    // Rare events are scraped at zero before they first happen.
+    for rare in [
+        "baton_appends_fenced_total",
+        "baton_lease_handoffs_total",
+        "baton_sse_closed_slow_total",
+        "baton_bus_publish_failures_total",
+    ] {
+        assert_eq!(sample(&text, rare, &[]), Some(0.0), "{rare}");
+    }
+    assert!(sample(&text, "baton_lease_claims_total", &["reason=\"adopted\""]).is_some());
     assert!(
         text.contains("# HELP baton_events_appended_total Durable events appended."),
         "described"
@@ -96,7 +174,10 @@ async fn metrics_follow_prometheus_conventions_and_move_with_the_work() {
             assert!(name.ends_with("_total"), "counters end in _total: {line}");
         }
         if kind == "histogram" {
-            assert!(name.ends_with("_seconds"), "durations in seconds: {line}");
+            assert!(
+                name.ends_with("_seconds") || name.ends_with("_bytes"),
+                "durations in seconds, sizes in bytes: {line}"
+            );
         }
     }
     drop(sse);

@@ -28,6 +28,18 @@ pub struct PoolStats {
     pub max: u32,
 }
 
+/// Takes a connection from `pool` (named `name` in metrics), recording how long the
+/// caller waited for it: the pool's wait, where a saturated pool shows first.
+async fn acquire<DB: sqlx::Database>(
+    pool: &sqlx::Pool<DB>,
+    name: &'static str,
+) -> Result<sqlx::pool::PoolConnection<DB>, sqlx::Error> {
+    let started = std::time::Instant::now();
+    let conn = pool.acquire().await;
+    metrics::histogram!("baton_db_pool_wait_seconds", "pool" => name).record(started.elapsed());
+    conn
+}
+
 impl PoolStats {
     fn of<DB: sqlx::Database>(name: &'static str, pool: &sqlx::Pool<DB>) -> Self {
         PoolStats {

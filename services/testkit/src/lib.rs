@@ -2,13 +2,15 @@
 //! private NATS servers for tests that break the broker ([`nats`]), clusters of `baton`
 //! processes on one database and NATS ([`replicas`]) and a typed client of their HTTP
 //! API and event streams ([`api`]), and local stand-ins for what runs call out to: a
-//! chat-completions server ([`chat`]) and tool endpoints ([`tool_server`]).
+//! chat-completions server ([`chat`]), tool endpoints ([`tool_server`]) and an OTLP
+//! trace collector ([`otlp`]).
 //! Depends on no Baton crate, so any crate's tests can use it.
 
 pub mod api;
 pub mod chat;
 pub mod db;
 pub mod nats;
+pub mod otlp;
 pub mod replicas;
 pub mod tool_server;
 

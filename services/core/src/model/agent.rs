@@ -18,6 +18,16 @@ pub enum ProviderSpec {
     Openai(OpenAiSpec),
 }
 
+impl ProviderSpec {
+    /// The provider's kind, as the API spells it (`scripted`, `openai`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ProviderSpec::Scripted { .. } => "scripted",
+            ProviderSpec::Openai(_) => "openai",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScriptedReply {

@@ -50,6 +50,7 @@ pub struct ReceiptResolution {
 }
 
 impl Runs {
+    #[tracing::instrument(name = "runs.list_receipts", skip_all)]
     pub async fn list_receipts(
         &self,
         p: &Principal,
@@ -60,6 +61,7 @@ impl Runs {
         Ok(self.log.store.list_receipts(p.tenant, run).await?)
     }
 
+    #[tracing::instrument(name = "runs.decide_approval", skip_all)]
     pub async fn decide_approval(
         &self,
         p: &Principal,
@@ -96,6 +98,7 @@ impl Runs {
         .and_then(only)
     }
 
+    #[tracing::instrument(name = "runs.submit_tool_outputs", skip_all)]
     pub async fn submit_tool_outputs(
         &self,
         p: &Principal,
@@ -158,6 +161,7 @@ impl Runs {
         .await
     }
 
+    #[tracing::instrument(name = "runs.resolve_receipt", skip_all)]
     pub async fn resolve_receipt(
         &self,
         p: &Principal,

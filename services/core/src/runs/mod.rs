@@ -118,6 +118,7 @@ impl Runs {
         &self.log.bus
     }
 
+    #[tracing::instrument(name = "runs.create_run", skip_all)]
     pub async fn create_run(&self, p: &Principal, cmd: CreateRun) -> Result<CreatedRun, CoreError> {
         p.require(Action::CreateRuns)?;
         validate::request_id(cmd.request_id.as_deref(), MAX_REQUEST_ID_CHARS)?;
@@ -181,11 +182,13 @@ impl Runs {
         }
     }
 
+    #[tracing::instrument(name = "runs.get_run", skip_all)]
     pub async fn get_run(&self, p: &Principal, run: RunId) -> Result<RunSummary, CoreError> {
         p.require(Action::ReadRuns)?;
         self.load(p.tenant, run).await
     }
 
+    #[tracing::instrument(name = "runs.list_runs", skip_all)]
     pub async fn list_runs(
         &self,
         p: &Principal,
@@ -207,6 +210,7 @@ impl Runs {
         Ok(Page { items, next_cursor })
     }
 
+    #[tracing::instrument(name = "runs.post_message", skip_all)]
     pub async fn post_message(
         &self,
         p: &Principal,
@@ -274,6 +278,7 @@ impl Runs {
         Err(CoreError::Conflict)
     }
 
+    #[tracing::instrument(name = "runs.list_messages", skip_all)]
     pub async fn list_messages(
         &self,
         p: &Principal,
@@ -298,6 +303,7 @@ impl Runs {
     /// Cancels a run. An idle run is cancelled at once; a busy one gets
     /// `run.cancel_requested` and the engine ends the turn at its next step boundary.
     /// Cancelling a cancelled run returns it unchanged.
+    #[tracing::instrument(name = "runs.cancel_run", skip_all)]
     pub async fn cancel_run(
         &self,
         p: &Principal,
@@ -353,6 +359,7 @@ impl Runs {
     }
 
     /// A page of a run's events with `version > after`.
+    #[tracing::instrument(name = "runs.read_events", skip_all)]
     pub async fn read_events(
         &self,
         p: &Principal,

@@ -14,7 +14,7 @@ use super::{ConfigError, Layer};
 /// Prefix of the environment variables that set configuration keys.
 pub(crate) const ENV_PREFIX: &str = "BATON_";
 /// Separator of nesting levels in variable names (`BATON_HTTP__LISTEN` = `http.listen`).
-const ENV_SEPARATOR: &str = "__";
+pub(crate) const ENV_SEPARATOR: &str = "__";
 /// Variable whose value is the default of `replica_name`.
 pub(crate) const HOSTNAME_VAR: &str = "HOSTNAME";
 /// Marks metadata of the environment layers, whose interpolater names the variable.

@@ -1,15 +1,25 @@
 //! Configuration of the `baton` binary: layering (defaults < `baton.toml` < `BATON_*`
-//! variables < CLI flags), validation into a typed `Config`, and `config explain`. This is the
-//! only module that reads the process environment (in `Sources::from_process`).
+//! variables < CLI flags), validation into a typed `Config`, `config explain`, and
+//! `config reference`, the keys table of docs/configuration.md generated from the schema
+//! types and their doc comments. This is the only module that reads the process environment
+//! (in `Sources::from_process`).
 //!
 //! ```text
 //! let loaded = config::load(Sources::from_process(args.config, args.overrides))?;
 //! let config = loaded.validate()?;      // or print loaded.explain()
 //! ```
+//!
+//! After changing a key, its default or its doc comment in `schema`, regenerate the page's
+//! table from the workspace root (the deploy test `reference` fails until then):
+//!
+//! ```text
+//! cargo run -q --bin baton -- config reference --update docs/configuration.md
+//! ```
 
 mod error;
 mod explain;
 mod layers;
+mod reference;
 mod resolve;
 mod schema;
 mod urls;
@@ -26,6 +36,10 @@ use secrecy::SecretString;
 
 pub use error::ConfigError;
 pub use explain::{ExplainRow, UNSET};
+pub use reference::{
+    MarkerError, REFERENCE_BEGIN, REFERENCE_END, REFERENCE_REGENERATE, ReferenceError,
+    ReferenceRow, reference_markdown, reference_rows, splice_reference, update_reference,
+};
 pub use resolve::{
     Bus, ClusterConfig, Config, Crypto, GENERATED_KEY_ID, HttpConfig, LogConfig, Pools,
     SqliteLocation, Storage,

@@ -1,18 +1,24 @@
 //! The raw configuration schema: every key `baton.toml`, `BATON_*` variables and CLI flags may
-//! set, with its default. The doc comment on each field is that key's reference documentation.
-//! Nothing here checks combinations or ranges; `resolve` does that.
+//! set, with its default. The doc comment on each field is that key's reference documentation:
+//! `baton config reference` (see `reference`) prints it as the key's meaning in the keys table
+//! of docs/configuration.md, so write it for operators, and leave the default out of it (the
+//! table shows the one `Default` produces). Nothing here checks combinations or ranges;
+//! `resolve` does that.
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
+use schemars::JsonSchema;
 use secrecy::SecretString;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::urls::{redact_dsn, redact_nats_url};
 
 /// Deployment tier: which storage and bus the replica uses and how strict start-up is.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema, clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Tier {
     /// One process: SQLite under `data_dir`, in-process bus, loopback only unless auth is on.
@@ -33,7 +39,9 @@ impl Tier {
 }
 
 /// Log output format.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema, clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
     /// Human-readable, coloured when the output is a terminal.
@@ -54,20 +62,24 @@ impl LogFormat {
 }
 
 /// The configuration as layered from defaults, file, environment and flags, before
-/// `validate()`. `Serialize` exists for `config explain`; it redacts secrets.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+/// `validate()`. `Serialize` exists for `config explain`; it redacts secrets. `JsonSchema`
+/// exists for `config reference`, which reads each field's doc comment from it.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct RawConfig {
-    /// Deployment tier: `"embedded"` (default; SQLite + in-process bus) or `"team"` (Postgres +
-    /// NATS + auth, all required; start-up refuses if any is missing).
+    /// Deployment tier: `embedded` (SQLite and an in-process bus) or `team` (Postgres, NATS
+    /// and authentication, all required; start-up refuses if any is missing). See
+    /// [Tiers](#tiers).
     pub tier: Tier,
     /// Directory for local state. The embedded tier keeps its SQLite database at
-    /// `<data_dir>/baton.db` unless `database.url` is a `sqlite:` URL. Default `./baton-data`.
+    /// `<data_dir>/baton.db` unless `database.url` is a `sqlite:` URL, and, when no keys are
+    /// configured, the encryption key it generates at `<data_dir>/keyring/local`.
     #[serde(serialize_with = "serialize_path")]
     pub data_dir: PathBuf,
-    /// This replica's name (the pod name on Kubernetes); combined with a boot UUID to form the
-    /// replica identity that owns leases. Letters, digits, `-`, `_` and `.` only. Default: the
-    /// `HOSTNAME` environment variable if set, else `baton`.
+    /// This replica's name (the pod name on Kubernetes), recorded in the events it writes and
+    /// combined with a boot UUID to form the replica identity that owns leases. Letters,
+    /// digits, `-`, `_` and `.` only. When the `HOSTNAME` environment variable is set, its
+    /// value replaces the default.
     pub replica_name: String,
     /// HTTP listener, request limits and SSE streaming.
     pub http: HttpSection,
@@ -103,25 +115,25 @@ impl Default for RawConfig {
 }
 
 /// `[http]`: the listener, request limits and SSE streaming.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct HttpSection {
-    /// Socket address the API listens on. Default `127.0.0.1:8080`. An address outside
-    /// 127.0.0.0/8 and `::1` requires `auth.required = true`.
+    /// Socket address the API listens on. An address outside 127.0.0.0/8 and `::1` requires
+    /// `auth.required = true`.
     pub listen: SocketAddr,
-    /// Largest request body accepted, in bytes; larger requests get 413. Default 1048576
-    /// (1 MiB); at least 1024.
+    /// Largest request body accepted, in bytes; larger requests get `413 payload_too_large`.
+    /// At least 1024.
     pub body_limit_bytes: u64,
     /// Events buffered per SSE subscriber; a subscriber that falls this far behind is
-    /// disconnected and resumes from its cursor. Default 256; 1 to 65536.
+    /// disconnected and resumes from its cursor. 1 to 65536.
     pub sse_buffer: u32,
-    /// Seconds between SSE keep-alive comments on an idle stream. Default 15; at least 1.
+    /// Seconds between SSE keep-alive comments on an idle stream. At least 1.
     pub sse_keepalive_secs: u64,
     /// Milliseconds an idle SSE stream waits before re-checking the database for events the
-    /// bus may have missed. Default 2000; at least 1.
+    /// bus may have missed. At least 1.
     pub sse_resync_ms: u64,
     /// Seconds a shutting-down replica gives in-flight requests and owned runs to finish before
-    /// it exits. Default 30.
+    /// it exits anyway.
     pub shutdown_grace_secs: u64,
 }
 
@@ -139,34 +151,38 @@ impl Default for HttpSection {
 }
 
 /// `[database]`: where events and projections live, and how many connections to use.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct DatabaseSection {
-    /// Database URL: `postgres://` or `postgresql://` (team tier; required there) or `sqlite:`
-    /// (embedded tier; overrides `<data_dir>/baton.db`). Secret: redacted in logs and in
-    /// `config explain`. An empty value counts as unset. Default: unset.
+    /// Database URL: `postgres://…` or `postgresql://…` (team tier; required there) or
+    /// `sqlite:…` (embedded tier; replaces `<data_dir>/baton.db`). Secret: redacted in logs
+    /// and in `config explain`. An empty value counts as unset.
     #[serde(
         deserialize_with = "deserialize_secret",
         serialize_with = "serialize_dsn"
     )]
+    #[schemars(with = "Option<String>")]
     pub url: Option<SecretString>,
-    /// Connections in the request pool. Default 16; at least 1.
+    /// Connections serving requests (in the embedded tier, the size of the SQLite pool). At
+    /// least 1.
     pub app_pool: u32,
-    /// Connections in the control pool (lease renewal, adoption), kept apart so request load
-    /// never starves it. Default 2; at least 1.
+    /// Postgres connections kept for lease renewal and adoption, apart from the others so
+    /// request load never starves them. At least 1.
     pub control_pool: u32,
-    /// Connections in the checkpoint pool. Default 2; at least 1.
+    /// Postgres connections for checkpoint writes, kept apart so a burst of checkpoints never
+    /// delays requests; counted in `max_connections` like the others. At least 1.
     pub checkpoint_pool: u32,
     /// Connection budget of one replica: `app_pool + control_pool + checkpoint_pool` must not
-    /// exceed it. Default 32.
+    /// exceed it.
     pub max_connections: u32,
-    /// Statement timeout in milliseconds, set on every Postgres connection. Default 10000;
-    /// greater than 0.
+    /// Statement timeout in milliseconds, set on every Postgres connection. Greater than 0.
     pub statement_timeout_ms: u64,
-    /// Milliseconds to wait for a free pooled connection before failing. Default 5000; greater
-    /// than 0.
+    /// Milliseconds a request waits for a free pooled connection before it fails with
+    /// `503 unavailable`. Greater than 0.
     pub acquire_timeout_ms: u64,
-    /// Apply pending migrations at start-up. Default true.
+    /// Whether `baton serve` applies pending migrations before it starts serving. Turn it off
+    /// when migrations run as a separate step (`baton migrate`, or the Helm chart's migration
+    /// Job).
     pub migrate_on_start: bool,
 }
 
@@ -186,43 +202,43 @@ impl Default for DatabaseSection {
 }
 
 /// `[bus]`: fan-out between replicas.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct BusSection {
     /// NATS server URL(s), comma-separated: `nats://`, `tls://`, `ws://` or `wss://`; may carry
     /// `user:password@` or a token. Required in the team tier; refused in the embedded tier.
-    /// Secret: redacted in `config explain`. An empty value counts as unset. Default: unset.
+    /// Secret: redacted in `config explain`. An empty value counts as unset.
     #[serde(
         deserialize_with = "deserialize_secret",
         serialize_with = "serialize_nats_url"
     )]
+    #[schemars(with = "Option<String>")]
     pub nats_url: Option<SecretString>,
 }
 
 /// `[auth]`: authentication of API requests.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct AuthSection {
-    /// Require an API key or login token on every API request. Default false; must be true in
-    /// the team tier and for any listener outside loopback.
+    /// Require an API key or login token on every API request. Must be true in the team tier
+    /// and for any listener outside loopback.
     pub required: bool,
 }
 
 /// `[cluster]`: how replicas share runs.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClusterSection {
     /// Milliseconds a run's lease lasts without renewal: how long a crashed replica's
-    /// runs wait before another replica adopts them. Default 15000; at least twice
-    /// `renew_interval_ms`.
+    /// runs wait before another replica adopts them. At least twice `renew_interval_ms`.
     pub lease_ttl_ms: u64,
     /// Milliseconds between lease renewals (one statement per replica for all its leases).
-    /// Default 5000; greater than 0.
+    /// Greater than 0.
     pub renew_interval_ms: u64,
-    /// Milliseconds between adoption rounds, which claim runs with work and no live lease.
-    /// Default 2000; greater than 0.
+    /// Milliseconds between adoption rounds, which claim runs with work and no live lease
+    /// (left by a crashed or draining replica). Greater than 0.
     pub adopt_interval_ms: u64,
-    /// Most runs one adoption round claims. Default 100; 1 to 10000.
+    /// Most runs one adoption round claims. 1 to 10000.
     pub adopt_batch: u32,
 }
 
@@ -240,40 +256,43 @@ impl Default for ClusterSection {
 /// `[crypto]`: the AES-256-GCM keyring that encrypts tenant secrets at rest. Every key has an
 /// id, stored with each record it seals; new records are sealed with the active key, and
 /// older keys stay readable while they are in the keyring.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct CryptoSection {
-    /// Keys by key id (`[A-Za-z0-9._-]`, up to 64 characters): standard base64 of 32 random
-    /// bytes each (`openssl rand -base64 32`). A table in `baton.toml` (`[crypto.keys]`), or
-    /// `BATON_CRYPTO__KEYS__<ID>` variables (the id then in lower case). Secret: `config
-    /// explain` shows the ids only. An empty value counts as unset. Default: none.
+    /// Encryption keys by key id (`[A-Za-z0-9._-]`, up to 64 characters): standard base64 of
+    /// 32 random bytes each (`openssl rand -base64 32`). A table in `baton.toml`
+    /// (`[crypto.keys]`), or `BATON_CRYPTO__KEYS__<ID>` variables (the id then in lower case).
+    /// Secret: `config explain` shows the ids only. An empty value counts as unset. See
+    /// [Encryption keys](#encryption-keys).
     #[serde(
         deserialize_with = "deserialize_keys",
         serialize_with = "serialize_key_ids"
     )]
+    // `x-entry-name` names an entry for `config reference`: `BATON_CRYPTO__KEYS__<ID>`.
+    #[schemars(with = "BTreeMap<String, String>", extend("x-entry-name" = "ID"))]
     pub keys: BTreeMap<String, SecretString>,
     /// A directory holding one key per file: the file name is the key id, the content the
     /// base64 key (a mounted Kubernetes Secret). Names starting with `.` are skipped. Read at
-    /// start-up, together with `keys`. Default: unset.
+    /// start-up, together with `keys`.
     #[serde(
         deserialize_with = "deserialize_path",
         serialize_with = "serialize_opt_path"
     )]
     pub keys_dir: Option<PathBuf>,
-    /// The id of the key that seals new records; required when keys are configured. Default:
-    /// unset.
+    /// The id of the key that seals new records; required when keys are configured.
     #[serde(deserialize_with = "deserialize_text")]
     pub active_key: Option<String>,
 }
 
 /// `[log]`: log output.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct LogSection {
-    /// Output format: `"pretty"` (default) or `"json"`.
+    /// Output format: `pretty` (human-readable, coloured when the output is a terminal) or
+    /// `json` (one JSON object per line, for log collectors).
     pub format: LogFormat,
-    /// `tracing` filter directives (`EnvFilter` syntax), e.g. `info,baton_engine=debug`.
-    /// Default `info`.
+    /// `tracing` filter directives (`EnvFilter` syntax), e.g. `info,baton_engine=debug`. The
+    /// `RUST_LOG` environment variable, when set, overrides it.
     pub filter: String,
 }
 

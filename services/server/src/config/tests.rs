@@ -1,7 +1,9 @@
-//! Unit tests of the configuration layer: layering and load errors here; validation and
-//! `config explain` in the submodules. Nothing reads or changes the process environment.
+//! Unit tests of the configuration layer: layering and load errors here; validation,
+//! `config explain` and `config reference` in the submodules. Nothing reads or changes the
+//! process environment.
 
 mod explain;
+mod reference;
 mod validate;
 
 use std::net::SocketAddr;

@@ -11,6 +11,11 @@ const BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
+/// Size buckets from 1 KiB to 16 MiB, for every `_bytes` histogram.
+const SIZE_BUCKETS: &[f64] = &[
+    1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0, 16777216.0,
+];
+
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
 /// The process's recorder, installed on first use. `None` when another recorder was
@@ -21,12 +26,39 @@ pub fn handle() -> Option<&'static PrometheusHandle> {
             let recorder = PrometheusBuilder::new()
                 .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), BUCKETS)
                 .ok()?
+                .set_buckets_for_metric(Matcher::Suffix("_bytes".into()), SIZE_BUCKETS)
+                .ok()?
                 .install_recorder()
                 .ok()?;
             describe();
+            start_at_zero();
             Some(recorder)
         })
         .as_ref()
+}
+
+/// Counters of rare events, present from the start: a scrape shows `0` rather than
+/// nothing, and `rate()` sees the first increment.
+fn start_at_zero() {
+    for name in [
+        "baton_append_conflicts_total",
+        "baton_appends_fenced_total",
+        "baton_append_errors_total",
+        "baton_leases_lost_total",
+        "baton_lease_handoffs_total",
+        "baton_runs_parked_total",
+        "baton_sse_closed_slow_total",
+        "baton_sse_deltas_dropped_total",
+        "baton_bus_publish_failures_total",
+        "baton_bus_publish_dropped_total",
+        "baton_bus_deltas_dropped_total",
+        "baton_checkpoints_skipped_total",
+    ] {
+        metrics::counter!(name).increment(0);
+    }
+    for reason in ["new", "adopted", "handoff"] {
+        metrics::counter!("baton_lease_claims_total", "reason" => reason).increment(0);
+    }
 }
 
 fn describe() {
@@ -117,5 +149,38 @@ fn describe() {
     describe_gauge!(
         "baton_db_pool_max_connections",
         "Configured size of each database pool."
+    );
+    describe_histogram!(
+        "baton_db_pool_wait_seconds",
+        Unit::Seconds,
+        "Time appends, lease claims and checkpoint saves waited for a connection, by pool."
+    );
+    describe_histogram!(
+        "baton_bus_lag_seconds",
+        Unit::Seconds,
+        "From an event's append to its dispatch to this replica's subscribers (clock skew included)."
+    );
+    describe_histogram!(
+        "baton_model_call_duration_seconds",
+        Unit::Seconds,
+        "Model calls by provider and outcome (ok, error)."
+    );
+    describe_counter!(
+        "baton_model_call_errors_total",
+        "Model calls that failed, by provider and error code."
+    );
+    describe_histogram!(
+        "baton_tool_call_duration_seconds",
+        Unit::Seconds,
+        "Tool calls the engine made, by effect (read, mutation) and outcome."
+    );
+    describe_counter!(
+        "baton_tool_call_errors_total",
+        "Tool calls that failed, by effect and error code."
+    );
+    describe_histogram!(
+        "baton_checkpoint_size_bytes",
+        Unit::Bytes,
+        "Size of each run checkpoint saved, before encryption."
     );
 }

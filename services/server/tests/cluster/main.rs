@@ -3,7 +3,9 @@
 //! ([`adoption`]) and mid-mutation ([`receipts`]), SIGTERM of an owner with 50 active runs
 //! ([`handoff`]), SIGSTOP past the lease TTL then SIGCONT ([`fencing`]), and a NATS restart
 //! under a live SSE stream ([`nats`]). Each is checked from the API, from the events table
-//! and from the lease columns of the runs table, and prints what it measured.
+//! and from the lease columns of the runs table, and prints what it measured. Also
+//! ([`traces`]) one turn's trace across the replica that took its message and the one
+//! that drove it.
 //! Needs Postgres (`BATON_TEST_DATABASE_URL`), NATS (`BATON_TEST_NATS_URL`) and, for the
 //! private NATS, `nats-server`.
 
@@ -13,3 +15,4 @@ mod handoff;
 mod nats;
 mod receipts;
 mod support;
+mod traces;

@@ -78,6 +78,18 @@ fn optional_features_render_what_they_promise() {
     assert_eq!(endpoint["port"], service["spec"]["ports"][0]["name"]);
     assert_eq!(endpoint["port"], "http");
     assert_eq!(endpoint["path"], "/metrics");
+    // Traces go where the same value set points them, named as the service.
+    let env = |name: &str| env_entry(r.container(), name).map(|e| e["value"].clone());
+    assert_eq!(
+        env("OTEL_EXPORTER_OTLP_ENDPOINT"),
+        Some(json!("http://otel-collector.observability:4317"))
+    );
+    assert_eq!(env("OTEL_SERVICE_NAME"), Some(json!("baton")));
+    let quiet = tools.render(&value_set("default"));
+    assert!(
+        env_entry(quiet.container(), "OTEL_EXPORTER_OTLP_ENDPOINT").is_none(),
+        "no endpoint, no export"
+    );
 
     // Without the hook: each replica migrates at start; settings from values pass through.
     let r = by_name("no-migration-hook");

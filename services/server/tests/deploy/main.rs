@@ -16,6 +16,7 @@ mod chart;
 mod config;
 mod dockerfile;
 mod features;
+mod reference;
 mod refusals;
 mod render;
 mod tools;

@@ -81,7 +81,8 @@ pub fn value_sets() -> Vec<ValueSet> {
             values: merged(
                 required(),
                 json!({
-                    "metrics": {"serviceMonitor": {"enabled": true, "labels": {"release": "prom"}}}
+                    "metrics": {"serviceMonitor": {"enabled": true, "labels": {"release": "prom"}}},
+                    "tracing": {"otlpEndpoint": "http://otel-collector.observability:4317"}
                 }),
             ),
         },

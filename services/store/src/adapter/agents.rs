@@ -26,6 +26,7 @@ macro_rules! impl_agent_store {
             #[async_trait]
             impl AgentStore for $store {
                 /// A duplicate id is `Conflict { expected: 0, actual: 0 }` ("already exists").
+                #[tracing::instrument(name = "store.create_agent", skip_all)]
                 async fn create_agent(
                     &self,
                     tenant: TenantId,
@@ -58,6 +59,7 @@ macro_rules! impl_agent_store {
                 /// `Conflict { expected: agent.version - 1, actual }` when the current
                 /// version is not the one below `agent`'s; `NotFound` for an agent that
                 /// does not exist in this tenant. The creation time stays the agent's.
+                #[tracing::instrument(name = "store.update_agent", skip_all)]
                 async fn update_agent(
                     &self,
                     tenant: TenantId,
@@ -103,6 +105,7 @@ macro_rules! impl_agent_store {
                     tx.commit().await.map_err($classify)
                 }
 
+                #[tracing::instrument(name = "store.get_agent", skip_all)]
                 async fn get_agent(
                     &self,
                     tenant: TenantId,
@@ -121,6 +124,7 @@ macro_rules! impl_agent_store {
                     row.map(Agent::try_from).transpose()
                 }
 
+                #[tracing::instrument(name = "store.get_agent_version", skip_all)]
                 async fn get_agent_version(
                     &self,
                     tenant: TenantId,
@@ -142,6 +146,7 @@ macro_rules! impl_agent_store {
                     row.map(Agent::try_from).transpose()
                 }
 
+                #[tracing::instrument(name = "store.list_agents", skip_all)]
                 async fn list_agents(
                     &self,
                     tenant: TenantId,

@@ -32,12 +32,17 @@ macro_rules! impl_append {
                     req: AppendRequest,
                 ) -> Result<AppendOutcome, StoreError> {
                     plan::validate(tenant, &req)?;
-                    let mut tx = self.app.begin_with($begin).await.map_err($classify)?;
+                    let mut conn = $crate::acquire(&self.app, "app").await.map_err($classify)?;
+                    let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin)
+                        .await
+                        .map_err($classify)?;
                     if let Some(rec) = &req.idempotency
                         && let Err(e) = insert_idempotency(&mut tx, tenant, rec, &req).await
                     {
-                        // The record is read after the rollback, from a fresh snapshot.
+                        // The record is read after the rollback, from a fresh snapshot
+                        // (on another pooled connection: this one goes back first).
                         let _ = tx.rollback().await;
+                        drop(conn);
                         return match $classify(e) {
                             StoreError::Conflict { .. } => {
                                 self.duplicate(tenant, &rec.request_id).await
@@ -56,6 +61,7 @@ macro_rules! impl_append {
                         }
                         Err(AppendError::Raced) => {
                             let _ = tx.rollback().await;
+                            drop(conn);
                             Err(self.lost_race(tenant, &req).await)
                         }
                     }

@@ -15,6 +15,7 @@ macro_rules! impl_checkpoint_store {
 
             #[async_trait]
             impl CheckpointStore for $store {
+                #[tracing::instrument(name = "store.save_checkpoint", skip_all)]
                 async fn save_checkpoint(
                     &self,
                     tenant: TenantId,
@@ -24,6 +25,9 @@ macro_rules! impl_checkpoint_store {
                     let size = i64::try_from(c.meta.size).map_err(|_| {
                         StoreError::Other(format!("checkpoint {} is too large", c.meta.id))
                     })?;
+                    let mut conn = $crate::acquire(&self.$pool, stringify!($pool))
+                        .await
+                        .map_err($classify)?;
                     sqlx::query(
                         "INSERT INTO checkpoints (tenant_id, run_id, id, through_version, \
                          key_id, size, sha256, ciphertext, created_at) \
@@ -38,12 +42,13 @@ macro_rules! impl_checkpoint_store {
                     .bind(&c.meta.sha256)
                     .bind(c.ciphertext.as_slice())
                     .bind(micros(c.meta.created_at))
-                    .execute(&self.$pool)
+                    .execute(&mut *conn)
                     .await
                     .map_err($classify)?;
                     Ok(())
                 }
 
+                #[tracing::instrument(name = "store.latest_checkpoints", skip_all)]
                 async fn latest_checkpoints(
                     &self,
                     tenant: TenantId,
@@ -65,6 +70,7 @@ macro_rules! impl_checkpoint_store {
                     rows.into_iter().map(StoredCheckpoint::try_from).collect()
                 }
 
+                #[tracing::instrument(name = "store.list_checkpoints", skip_all)]
                 async fn list_checkpoints(
                     &self,
                     tenant: TenantId,

@@ -34,8 +34,15 @@ macro_rules! impl_lease_store {
                 ) -> Result<Vec<ClaimedRun>, StoreError> {
                     // One run's claim is request-path work (a turn starts): the app pool.
                     // Batch adoption stays on the control pool with renewal.
-                    let pool = if only.is_some() { &self.app } else { &self.$control };
-                    let mut tx = pool.begin_with($begin).await.map_err($classify)?;
+                    let (pool, name) = if only.is_some() {
+                        (&self.app, "app")
+                    } else {
+                        (&self.$control, stringify!($control))
+                    };
+                    let mut conn = $crate::acquire(pool, name).await.map_err($classify)?;
+                    let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin)
+                        .await
+                        .map_err($classify)?;
                     // Runs with work to do (a turn in progress or a cancel pending, as in
                     // the `runs_needing_drive` partial index of migration 0001) and a free or expired lease.
                     let q = match only {

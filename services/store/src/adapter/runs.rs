@@ -21,6 +21,7 @@ macro_rules! impl_run_store {
 
             #[async_trait]
             impl RunStore for $store {
+                #[tracing::instrument(name = "store.append", skip_all)]
                 async fn append(
                     &self,
                     tenant: TenantId,
@@ -29,6 +30,7 @@ macro_rules! impl_run_store {
                     self.append_events(tenant, req).await
                 }
 
+                #[tracing::instrument(name = "store.read_stream", skip_all)]
                 async fn read_stream(
                     &self,
                     tenant: TenantId,
@@ -52,6 +54,7 @@ macro_rules! impl_run_store {
                     map_all(rows)
                 }
 
+                #[tracing::instrument(name = "store.get_run", skip_all)]
                 async fn get_run(
                     &self,
                     tenant: TenantId,
@@ -70,6 +73,7 @@ macro_rules! impl_run_store {
                     row.map(RunSummary::try_from).transpose()
                 }
 
+                #[tracing::instrument(name = "store.list_runs", skip_all)]
                 async fn list_runs(
                     &self,
                     tenant: TenantId,
@@ -97,6 +101,7 @@ macro_rules! impl_run_store {
                     map_all(rows)
                 }
 
+                #[tracing::instrument(name = "store.list_messages", skip_all)]
                 async fn list_messages(
                     &self,
                     tenant: TenantId,
@@ -120,6 +125,7 @@ macro_rules! impl_run_store {
                     map_all(rows)
                 }
 
+                #[tracing::instrument(name = "store.find_idempotency", skip_all)]
                 async fn find_idempotency(
                     &self,
                     tenant: TenantId,
@@ -138,6 +144,7 @@ macro_rules! impl_run_store {
                     Ok(row.map(IdempotencyRecord::from))
                 }
 
+                #[tracing::instrument(name = "store.list_receipts", skip_all)]
                 async fn list_receipts(
                     &self,
                     tenant: TenantId,

@@ -21,6 +21,7 @@ macro_rules! impl_secret_store {
                 /// One statement: an insert that, on a taken name, replaces the key id,
                 /// ciphertext and `updated_at` and keeps `created_at`. An unknown tenant is
                 /// `NotFound`.
+                #[tracing::instrument(name = "store.put_secret", skip_all)]
                 async fn put_secret(
                     &self,
                     tenant: TenantId,
@@ -51,6 +52,7 @@ macro_rules! impl_secret_store {
                     Ok(row.into())
                 }
 
+                #[tracing::instrument(name = "store.get_secret", skip_all)]
                 async fn get_secret(
                     &self,
                     tenant: TenantId,
@@ -69,6 +71,7 @@ macro_rules! impl_secret_store {
                     Ok(row.map(SealedSecret::from))
                 }
 
+                #[tracing::instrument(name = "store.list_secrets", skip_all)]
                 async fn list_secrets(
                     &self,
                     tenant: TenantId,
@@ -93,6 +96,7 @@ macro_rules! impl_secret_store {
                     Ok(rows.into_iter().map(SecretMeta::from).collect())
                 }
 
+                #[tracing::instrument(name = "store.delete_secret", skip_all)]
                 async fn delete_secret(
                     &self,
                     tenant: TenantId,

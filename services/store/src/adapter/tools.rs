@@ -20,6 +20,7 @@ macro_rules! impl_tool_store {
             impl ToolStore for $store {
                 /// A duplicate id or name in the tenant is `Conflict { expected: 0,
                 /// actual: 0 }` ("already exists"); an unknown tenant is `NotFound`.
+                #[tracing::instrument(name = "store.create_tool", skip_all)]
                 async fn create_tool(
                     &self,
                     tenant: TenantId,
@@ -42,6 +43,7 @@ macro_rules! impl_tool_store {
                     Ok(())
                 }
 
+                #[tracing::instrument(name = "store.get_tool", skip_all)]
                 async fn get_tool(
                     &self,
                     tenant: TenantId,
@@ -60,6 +62,7 @@ macro_rules! impl_tool_store {
                     row.map(Tool::try_from).transpose()
                 }
 
+                #[tracing::instrument(name = "store.list_tools", skip_all)]
                 async fn list_tools(
                     &self,
                     tenant: TenantId,

@@ -1,0 +1,126 @@
+//! One turn is one trace across replicas (issue 6): a message posted on one replica with
+//! the client's `traceparent`, its turn driven to the end by another, and both replicas'
+//! spans, exported over OTLP to a local collector, link up in the client's trace: the
+//! posting replica's request span is the child of the client's span, and the driving
+//! replica's turn steps are children of that request's spans.
+
+use crate::support::{DEADLINE, index_of, start_cluster, until, uuid};
+use baton_testkit::otlp::{Collector, ReceivedSpan};
+
+/// The client's trace and span.
+const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CLIENT_SPAN: &str = "00f067aa0ba902b7";
+
+#[tokio::test]
+async fn a_turn_posted_on_one_replica_and_driven_on_another_is_one_trace() {
+    let collector = Collector::start().await.expect("collector");
+    let (mut cluster, apis) = start_cluster(
+        2,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint()),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ],
+        None,
+    )
+    .await;
+    const POSTER: usize = 0;
+    let poster = cluster.replica(POSTER).name().to_owned();
+    let agent = apis[POSTER].agent(&[("done", 2000, true)]).await;
+    let run = apis[POSTER].run(&agent, None).await;
+    let post = apis[POSTER]
+        .req(reqwest::Method::POST, &format!("/v1/runs/{run}/messages"))
+        .header("traceparent", format!("00-{TRACE}-{CLIENT_SPAN}-01"))
+        .json(&serde_json::json!({"content": "go"}));
+    let posted = apis[POSTER].send(post).await;
+    assert_eq!(posted.status, 201, "{}", posted.body);
+
+    // The turn must end on the other replica: when the poster took the run, it is
+    // stopped (SIGTERM: it hands the run off and sends its last spans) mid-turn.
+    let id = uuid(&run);
+    let owner = until("the run leased", DEADLINE, || async {
+        let leases = cluster.leases(&[id]).await.ok()?;
+        leases.into_iter().next()?.owner
+    })
+    .await;
+    let driver = if index_of(&owner) == POSTER {
+        until("the turn started", DEADLINE, || async {
+            let events = apis[POSTER].events(&run).await;
+            events
+                .iter()
+                .any(|e| e["type"] == "turn.started")
+                .then_some(())
+        })
+        .await;
+        cluster.sigterm(POSTER).expect("sigterm");
+        1 - POSTER
+    } else {
+        index_of(&owner)
+    };
+    let done = apis[driver].wait_status(&run, "completed").await;
+    assert_eq!(done["status"], "completed");
+    let driver = cluster.replica(driver).name().to_owned();
+
+    let trace = until("both replicas' spans of the turn", DEADLINE, || async {
+        let spans: Vec<ReceivedSpan> = collector
+            .spans()
+            .into_iter()
+            .filter(|s| s.trace_id == TRACE)
+            .collect();
+        let on = |who: &str, name: &str| spans.iter().any(|s| s.instance == who && s.name == name);
+        (on(&poster, "POST /v1/runs/{run_id}/messages")
+            && on(&driver, "turn step")
+            && on(&driver, "model call"))
+        .then_some(spans)
+    })
+    .await;
+    let names: Vec<(&str, &str)> = trace
+        .iter()
+        .map(|s| (s.instance.as_str(), s.name.as_str()))
+        .collect();
+    eprintln!("trace {TRACE}: {names:?}");
+
+    let request = trace
+        .iter()
+        .find(|s| s.instance == poster && s.name == "POST /v1/runs/{run_id}/messages")
+        .expect("the request span");
+    assert_eq!(
+        request.parent_span_id, CLIENT_SPAN,
+        "the request continues the client's trace"
+    );
+    let poster_spans: Vec<&str> = trace
+        .iter()
+        .filter(|s| s.instance == poster)
+        .map(|s| s.span_id.as_str())
+        .collect();
+    let driven: Vec<&ReceivedSpan> = trace
+        .iter()
+        .filter(|s| s.instance == driver && s.name == "turn step")
+        .collect();
+    for step in &driven {
+        assert!(
+            poster_spans.contains(&step.parent_span_id.as_str()),
+            "{driver}'s turn step {step:?} is a child of a span of {poster}'s request: {names:?}"
+        );
+    }
+    let steps: Vec<&str> = driven.iter().map(|s| s.span_id.as_str()).collect();
+    let model = trace
+        .iter()
+        .find(|s| s.instance == driver && s.name == "model call")
+        .expect("the model call");
+    assert!(
+        steps.contains(&model.parent_span_id.as_str()),
+        "the model call is part of a turn step: {names:?}"
+    );
+    assert_eq!(
+        model.attributes.get("provider").map(String::as_str),
+        Some("scripted")
+    );
+    // The store work of the request is in the trace too.
+    assert!(
+        trace
+            .iter()
+            .any(|s| s.instance == poster && s.name == "store.append"),
+        "{names:?}"
+    );
+    cluster.stop().await.expect("stop");
+}
