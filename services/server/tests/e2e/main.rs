@@ -3,6 +3,7 @@
 //! binary as a child process for start-up refusals and `config explain`.
 
 mod actions;
+mod api_guide;
 mod bad_input;
 mod binary;
 mod common;
