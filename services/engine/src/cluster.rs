@@ -8,7 +8,11 @@ use baton_core::ports::{Control, Fence};
 use baton_events::LeaseReason;
 use std::collections::HashSet;
 
-/// Renews this replica's leases every interval until shutdown. Drivers whose lease is
+/// How often a draining keeper looks whether its drivers are all gone.
+const DRAIN_POLL: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Renews this replica's leases every interval until shutdown, and then until the last
+/// driver has handed its run off. Drivers whose lease is
 /// missing from the answer were taken over and are stopped; leases in the answer that no
 /// driver or parked run here holds (orphaned by a driver that stopped) are released and
 /// adopted again, so no run stays owned by nobody. Parked runs' leases are released at
@@ -20,12 +24,19 @@ pub(crate) fn spawn_keeper(engine: Engine) {
         let mut ticks = tokio::time::interval(keeper.opts.renew_every);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         ticks.tick().await;
+        // While draining, renewal goes on until the last driver is gone: one still in a
+        // model or tool call keeps its lease, so no replica adopts its run mid-call (and
+        // holds a mutation that was about to succeed as uncertain).
+        let mut draining = false;
         loop {
             tokio::select! {
-                () = keeper.shutdown.cancelled() => break,
-                _ = ticks.tick() => {}
+                () = keeper.shutdown.cancelled(), if !draining => draining = true,
+                _ = ticks.tick() => renew(&engine).await,
+                () = tokio::time::sleep(DRAIN_POLL), if draining => {}
             }
-            renew(&engine).await;
+            if draining && keeper.mailboxes.active() == 0 {
+                break;
+            }
         }
         for (run, lease) in keeper.mailboxes.take_parked() {
             if let Ok(true) = keeper
