@@ -90,6 +90,8 @@ no encryption keyring, or credentials where they would land in a ConfigMap.
 {{- define "baton.envValue" -}}
 {{- if kindIs "float64" . }}
 {{- if eq . (floor .) }}{{ int64 . }}{{ else }}{{ . }}{{ end }}
+{{- else if kindIs "slice" . }}
+{{- join "," . }}
 {{- else }}
 {{- . }}
 {{- end }}

@@ -20,6 +20,7 @@ pub enum Code {
     InvalidLastEventId,
     UnsupportedMediaType,
     PayloadTooLarge,
+    HeadersTooLarge,
     Unauthorized,
     Forbidden,
     HostNotAllowed,
@@ -33,13 +34,14 @@ pub enum Code {
     WrongState,
     AlreadyExists,
     IdempotencyKeyReused,
+    RateLimited,
     Unavailable,
     Internal,
 }
 
 impl Code {
     /// Every code, for documentation checks.
-    pub const ALL: [Code; 23] = [
+    pub const ALL: [Code; 25] = [
         Code::InvalidRequest,
         Code::InvalidBody,
         Code::InvalidPath,
@@ -48,6 +50,7 @@ impl Code {
         Code::InvalidLastEventId,
         Code::UnsupportedMediaType,
         Code::PayloadTooLarge,
+        Code::HeadersTooLarge,
         Code::Unauthorized,
         Code::Forbidden,
         Code::HostNotAllowed,
@@ -61,6 +64,7 @@ impl Code {
         Code::WrongState,
         Code::AlreadyExists,
         Code::IdempotencyKeyReused,
+        Code::RateLimited,
         Code::Unavailable,
         Code::Internal,
     ];
@@ -76,6 +80,10 @@ impl Code {
             InvalidLastEventId => (StatusCode::BAD_REQUEST, "invalid_last_event_id"),
             UnsupportedMediaType => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
             PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            HeadersTooLarge => (
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                "headers_too_large",
+            ),
             Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
             Forbidden => (StatusCode::FORBIDDEN, "forbidden"),
             HostNotAllowed => (StatusCode::FORBIDDEN, "host_not_allowed"),
@@ -89,6 +97,7 @@ impl Code {
             WrongState => (StatusCode::CONFLICT, "wrong_state"),
             AlreadyExists => (StatusCode::CONFLICT, "already_exists"),
             IdempotencyKeyReused => (StatusCode::UNPROCESSABLE_ENTITY, "idempotency_key_reused"),
+            RateLimited => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
@@ -102,6 +111,8 @@ pub struct ApiError {
     pub detail: String,
     /// The cause of a 5xx, for the log only.
     pub cause: Option<String>,
+    /// When the client may try again (`Retry-After`, in whole seconds).
+    pub retry_after: Option<std::time::Duration>,
 }
 
 /// The cause of a server error, carried to the problem middleware for logging.
@@ -129,6 +140,18 @@ impl ApiError {
             code,
             detail: detail.into(),
             cause: None,
+            retry_after: None,
+        }
+    }
+
+    /// `429 rate_limited`, to be tried again after `wait`.
+    pub fn rate_limited(wait: std::time::Duration, what: &str) -> Self {
+        Self {
+            retry_after: Some(wait),
+            ..Self::new(
+                Code::RateLimited,
+                format!("too many requests for {what}; retry after the Retry-After delay"),
+            )
         }
     }
 
@@ -137,6 +160,7 @@ impl ApiError {
             code: Code::Internal,
             detail: "the server failed to handle the request; it has been logged".into(),
             cause: Some(cause.into()),
+            retry_after: None,
         }
     }
 }
@@ -158,6 +182,7 @@ impl From<CoreError> for ApiError {
                 code: Code::Unavailable,
                 detail: "a backing service is unavailable; retry shortly".into(),
                 cause: Some(cause),
+                retry_after: None,
             },
             CoreError::Internal(cause) => ApiError::internal(cause),
         }
@@ -179,6 +204,12 @@ impl IntoResponse for ApiError {
         let mut res = (status, bytes).into_response();
         res.headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        if let Some(wait) = self.retry_after {
+            // Whole seconds, rounded up: never earlier than the limiter allows.
+            let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            res.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+        }
         if let Some(cause) = self.cause {
             res.extensions_mut().insert(ErrorCause(cause));
         }

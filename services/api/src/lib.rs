@@ -4,8 +4,10 @@
 //! [`router`] builds the whole app from an [`AppState`]; the server and the tests call it.
 
 pub mod auth;
+mod browser;
 pub mod error;
 pub mod extract;
+pub mod limits;
 mod local;
 pub mod metrics;
 mod problem;
@@ -28,7 +30,10 @@ use utoipa_axum::routes;
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Baton API", description = "Durable control plane for AI agent runs."),
-    tags((name = "agents"), (name = "tools"), (name = "runs"), (name = "secrets"), (name = "health"))
+    tags(
+        (name = "agents"), (name = "tools"), (name = "runs"), (name = "secrets"),
+        (name = "api-keys"), (name = "health")
+    )
 )]
 struct ApiDoc;
 
@@ -51,6 +56,8 @@ fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(actions::checkpoints))
         .routes(routes!(secrets::put, secrets::delete))
         .routes(routes!(secrets::list))
+        .routes(routes!(routes::api_keys::create, routes::api_keys::list))
+        .routes(routes!(routes::api_keys::revoke))
         .routes(routes!(health::livez))
         .routes(routes!(health::readyz))
         .split_for_parts()
@@ -72,12 +79,15 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     api().1
 }
 
-/// The whole HTTP app.
-pub fn router(state: AppState) -> Router {
+/// The whole HTTP app, with `extra` routes of the server's own (`/metrics`) behind the
+/// same guards and headers.
+pub fn router(state: AppState, extra: Router) -> Router {
     let (routes, doc) = api();
     let doc = std::sync::Arc::new(doc);
     let body_limit = state.http.body_limit_bytes;
-    routes
+    let cors = browser::cors(&state.http.allowed_origins);
+    let guarded = state.clone();
+    let app = routes
         .route(
             "/openapi.json",
             axum::routing::get(move || {
@@ -96,6 +106,11 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn(metrics::track))
         .layer(axum::middleware::from_fn(trace_context))
         .with_state(state)
+        .merge(extra)
+        .layer(axum::middleware::from_fn_with_state(
+            guarded,
+            browser::guard,
+        ))
         .layer(axum::middleware::from_fn(problem::finish_problems))
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
@@ -125,8 +140,13 @@ pub fn router(state: AppState) -> Router {
             span
         }))
         .layer(PropagateRequestIdLayer::x_request_id())
-        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
-        .layer(axum::middleware::from_fn(security_headers))
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid));
+    // Outside everything else: a preflight is answered before routing or auth.
+    let app = match cors {
+        Some(cors) => app.layer(cors),
+        None => app,
+    };
+    app.layer(axum::middleware::from_fn(security_headers))
 }
 
 /// Headers every answer carries: the API serves JSON and event streams, never a page,

@@ -20,6 +20,12 @@ pub struct HttpSettings {
     pub sse_keepalive: Duration,
     /// How long an idle SSE stream waits before re-checking the database.
     pub sse_resync: Duration,
+    /// Largest total size of a request's headers.
+    pub header_limit_bytes: usize,
+    /// Host names (lower case, maybe with `:port`) answered; empty: any.
+    pub allowed_hosts: Vec<String>,
+    /// Web origins (`scheme://host[:port]`, lower case) allowed to call from a browser.
+    pub allowed_origins: Vec<String>,
 }
 
 impl Default for HttpSettings {
@@ -28,6 +34,9 @@ impl Default for HttpSettings {
             body_limit_bytes: 1024 * 1024,
             sse_keepalive: Duration::from_secs(15),
             sse_resync: Duration::from_secs(2),
+            header_limit_bytes: 16 * 1024,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
         }
     }
 }
@@ -43,6 +52,8 @@ pub struct AppState {
     pub tenants: Arc<dyn TenantStore>,
     pub auth: AuthMode,
     pub http: HttpSettings,
+    /// Request rate limits per key and per tenant.
+    pub limits: crate::limits::RateLimits,
     /// This replica's identity (`name/boot`), shown by `/readyz`.
     pub replica: String,
     /// Cancelled when the server shuts down: SSE streams end so shutdown is not held up.

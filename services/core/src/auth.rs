@@ -53,6 +53,9 @@ pub enum Action {
     ManageTools,
     /// Store, list and delete the tenant's secrets (their values are never read back).
     ManageSecrets,
+    /// Create, list and revoke the tenant's API keys (a new key's role is at most the
+    /// creator's: see [`Principal::may_grant`]).
+    ManageApiKeys,
 }
 
 impl Action {
@@ -64,7 +67,10 @@ impl Action {
             | Action::PostMessages
             | Action::CancelRuns
             | Action::ResolveActions => Role::Member,
-            Action::ManageAgents | Action::ManageTools | Action::ManageSecrets => Role::Admin,
+            Action::ManageAgents
+            | Action::ManageTools
+            | Action::ManageSecrets
+            | Action::ManageApiKeys => Role::Admin,
         }
     }
 
@@ -80,6 +86,7 @@ impl Action {
             Action::ReadTools => "read tools",
             Action::ManageTools => "manage tools",
             Action::ManageSecrets => "manage secrets",
+            Action::ManageApiKeys => "manage API keys",
         }
     }
 }
@@ -100,6 +107,12 @@ impl Principal {
         } else {
             Err(CoreError::Forbidden(action.describe()))
         }
+    }
+
+    /// Whether the caller may hand out (or take back) a credential of `role`: only of a
+    /// role no higher than its own, so nobody can raise their own rights through a key.
+    pub fn may_grant(&self, role: Role) -> bool {
+        role <= self.role
     }
 }
 
@@ -137,6 +150,32 @@ mod tests {
             let p = as_role(role);
             assert!(p.require(Action::ManageAgents).is_ok());
             assert!(p.require(Action::PostMessages).is_ok());
+            assert!(p.require(Action::ManageApiKeys).is_ok());
         }
+    }
+
+    #[test]
+    fn only_admins_and_owners_manage_api_keys() {
+        for role in [Role::Viewer, Role::Member] {
+            let err = as_role(role).require(Action::ManageApiKeys);
+            assert!(
+                matches!(err, Err(CoreError::Forbidden("manage API keys"))),
+                "{role:?}: {err:?}"
+            );
+        }
+        assert_eq!(Action::ManageApiKeys.min_role(), Role::Admin);
+    }
+
+    #[test]
+    fn a_role_grants_only_roles_up_to_its_own() {
+        let all = [Role::Viewer, Role::Member, Role::Admin, Role::Owner];
+        for caller in all {
+            let p = as_role(caller);
+            for role in all {
+                assert_eq!(p.may_grant(role), role <= caller, "{caller:?} -> {role:?}");
+            }
+        }
+        assert!(!as_role(Role::Admin).may_grant(Role::Owner));
+        assert!(as_role(Role::Admin).may_grant(Role::Admin));
     }
 }

@@ -37,6 +37,14 @@ pub fn issue_token() -> IssuedToken {
     }
 }
 
+/// How a key's stored [`IssuedToken::prefix`] is shown: the first characters of its
+/// token (`bk_` and 8 hex digits), so a listing can be matched against the start of a
+/// token. 32 of the token's 256 random bits: enough to tell keys apart, useless to guess
+/// the rest.
+pub fn shown_prefix(prefix: &str) -> String {
+    format!("{TOKEN_PREFIX}{prefix}")
+}
+
 pub fn hash_token(token: &str) -> Vec<u8> {
     Sha256::digest(token.as_bytes()).to_vec()
 }
@@ -60,6 +68,8 @@ mod tests {
         assert_ne!(a.token, b.token);
         assert_eq!(hash_token(&a.token), a.hash);
         assert!(a.token[3..].starts_with(&a.prefix));
+        let shown = shown_prefix(&a.prefix);
+        assert!(a.token.starts_with(&shown) && shown.len() == 11, "{shown}");
         assert!(
             !format!("{a:?}").contains(&a.token),
             "Debug must not leak the token"

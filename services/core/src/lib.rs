@@ -5,6 +5,7 @@
 //! caller's [`TenantId`] (or a [`Principal`] carrying it) first.
 
 pub mod agents;
+pub mod api_keys;
 pub mod auth;
 pub mod crypto;
 pub mod error;

@@ -358,6 +358,17 @@ pub trait CheckpointStore: Send + Sync {
     ) -> Result<Vec<CheckpointMeta>, StoreError>;
 }
 
+/// An API key as stored, without its token or hash: the key and its bookkeeping.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiKeyRecord {
+    pub key: ApiKey,
+    /// The actor label of whoever created it (`key:<id>`, `local`); `None` for a key made
+    /// outside the API (the owner key of `baton admin create-tenant`).
+    pub created_by: Option<String>,
+    /// When it last authenticated a request, to within [`crate::api_keys::LAST_USE_INTERVAL`].
+    pub last_used_at: Option<DateTime<Utc>>,
+}
+
 /// Tenants and API keys.
 #[async_trait]
 pub trait TenantStore: Send + Sync {
@@ -365,10 +376,57 @@ pub trait TenantStore: Send + Sync {
     async fn get_tenant(&self, id: TenantId) -> Result<Option<Tenant>, StoreError>;
     /// The tenant with this exact name, if any (used for the embedded tier's default).
     async fn find_tenant_by_name(&self, name: &str) -> Result<Option<Tenant>, StoreError>;
+    /// Stores a key nobody in the tenant created (`created_by` stays empty): the owner key
+    /// that bootstraps a tenant.
     async fn create_api_key(&self, key: &ApiKey, hash: &[u8]) -> Result<(), StoreError>;
+    /// Stores a key created through the API by the actor `created_by` (an empty one is
+    /// stored as no creator). A reused id or hash is `Conflict`, an unknown tenant
+    /// `NotFound`.
+    async fn create_api_key_by(
+        &self,
+        key: &ApiKey,
+        hash: &[u8],
+        created_by: &str,
+    ) -> Result<(), StoreError>;
     /// The key whose token hashes to `hash`, whatever its state; callers check
     /// expiry and revocation.
     async fn find_api_key(&self, hash: &[u8]) -> Result<Option<ApiKey>, StoreError>;
+    /// Like [`TenantStore::find_api_key`], with the key's bookkeeping (its last use), in
+    /// the same single read: what authentication needs to decide whether to record a use.
+    async fn lookup_api_key(&self, hash: &[u8]) -> Result<Option<ApiKeyRecord>, StoreError>;
+    /// One of the tenant's keys, whatever its state; another tenant's is `None`.
+    async fn get_api_key(
+        &self,
+        tenant: TenantId,
+        id: uuid::Uuid,
+    ) -> Result<Option<ApiKeyRecord>, StoreError>;
+    /// The tenant's keys (revoked and expired ones too), newest first, older than
+    /// `before` when given, at most `limit`.
+    async fn list_api_keys(
+        &self,
+        tenant: TenantId,
+        before: Option<uuid::Uuid>,
+        limit: u32,
+    ) -> Result<Vec<ApiKeyRecord>, StoreError>;
+    /// Marks the tenant's key revoked at `at`, unless it already is (its first revocation
+    /// time stays). Returns whether this call revoked it; another tenant's key is never
+    /// touched. Authentication reads the key on every request, so it fails at once.
+    async fn revoke_api_key(
+        &self,
+        tenant: TenantId,
+        id: uuid::Uuid,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+    /// Records a use of the key at `at`, only if its last recorded use is older than
+    /// `stale_before` (or there is none): one conditional write, so replicas racing to
+    /// record the same minute write once. Returns whether it wrote.
+    async fn touch_api_key(
+        &self,
+        tenant: TenantId,
+        id: uuid::Uuid,
+        at: DateTime<Utc>,
+        stale_before: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
 }
 
 /// A live feed of one run's durable events, bounded: when the subscriber falls behind

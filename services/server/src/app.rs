@@ -359,11 +359,18 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
             body_limit_bytes: config.http.body_limit_bytes,
             sse_keepalive: config.http.sse_keepalive,
             sse_resync: config.http.sse_resync,
+            header_limit_bytes: config.http.header_limit_bytes,
+            allowed_hosts: config.http.allowed_hosts.clone(),
+            allowed_origins: config.http.allowed_origins.clone(),
         },
+        limits: baton_api::limits::RateLimits::new(
+            config.http.key_rate_limit,
+            config.http.tenant_rate_limit,
+        ),
         replica: replica.clone(),
         shutdown: shutdown.clone(),
     };
-    let router = baton_api::router(state).route(
+    let metrics = axum::Router::new().route(
         "/metrics",
         axum::routing::get({
             let stores = stores.clone();
@@ -373,6 +380,7 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
             }
         }),
     );
+    let router = baton_api::router(state, metrics);
     let token = shutdown.clone();
     let server = tokio::spawn(async move {
         axum::serve(listener, router)

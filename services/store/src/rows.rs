@@ -5,7 +5,7 @@
 use baton_core::model::{
     Agent, AgentLimits, ApiKey, Message, ProviderSpec, Receipt, RunStatus, RunSummary, Tenant, Tool,
 };
-use baton_core::ports::{IdempotencyRecord, SealedSecret, SecretMeta};
+use baton_core::ports::{ApiKeyRecord, IdempotencyRecord, SealedSecret, SecretMeta};
 use baton_core::{Role, StoreError};
 use baton_events::{Envelope, ErrorInfo, EventMeta, MessageRole, ToolId};
 use chrono::{DateTime, Utc};
@@ -434,6 +434,37 @@ impl TryFrom<ApiKeyRow> for ApiKey {
             created_at: r.created_at,
             expires_at: r.expires_at,
             revoked_at: r.revoked_at,
+        })
+    }
+}
+
+/// Expands to the columns of `api_keys` an [`ApiKeyRecordRow`] reads: the key's and its
+/// bookkeeping.
+macro_rules! api_key_record_columns {
+    () => {
+        "id, tenant_id, name, prefix, role, created_at, expires_at, revoked_at, created_by, \
+         last_used_at"
+    };
+}
+pub(crate) use api_key_record_columns;
+
+/// A row of `api_keys` without its token hash.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct ApiKeyRecordRow {
+    #[sqlx(flatten)]
+    pub key: ApiKeyRow,
+    pub created_by: Option<String>,
+    pub last_used_at: Option<DateTime<Utc>>,
+}
+
+impl TryFrom<ApiKeyRecordRow> for ApiKeyRecord {
+    type Error = StoreError;
+
+    fn try_from(r: ApiKeyRecordRow) -> Result<Self, StoreError> {
+        Ok(ApiKeyRecord {
+            key: r.key.try_into()?,
+            created_by: r.created_by,
+            last_used_at: r.last_used_at,
         })
     }
 }

@@ -102,6 +102,9 @@ impl ClusterBuilder {
                 self.nats_url.unwrap_or_else(nats_url),
             ),
             ("BATON_LOG__FORMAT".to_string(), "json".to_string()),
+            // Tests poll as fast as they like; a test of the limits sets its own.
+            ("BATON_HTTP__KEY_RATE_LIMIT".to_string(), "0".to_string()),
+            ("BATON_HTTP__TENANT_RATE_LIMIT".to_string(), "0".to_string()),
         ];
         env.extend(crypto_env().map(|(k, v)| (k.to_string(), v.to_string())));
         env.extend(self.env);

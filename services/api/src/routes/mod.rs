@@ -2,6 +2,7 @@
 
 pub mod actions;
 pub mod agents;
+pub mod api_keys;
 pub mod events;
 pub mod health;
 pub mod runs;

@@ -81,6 +81,16 @@ pub struct HttpConfig {
     pub sse_resync: Duration,
     /// Time given to in-flight work at shutdown.
     pub shutdown_grace: Duration,
+    /// Largest total size of a request's headers.
+    pub header_limit_bytes: usize,
+    /// Host names (lower case, maybe with `:port`) answered; empty: any.
+    pub allowed_hosts: Vec<String>,
+    /// Web origins (`scheme://host[:port]`) allowed to call from a browser.
+    pub allowed_origins: Vec<String>,
+    /// Requests per second per API key, per replica; 0: no limit.
+    pub key_rate_limit: u32,
+    /// Requests per second per tenant, per replica; 0: no limit.
+    pub tenant_rate_limit: u32,
 }
 
 /// Connection pools of one replica.
@@ -207,6 +217,11 @@ impl Config {
                 sse_keepalive: Duration::from_secs(http.sse_keepalive_secs),
                 sse_resync: Duration::from_millis(http.sse_resync_ms),
                 shutdown_grace: Duration::from_secs(http.shutdown_grace_secs),
+                header_limit_bytes: usize::try_from(http.header_limit_bytes).unwrap_or(usize::MAX),
+                allowed_hosts: Vec::new(),
+                allowed_origins: Vec::new(),
+                key_rate_limit: http.key_rate_limit,
+                tenant_rate_limit: http.tenant_rate_limit,
             },
             bus: Bus::InProcess,
             auth_required: defaults.auth.required,
@@ -463,6 +478,24 @@ fn validate_http(http: &HttpSection) -> Result<HttpConfig, ConfigError> {
     if http.sse_keepalive_secs == 0 {
         return Err(invalid("http.sse_keepalive_secs", "must be at least 1"));
     }
+    if http.header_limit_bytes < 1024 {
+        return Err(invalid(
+            "http.header_limit_bytes",
+            &format!("{} is below the minimum of 1024", http.header_limit_bytes),
+        ));
+    }
+    let header_limit_bytes = usize::try_from(http.header_limit_bytes)
+        .map_err(|_| invalid("http.header_limit_bytes", "too large for this platform"))?;
+    let allowed_hosts = http
+        .allowed_hosts
+        .iter()
+        .map(|h| allowed_host(h))
+        .collect::<Result<_, _>>()?;
+    let allowed_origins = http
+        .allowed_origins
+        .iter()
+        .map(|o| allowed_origin(o))
+        .collect::<Result<_, _>>()?;
     Ok(HttpConfig {
         listen: http.listen,
         body_limit_bytes,
@@ -470,7 +503,61 @@ fn validate_http(http: &HttpSection) -> Result<HttpConfig, ConfigError> {
         sse_keepalive: Duration::from_secs(http.sse_keepalive_secs),
         sse_resync: positive_ms("http.sse_resync_ms", http.sse_resync_ms)?,
         shutdown_grace: Duration::from_secs(http.shutdown_grace_secs),
+        header_limit_bytes,
+        allowed_hosts,
+        allowed_origins,
+        key_rate_limit: http.key_rate_limit,
+        tenant_rate_limit: http.tenant_rate_limit,
     })
+}
+
+/// An `http.allowed_hosts` entry, lower-cased: a host name or address, maybe with a port;
+/// never a URL.
+fn allowed_host(host: &str) -> Result<String, ConfigError> {
+    let h = host.trim().to_ascii_lowercase();
+    let parsed = url::Url::parse(&format!("http://{h}/"));
+    let bare = parsed.as_ref().is_ok_and(|u| {
+        u.host_str().is_some()
+            && u.username().is_empty()
+            && u.password().is_none()
+            && format!(
+                "{}{}",
+                u.host_str().unwrap_or_default(),
+                u.port().map(|p| format!(":{p}")).unwrap_or_default()
+            ) == h
+    });
+    if !bare {
+        return Err(invalid(
+            "http.allowed_hosts",
+            &format!("{host:?} is not a host name or address (with an optional :port)"),
+        ));
+    }
+    Ok(h)
+}
+
+/// An `http.allowed_origins` entry as browsers send it: `scheme://host[:port]`, without
+/// a path; the default port is dropped.
+fn allowed_origin(origin: &str) -> Result<String, ConfigError> {
+    let bad = |why: &str| {
+        invalid(
+            "http.allowed_origins",
+            &format!("{origin:?} is not a web origin ({why}); write it as https://host[:port]"),
+        )
+    };
+    let url = url::Url::parse(origin.trim()).map_err(|e| bad(&e.to_string()))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(bad("the scheme must be http or https"));
+    }
+    if url.path() != "/" || url.query().is_some() || url.fragment().is_some() {
+        return Err(bad("it has a path, query or fragment"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(bad("it has credentials"));
+    }
+    match url.origin() {
+        origin @ url::Origin::Tuple(..) => Ok(origin.ascii_serialization()),
+        url::Origin::Opaque(_) => Err(bad("it has no host")),
+    }
 }
 
 fn pools(raw: &RawConfig) -> Pools {

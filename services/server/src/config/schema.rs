@@ -135,6 +135,28 @@ pub struct HttpSection {
     /// Seconds a shutting-down replica gives in-flight requests and owned runs to finish before
     /// it exits anyway.
     pub shutdown_grace_secs: u64,
+    /// Largest total size of a request's headers, in bytes; larger requests get `431
+    /// headers_too_large`. At least 1024.
+    pub header_limit_bytes: u64,
+    /// Host names this API answers to (`api.example.com`, or `host:port` to require that
+    /// port); a request with another `Host` gets `403 host_not_allowed`. Empty: any host.
+    /// Without authentication (embedded tier) only loopback names are answered anyway. In
+    /// the environment, a comma-separated list.
+    #[serde(deserialize_with = "deserialize_list")]
+    pub allowed_hosts: Vec<String>,
+    /// Web origins (`https://app.example.com`) whose pages may call this API from a browser:
+    /// they get CORS headers, and only they (and the API's own origin) may send it
+    /// state-changing requests (`POST`, `PUT`, `DELETE`); another site's `Origin` gets `403
+    /// origin_not_allowed`. Empty: no other site. In the environment, a comma-separated
+    /// list.
+    #[serde(deserialize_with = "deserialize_list")]
+    pub allowed_origins: Vec<String>,
+    /// Requests per second one API key may make on one replica, with bursts of twice as
+    /// many; beyond it, `429 rate_limited` with `Retry-After`. 0: no limit.
+    pub key_rate_limit: u32,
+    /// Requests per second one tenant's keys together may make on one replica, with bursts
+    /// of twice as many; beyond it, `429 rate_limited` with `Retry-After`. 0: no limit.
+    pub tenant_rate_limit: u32,
 }
 
 impl Default for HttpSection {
@@ -146,6 +168,11 @@ impl Default for HttpSection {
             sse_keepalive_secs: 15,
             sse_resync_ms: 2000,
             shutdown_grace_secs: 30,
+            header_limit_bytes: 16 * 1024,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            key_rate_limit: 100,
+            tenant_rate_limit: 500,
         }
     }
 }
@@ -306,6 +333,26 @@ impl Default for LogSection {
 }
 
 /// Reads an optional secret; an empty or blank string counts as unset.
+/// A list from a file (an array) or from the environment (a string of comma-separated
+/// items); empty items are dropped.
+fn deserialize_list<'de, D: Deserializer<'de>>(de: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum List {
+        Items(Vec<String>),
+        Joined(String),
+    }
+    let items = match List::deserialize(de)? {
+        List::Items(items) => items,
+        List::Joined(joined) => joined.split(',').map(str::to_owned).collect(),
+    };
+    Ok(items
+        .into_iter()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .collect())
+}
+
 fn deserialize_secret<'de, D: Deserializer<'de>>(de: D) -> Result<Option<SecretString>, D::Error> {
     let value = Option::<String>::deserialize(de)?;
     Ok(value

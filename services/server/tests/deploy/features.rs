@@ -85,6 +85,13 @@ fn optional_features_render_what_they_promise() {
         Some(json!("http://otel-collector.observability:4317"))
     );
     assert_eq!(env("OTEL_SERVICE_NAME"), Some(json!("baton")));
+    // List settings reach the pods comma-separated, which baton reads (see `config`).
+    assert_eq!(
+        r.config_map()
+            .get("BATON_HTTP__ALLOWED_ORIGINS")
+            .map(String::as_str),
+        Some("https://app.example.com,https://admin.example.com")
+    );
     let quiet = tools.render(&value_set("default"));
     assert!(
         env_entry(quiet.container(), "OTEL_EXPORTER_OTLP_ENDPOINT").is_none(),

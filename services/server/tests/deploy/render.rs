@@ -82,7 +82,12 @@ pub fn value_sets() -> Vec<ValueSet> {
                 required(),
                 json!({
                     "metrics": {"serviceMonitor": {"enabled": true, "labels": {"release": "prom"}}},
-                    "tracing": {"otlpEndpoint": "http://otel-collector.observability:4317"}
+                    "tracing": {"otlpEndpoint": "http://otel-collector.observability:4317"},
+                    "config": {"http": {
+                        "allowed_hosts": ["api.example.com"],
+                        "allowed_origins": ["https://app.example.com", "https://admin.example.com"],
+                        "key_rate_limit": 50
+                    }}
                 }),
             ),
         },

@@ -29,7 +29,7 @@ impl TestApp {
 
     pub async fn embedded_with(tweak: impl FnOnce(&mut Config)) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut config = Config::embedded(dir.path());
+        let mut config = unlimited(Config::embedded(dir.path()));
         tweak(&mut config);
         Self::start(config, dir, None).await
     }
@@ -43,7 +43,7 @@ impl TestApp {
     pub async fn team_with_nats(nats: &str) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = TestDatabase::postgres().await.expect("test database");
-        let mut config = Config::embedded(dir.path());
+        let mut config = unlimited(Config::embedded(dir.path()));
         let pools = config.storage.pools();
         config.tier = Tier::Team;
         config.auth_required = true;
@@ -211,4 +211,12 @@ impl TestApp {
             db.drop_db().await.expect("drop test database");
         }
     }
+}
+
+/// `config` without request rate limits: tests poll as fast as they like; a test of the
+/// limits sets its own in its tweak.
+fn unlimited(mut config: Config) -> Config {
+    config.http.key_rate_limit = 0;
+    config.http.tenant_rate_limit = 0;
+    config
 }

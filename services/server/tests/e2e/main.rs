@@ -4,10 +4,13 @@
 
 mod actions;
 mod api_guide;
+mod api_keys;
 mod bad_input;
 mod binary;
+mod browser;
 mod common;
 mod conversation;
+mod roles;
 mod secrets;
 mod sse;
 mod tenancy;

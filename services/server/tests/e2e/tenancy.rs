@@ -87,6 +87,16 @@ async fn missing_malformed_unknown_expired_and_revoked_credentials_answer_401() 
         )
         .await;
     assert_problem(&r, 401, "unauthorized");
+    // The scheme's case does not matter (RFC 9110).
+    let valid = app.key(tenant, Role::Viewer, None, None).await;
+    let r = basic
+        .send(
+            basic
+                .req(reqwest::Method::GET, "/v1/runs")
+                .header("authorization", format!("bearer {valid}")),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
     app.stop().await;
 }
 

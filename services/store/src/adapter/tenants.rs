@@ -1,5 +1,7 @@
-//! `TenantStore` for both adapters: tenants and API keys. These are the only lookups not
-//! scoped by a tenant: they are how a tenant is found in the first place.
+//! `TenantStore` for both adapters: tenants and API keys. The lookups of a tenant and of a
+//! key by its hash are the only ones not scoped by a tenant: they are how a tenant is found
+//! in the first place. Everything else about a key (get, list, revoke, recording its use)
+//! is filtered by its tenant.
 
 /// Implements `TenantStore` for `$store`, whose `app` field is a `sqlx` pool, mapping
 /// driver errors with `$classify`. Invoked through [`super::impl_ports!`].
@@ -9,10 +11,15 @@ macro_rules! impl_tenant_store {
             use async_trait::async_trait;
             use baton_core::StoreError;
             use baton_core::model::{ApiKey, Tenant};
-            use baton_core::ports::TenantStore;
+            use baton_core::ports::{ApiKeyRecord, TenantStore};
             use baton_events::TenantId;
+            use chrono::{DateTime, Utc};
+            use uuid::Uuid;
             use $crate::plan::micros;
-            use $crate::rows::{ApiKeyRow, TenantRow, api_key_columns, tenant_columns};
+            use $crate::rows::{
+                ApiKeyRecordRow, ApiKeyRow, TenantRow, api_key_columns, api_key_record_columns,
+                map_all, tenant_columns,
+            };
 
             #[async_trait]
             impl TenantStore for $store {
@@ -69,10 +76,24 @@ macro_rules! impl_tenant_store {
                     key: &ApiKey,
                     hash: &[u8],
                 ) -> Result<(), StoreError> {
+                    // An empty creator is stored as NULL: no actor made this key.
+                    self.create_api_key_by(key, hash, "").await
+                }
+
+                /// As [`create_api_key`](TenantStore::create_api_key), recording its creator
+                /// (an empty `created_by` records none).
+                #[tracing::instrument(name = "store.create_api_key", skip_all)]
+                async fn create_api_key_by(
+                    &self,
+                    key: &ApiKey,
+                    hash: &[u8],
+                    created_by: &str,
+                ) -> Result<(), StoreError> {
                     sqlx::query(concat!(
                         "INSERT INTO api_keys (",
                         api_key_columns!(),
-                        ", token_hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+                        ", token_hash, created_by) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($10, ''))"
                     ))
                     .bind(key.id)
                     .bind(key.tenant.as_uuid())
@@ -83,6 +104,7 @@ macro_rules! impl_tenant_store {
                     .bind(key.expires_at.map(micros))
                     .bind(key.revoked_at.map(micros))
                     .bind(hash)
+                    .bind(created_by)
                     .execute(&self.app)
                     .await
                     .map_err($classify)?;
@@ -100,6 +122,119 @@ macro_rules! impl_tenant_store {
                     .await
                     .map_err($classify)?;
                     row.map(ApiKey::try_from).transpose()
+                }
+
+                async fn lookup_api_key(
+                    &self,
+                    hash: &[u8],
+                ) -> Result<Option<ApiKeyRecord>, StoreError> {
+                    let row: Option<ApiKeyRecordRow> = sqlx::query_as(concat!(
+                        "SELECT ",
+                        api_key_record_columns!(),
+                        " FROM api_keys WHERE token_hash = $1"
+                    ))
+                    .bind(hash)
+                    .fetch_optional(&self.app)
+                    .await
+                    .map_err($classify)?;
+                    row.map(ApiKeyRecord::try_from).transpose()
+                }
+
+                #[tracing::instrument(name = "store.get_api_key", skip_all)]
+                async fn get_api_key(
+                    &self,
+                    tenant: TenantId,
+                    id: Uuid,
+                ) -> Result<Option<ApiKeyRecord>, StoreError> {
+                    let row: Option<ApiKeyRecordRow> = sqlx::query_as(concat!(
+                        "SELECT ",
+                        api_key_record_columns!(),
+                        " FROM api_keys WHERE tenant_id = $1 AND id = $2"
+                    ))
+                    .bind(tenant.as_uuid())
+                    .bind(id)
+                    .fetch_optional(&self.app)
+                    .await
+                    .map_err($classify)?;
+                    row.map(ApiKeyRecord::try_from).transpose()
+                }
+
+                /// Ids are UUIDv7, so id order is creation order; both databases compare
+                /// them byte-wise, as `api_keys_by_tenant` is sorted.
+                #[tracing::instrument(name = "store.list_api_keys", skip_all)]
+                async fn list_api_keys(
+                    &self,
+                    tenant: TenantId,
+                    before: Option<Uuid>,
+                    limit: u32,
+                ) -> Result<Vec<ApiKeyRecord>, StoreError> {
+                    let query = match before {
+                        None => sqlx::query_as(concat!(
+                            "SELECT ",
+                            api_key_record_columns!(),
+                            " FROM api_keys WHERE tenant_id = $1 ORDER BY id DESC LIMIT $2"
+                        ))
+                        .bind(tenant.as_uuid())
+                        .bind(i64::from(limit)),
+                        Some(before) => sqlx::query_as(concat!(
+                            "SELECT ",
+                            api_key_record_columns!(),
+                            " FROM api_keys WHERE tenant_id = $1 AND id < $3 \
+                              ORDER BY id DESC LIMIT $2"
+                        ))
+                        .bind(tenant.as_uuid())
+                        .bind(i64::from(limit))
+                        .bind(before),
+                    };
+                    let rows: Vec<ApiKeyRecordRow> =
+                        query.fetch_all(&self.app).await.map_err($classify)?;
+                    map_all(rows)
+                }
+
+                #[tracing::instrument(name = "store.revoke_api_key", skip_all)]
+                async fn revoke_api_key(
+                    &self,
+                    tenant: TenantId,
+                    id: Uuid,
+                    at: DateTime<Utc>,
+                ) -> Result<bool, StoreError> {
+                    let done = sqlx::query(
+                        "UPDATE api_keys SET revoked_at = $3 \
+                         WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL",
+                    )
+                    .bind(tenant.as_uuid())
+                    .bind(id)
+                    .bind(micros(at))
+                    .execute(&self.app)
+                    .await
+                    .map_err($classify)?;
+                    Ok(done.rows_affected() > 0)
+                }
+
+                /// The condition makes the write happen once per interval however many
+                /// replicas race. SQLite keeps timestamps as RFC 3339 text in UTC
+                /// (`+00:00`, a four-digit year, 0, 3 or 6 fraction digits), which sorts
+                /// in time order, so `<` compares them correctly on both databases.
+                async fn touch_api_key(
+                    &self,
+                    tenant: TenantId,
+                    id: Uuid,
+                    at: DateTime<Utc>,
+                    stale_before: DateTime<Utc>,
+                ) -> Result<bool, StoreError> {
+                    let done = sqlx::query(
+                        "UPDATE api_keys SET last_used_at = $3 \
+                         WHERE tenant_id = $1 AND id = $2 \
+                           AND (last_used_at IS NULL OR last_used_at < $4)",
+                    )
+                    .bind(tenant.as_uuid())
+                    .bind(id)
+                    .bind(micros(at))
+                    .bind(micros(stale_before))
+                    .execute(&self.app)
+                    .await
+                    .map_err($classify)?;
+                    Ok(done.rows_affected() > 0)
                 }
             }
         };

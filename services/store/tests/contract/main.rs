@@ -3,6 +3,7 @@
 //! and SQLite in memory — so the adapters cannot drift apart. Each case is its own test,
 //! so `cargo nextest` runs them in parallel.
 
+mod api_keys;
 mod checkpoints;
 mod directory;
 mod idempotency;
@@ -98,4 +99,9 @@ contract!(
     secrets::a_secret_of_an_unknown_tenant_is_not_found,
     checkpoints::checkpoints_round_trip_newest_first_and_list_without_contents,
     checkpoints::another_tenants_checkpoints_are_invisible,
+    api_keys::api_keys_keep_their_creator_and_list_newest_first,
+    api_keys::another_tenants_api_keys_are_invisible_and_untouchable,
+    api_keys::a_key_is_revoked_once_and_keeps_its_first_revocation,
+    api_keys::a_use_is_recorded_only_when_the_last_one_is_stale,
+    api_keys::racing_replicas_record_one_use,
 );

@@ -29,6 +29,11 @@ http.sse_buffer                256             default
 http.sse_keepalive_secs        15              default
 http.sse_resync_ms             2000            default
 http.shutdown_grace_secs       30              default
+http.header_limit_bytes        16384           default
+http.allowed_hosts             []              default
+http.allowed_origins           []              default
+http.key_rate_limit            100             default
+http.tenant_rate_limit         500             default
 database.url                   (unset)         default
 database.app_pool              16              default
 database.control_pool          2               default
@@ -91,7 +96,7 @@ fn explain_covers_every_schema_key_exactly_once() {
     unique.sort_unstable();
     unique.dedup();
     assert_eq!(unique.len(), keys.len());
-    assert_eq!(keys.len(), 28);
+    assert_eq!(keys.len(), 33);
 }
 
 #[test]

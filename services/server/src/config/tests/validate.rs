@@ -417,3 +417,45 @@ fn bad_keys_are_refused_naming_the_key_id_never_the_key() {
     assert!(err.to_string().contains("invalid key id \"a b\""), "{err}");
     assert!(!err.to_string().contains(KEY), "{err}");
 }
+
+#[test]
+fn allowed_hosts_and_origins_are_normalized_and_checked() {
+    let config = validate_env(&[
+        (
+            "BATON_HTTP__ALLOWED_HOSTS",
+            "API.example.com, 10.0.0.1:8080,",
+        ),
+        (
+            "BATON_HTTP__ALLOWED_ORIGINS",
+            "https://App.Example.com:443, http://localhost:3000/",
+        ),
+    ])
+    .expect("valid");
+    assert_eq!(
+        config.http.allowed_hosts,
+        ["api.example.com", "10.0.0.1:8080"]
+    );
+    assert_eq!(
+        config.http.allowed_origins,
+        ["https://app.example.com", "http://localhost:3000"]
+    );
+    for (key, bad) in [
+        ("BATON_HTTP__ALLOWED_HOSTS", "https://api.example.com"),
+        ("BATON_HTTP__ALLOWED_HOSTS", "api.example.com/path"),
+        ("BATON_HTTP__ALLOWED_HOSTS", "user@api.example.com"),
+        ("BATON_HTTP__ALLOWED_ORIGINS", "app.example.com"),
+        (
+            "BATON_HTTP__ALLOWED_ORIGINS",
+            "https://app.example.com/path",
+        ),
+        ("BATON_HTTP__ALLOWED_ORIGINS", "file:///etc/passwd"),
+        ("BATON_HTTP__HEADER_LIMIT_BYTES", "100"),
+    ] {
+        let err = validate_env(&[(key, bad)]).expect_err(bad).to_string();
+        let dotted = key
+            .trim_start_matches("BATON_")
+            .replace("__", ".")
+            .to_ascii_lowercase();
+        assert!(err.contains(&dotted), "{bad}: {err}");
+    }
+}

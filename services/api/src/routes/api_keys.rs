@@ -1,0 +1,66 @@
+//! `/v1/api-keys`: create, list and revoke the tenant's API keys (admins only). A key's
+//! token is in the answer that creates it and in no other answer: listings show its
+//! prefix, role and last use.
+
+use super::{PageBody, parse_cursor};
+use crate::auth::Caller;
+use crate::error::{ApiResult, Problem};
+use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::routes::agents::ListQuery;
+use crate::state::AppState;
+use axum::extract::State;
+use axum::http::StatusCode;
+use baton_core::api_keys::{ApiKeyMeta, ApiKeys, CreatedApiKey, NewApiKey};
+use baton_core::ports::SystemClock;
+use std::sync::Arc;
+use uuid::Uuid;
+
+/// The use cases over the state's tenant store: nothing to keep between requests.
+fn api_keys(st: &AppState) -> ApiKeys {
+    ApiKeys {
+        store: st.tenants.clone(),
+        clock: Arc::new(SystemClock),
+    }
+}
+
+/// Create an API key of a role no higher than the caller's (admin). The answer holds the
+/// token, shown this once.
+#[utoipa::path(post, path = "/v1/api-keys", tag = "api-keys", request_body = NewApiKey,
+    responses((status = 201, body = CreatedApiKey), (status = "4XX", body = Problem)))]
+pub async fn create(
+    State(st): State<AppState>,
+    Caller(p): Caller,
+    ApiJson(new): ApiJson<NewApiKey>,
+) -> ApiResult<(StatusCode, axum::Json<CreatedApiKey>)> {
+    let created = api_keys(&st).create(&p, new).await?;
+    Ok((StatusCode::CREATED, axum::Json(created)))
+}
+
+/// List the tenant's API keys, newest first, revoked and expired ones included (admin).
+#[utoipa::path(get, path = "/v1/api-keys", tag = "api-keys", params(ListQuery),
+    responses((status = 200, body = PageBody<ApiKeyMeta>), (status = "4XX", body = Problem)))]
+pub async fn list(
+    State(st): State<AppState>,
+    Caller(p): Caller,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> ApiResult<axum::Json<PageBody<ApiKeyMeta>>> {
+    let cursor = parse_cursor::<Uuid>(q.cursor.as_deref())?;
+    Ok(axum::Json(
+        api_keys(&st).list(&p, cursor, q.limit).await?.into(),
+    ))
+}
+
+/// Revoke an API key (admin; the caller's own key too, but no key of a role above the
+/// caller's). It fails from the next request on, on every replica. Revoking a revoked
+/// key again answers `204` and keeps its first `revoked_at`.
+#[utoipa::path(delete, path = "/v1/api-keys/{key_id}", tag = "api-keys",
+    params(("key_id" = Uuid, Path, description = "API key id")),
+    responses((status = 204), (status = "4XX", body = Problem)))]
+pub async fn revoke(
+    State(st): State<AppState>,
+    Caller(p): Caller,
+    ApiPath(id): ApiPath<Uuid>,
+) -> ApiResult<StatusCode> {
+    api_keys(&st).revoke(&p, id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
