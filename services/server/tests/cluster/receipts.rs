@@ -9,7 +9,7 @@ use crate::support::{
     ADOPT_INTERVAL_MS, DEADLINE, LEASE_TTL_MS, RENEW_INTERVAL_MS, SCHEDULING_MARGIN, index_of,
     start_cluster, turn_owner, until, uuid,
 };
-use baton_testkit::{Behaviour, ToolServer};
+use baton_testkit::{Api, Behaviour, ToolServer};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -34,25 +34,7 @@ async fn sigkill_mid_mutation_holds_the_call_uncertain_and_never_repeats_it() {
         },
     );
     let api = &apis[0];
-    let tool = api
-        .post(
-            "/v1/tools",
-            json!({"name": "charge", "input_schema": {}, "effect": "mutation",
-                   "kind": {"kind": "http", "url": tools.url("charge")}}),
-        )
-        .await;
-    assert_eq!(tool.status, 201, "{}", tool.body);
-    let agent = api
-        .post(
-            "/v1/agents",
-            json!({"name": "payer", "tools": [tool.body["id"]],
-                   "provider": {"kind": "scripted", "replies": [
-                       {"tool_calls": [{"name": "charge", "arguments": {"amount": 3}}]},
-                       {"content": "paid"}]}}),
-        )
-        .await;
-    assert_eq!(agent.status, 201, "{}", agent.body);
-    let agent = agent.body["id"].as_str().unwrap_or_default().to_string();
+    let agent = payer(api, &tools).await;
     let run = api.run(&agent, Some("pay")).await;
     let run_id = uuid(&run);
     let tools_ref = &tools;
@@ -123,25 +105,7 @@ async fn sigterm_mid_mutation_finishes_the_call_before_handing_the_run_off() {
         },
     );
     let api = &apis[0];
-    let tool = api
-        .post(
-            "/v1/tools",
-            json!({"name": "charge", "input_schema": {}, "effect": "mutation",
-                   "kind": {"kind": "http", "url": tools.url("charge")}}),
-        )
-        .await;
-    assert_eq!(tool.status, 201, "{}", tool.body);
-    let agent = api
-        .post(
-            "/v1/agents",
-            json!({"name": "payer", "tools": [tool.body["id"]],
-                   "provider": {"kind": "scripted", "replies": [
-                       {"tool_calls": [{"name": "charge", "arguments": {"amount": 3}}]},
-                       {"content": "paid"}]}}),
-        )
-        .await;
-    assert_eq!(agent.status, 201, "{}", agent.body);
-    let agent = agent.body["id"].as_str().unwrap_or_default().to_string();
+    let agent = payer(api, &tools).await;
     let run = api.run(&agent, Some("pay")).await;
     let run_id = uuid(&run);
     let tools_ref = &tools;
@@ -187,4 +151,28 @@ async fn sigterm_mid_mutation_finishes_the_call_before_handing_the_run_off() {
         .expect("the owner exits after its drain");
     assert!(exited.success(), "{exited:?}");
     cluster.stop().await.expect("stop");
+}
+
+/// An agent whose first reply calls the `charge` mutation on `tools` and whose second
+/// says "paid"; returns its id.
+async fn payer(api: &Api, tools: &ToolServer) -> String {
+    let tool = api
+        .post(
+            "/v1/tools",
+            json!({"name": "charge", "input_schema": {}, "effect": "mutation",
+                   "kind": {"kind": "http", "url": tools.url("charge")}}),
+        )
+        .await;
+    assert_eq!(tool.status, 201, "{}", tool.body);
+    let agent = api
+        .post(
+            "/v1/agents",
+            json!({"name": "payer", "tools": [tool.body["id"]],
+                   "provider": {"kind": "scripted", "replies": [
+                       {"tool_calls": [{"name": "charge", "arguments": {"amount": 3}}]},
+                       {"content": "paid"}]}}),
+        )
+        .await;
+    assert_eq!(agent.status, 201, "{}", agent.body);
+    agent.body["id"].as_str().unwrap_or_default().to_string()
 }

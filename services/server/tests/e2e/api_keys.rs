@@ -4,6 +4,7 @@
 //! the next request on; viewers and members manage no keys; another tenant's key is 404;
 //! bad input is a 400 naming the field; and no token reaches the server's log.
 
+use crate::child::{Killed, wait_for_address};
 use crate::common::{Api, DEADLINE, TestApp, assert_problem};
 use baton_core::Role;
 use baton_testkit::api::Reply;
@@ -407,39 +408,4 @@ async fn a_token_never_reaches_the_server_log() {
         "debug logging was on: {printed}"
     );
     assert_secret_absent(&printed, &token);
-}
-
-/// The base URL `baton serve` prints once it listens (its output goes to `log`).
-async fn wait_for_address(log: &std::path::Path) -> String {
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let printed = std::fs::read_to_string(log).unwrap_or_default();
-        if let Some(base) = printed
-            .lines()
-            .find_map(|l| l.strip_prefix("baton listening on "))
-        {
-            return base.trim().to_string();
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "baton did not start: {printed}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-}
-
-/// A child process, killed when dropped (also when a test fails).
-struct Killed(std::process::Child);
-
-impl Killed {
-    fn stop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        self.stop();
-    }
 }

@@ -8,6 +8,7 @@ mod api_keys;
 mod bad_input;
 mod binary;
 mod browser;
+mod child;
 mod common;
 mod conversation;
 mod roles;

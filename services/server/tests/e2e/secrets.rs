@@ -3,6 +3,7 @@
 //! the embedded tier across a restart (its generated key is kept); and a value never
 //! reaches the server's log.
 
+use crate::child::{Killed, wait_for_address};
 use crate::common::{Api, TestApp, assert_problem};
 use baton_core::Role;
 use baton_testkit::ToolServer;
@@ -402,39 +403,4 @@ async fn a_secret_value_never_reaches_the_server_log() {
     let key_file = dir.path().join("data/keyring/local");
     let key = std::fs::read_to_string(&key_file).expect("generated key");
     assert!(!printed.contains(key.trim()), "the key reached the log");
-}
-
-/// The base URL `baton serve` prints once it listens (its output goes to `log`).
-async fn wait_for_address(log: &std::path::Path) -> String {
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let printed = std::fs::read_to_string(log).unwrap_or_default();
-        if let Some(base) = printed
-            .lines()
-            .find_map(|l| l.strip_prefix("baton listening on "))
-        {
-            return base.trim().to_string();
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "baton did not start: {printed}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-}
-
-/// A child process, killed when dropped (also when a test fails).
-struct Killed(std::process::Child);
-
-impl Killed {
-    fn stop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        self.stop();
-    }
 }
