@@ -152,6 +152,11 @@ async fn metrics_follow_prometheus_conventions_and_move_with_the_work() {
         text.contains("baton_checkpoint_size_bytes_bucket{"),
         "{text}"
     );
+    assert_eq!(
+        sample(&text, "baton_build_info", &["version=\""]),
+        Some(1.0),
+        "{text}"
+    );
     // Rare events are scraped at zero before they first happen.
     for rare in [
         "baton_appends_fenced_total",

@@ -59,9 +59,15 @@ fn start_at_zero() {
     for reason in ["new", "adopted", "handoff"] {
         metrics::counter!("baton_lease_claims_total", "reason" => reason).increment(0);
     }
+    // Which build each replica runs, to follow a rollout.
+    metrics::gauge!("baton_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
 }
 
 fn describe() {
+    describe_gauge!(
+        "baton_build_info",
+        "Always 1; its version label is this replica's build."
+    );
     describe_histogram!(
         "baton_http_request_duration_seconds",
         Unit::Seconds,
