@@ -1,10 +1,15 @@
-//! The caller's identity. This extractor is the only place a [`Principal`] is made from
-//! credentials: a bearer API key, or — in the embedded tier on loopback with auth off —
-//! the local owner of the default tenant.
+//! The caller's identity. These extractors are the only place a [`Principal`] is made
+//! from credentials: a bearer API key (`bk_…`), a login session token (`bs_…`), or — in
+//! the embedded tier on loopback with auth off — the local owner of the default tenant.
 //!
-//! A key is read from the database on every request, so a revoked or expired key fails at
-//! once on every replica. The same read brings the key's last recorded use; when that is
-//! over a minute old, the use is recorded by a task of its own, off the request's path.
+//! A key or session is read from the database on every request, so a revoked or expired
+//! one fails at once on every replica. The same read brings a key's last recorded use;
+//! when that is over a minute old, the use is recorded by a task of its own, off the
+//! request's path.
+//!
+//! A session acts in one of its user's tenants with the membership's role: the tenant
+//! named by the `Baton-Tenant` header, or the user's only tenant without one. Keys and the
+//! local owner act in their own tenant; a header naming another is refused.
 
 use crate::error::{ApiError, Code};
 use crate::state::AppState;
@@ -13,6 +18,7 @@ use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use baton_core::api_keys;
 use baton_core::ports::{ApiKeyRecord, Clock, SystemClock, TenantStore};
+use baton_core::users::{Session, SessionError};
 use baton_core::{Principal, Role, TenantId, keys};
 use chrono::{DateTime, Utc};
 use std::collections::HashSet;
@@ -22,7 +28,7 @@ use uuid::Uuid;
 /// How requests without credentials are treated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuthMode {
-    /// Every request needs an API key.
+    /// Every request needs an API key or a session token.
     Required,
     /// Requests without credentials act as the owner of this tenant (embedded tier,
     /// loopback only; the server refuses this mode on any other address).
@@ -35,9 +41,12 @@ pub struct Caller(pub Principal);
 impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
-    /// Authenticates the request, then counts it against the caller's rate limits.
+    /// Authenticates the request, picks its tenant, then counts it against the caller's
+    /// rate limits.
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let caller = authenticate(parts, state).await?;
+        let identity = identify(parts, state).await?;
+        let requested = requested_tenant(parts)?;
+        let caller = identity.principal(state, requested).await?;
         state
             .limits
             .check(&caller)
@@ -46,16 +55,119 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
-async fn authenticate(parts: &Parts, state: &AppState) -> Result<Principal, ApiError> {
+/// The header that names the tenant a session acts in.
+pub const TENANT_HEADER: &str = "baton-tenant";
+
+/// Who presented which credentials, before a tenant is chosen.
+#[derive(Debug, Clone)]
+pub enum Identity {
+    /// The embedded tier's local owner (no credentials, auth off).
+    Local { tenant: TenantId },
+    /// A valid API key.
+    Key(ApiKeyRecord),
+    /// A live login session.
+    Session(Session),
+}
+
+impl Identity {
+    /// The principal acting in `requested` (the `Baton-Tenant` header), or in the
+    /// identity's only tenant without one.
+    pub async fn principal(
+        &self,
+        state: &AppState,
+        requested: Option<TenantId>,
+    ) -> Result<Principal, ApiError> {
+        let own = |tenant: TenantId, role: Role, actor: String| {
+            if requested.is_some_and(|t| t != tenant) {
+                return Err(ApiError::new(
+                    Code::Forbidden,
+                    "the credentials do not grant access to the tenant named by the \
+                     Baton-Tenant header",
+                ));
+            }
+            Ok(Principal {
+                tenant,
+                role,
+                actor,
+            })
+        };
+        match self {
+            Identity::Local { tenant } => own(*tenant, Role::Owner, "local".into()),
+            Identity::Key(record) => own(
+                record.key.tenant,
+                record.key.role,
+                format!("key:{}", record.key.id),
+            ),
+            Identity::Session(session) => state
+                .accounts
+                .users
+                .principal(session, requested)
+                .await
+                .map_err(session_error),
+        }
+    }
+}
+
+/// The caller's identity without a tenant chosen (`GET /v1/me`, `POST /v1/logout`): a
+/// session of a user of several tenants needs no `Baton-Tenant` header here. An API key
+/// and the local owner count against their rate limits, as with [`Caller`].
+pub struct Identified(pub Identity);
+
+impl FromRequestParts<AppState> for Identified {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let identity = identify(parts, state).await?;
+        if !matches!(identity, Identity::Session(_)) {
+            let caller = identity.principal(state, None).await?;
+            state
+                .limits
+                .check(&caller)
+                .map_err(|e| ApiError::rate_limited(e.wait, e.what))?;
+        }
+        Ok(Identified(identity))
+    }
+}
+
+/// The tenant the `Baton-Tenant` header names, if it is there.
+fn requested_tenant(parts: &Parts) -> Result<Option<TenantId>, ApiError> {
+    let Some(value) = parts.headers.get(TENANT_HEADER) else {
+        return Ok(None);
+    };
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| v.trim().parse::<Uuid>().ok())
+        .map(|id| Some(TenantId::from(id)))
+        .ok_or_else(|| {
+            ApiError::new(
+                Code::InvalidRequest,
+                "the Baton-Tenant header must be a tenant id (a UUID)",
+            )
+        })
+}
+
+/// A session that does not authenticate: 401 when the token is not (or no longer) good,
+/// 403 when its user may not act in the tenant, 400 when the tenant must be named.
+fn session_error(e: SessionError) -> ApiError {
+    let detail = e.to_string();
+    match e {
+        SessionError::Unknown | SessionError::Revoked | SessionError::Expired => {
+            unauthorized(&detail)
+        }
+        SessionError::NotMember | SessionError::NoTenant => ApiError::new(Code::Forbidden, detail),
+        SessionError::TenantNeeded => ApiError::new(Code::InvalidRequest, detail),
+        SessionError::Core(e) => e.into(),
+    }
+}
+
+/// Reads and checks the request's credentials.
+async fn identify(parts: &Parts, state: &AppState) -> Result<Identity, ApiError> {
     let Some(value) = parts.headers.get(AUTHORIZATION) else {
         return match state.auth {
-            AuthMode::LocalOwner { tenant } => Ok(Principal {
-                tenant,
-                role: Role::Owner,
-                actor: "local".into(),
-            }),
+            AuthMode::LocalOwner { tenant } => Ok(Identity::Local { tenant }),
             AuthMode::Required => Err(unauthorized(
-                "missing credentials: send `Authorization: Bearer <api key>`",
+                "missing credentials: send `Authorization: Bearer <api key or session token>`",
             )),
         };
     };
@@ -66,7 +178,21 @@ async fn authenticate(parts: &Parts, state: &AppState) -> Result<Principal, ApiE
         // The scheme is case-insensitive (RFC 9110).
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
         .map(|(_, token)| token.trim())
-        .ok_or_else(|| unauthorized("the Authorization header must be `Bearer <api key>`"))?;
+        .ok_or_else(|| {
+            unauthorized("the Authorization header must be `Bearer <api key or session token>`")
+        })?;
+    if token.starts_with(keys::SESSION_PREFIX) {
+        if !keys::is_well_formed_session(token) {
+            return Err(unauthorized("the session token is malformed"));
+        }
+        let session = state
+            .accounts
+            .users
+            .session(token)
+            .await
+            .map_err(session_error)?;
+        return Ok(Identity::Session(session));
+    }
     if !keys::is_well_formed(token) {
         return Err(unauthorized("the API key is malformed"));
     }
@@ -85,11 +211,7 @@ async fn authenticate(parts: &Parts, state: &AppState) -> Result<Principal, ApiE
         return Err(unauthorized("the API key has expired"));
     }
     record_use(&state.tenants, &record, now);
-    Ok(Principal {
-        tenant: key.tenant,
-        role: key.role,
-        actor: format!("key:{}", key.id),
-    })
+    Ok(Identity::Key(record))
 }
 
 fn unauthorized(detail: &str) -> ApiError {

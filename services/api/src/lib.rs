@@ -3,6 +3,7 @@
 //!
 //! [`router`] builds the whole app from an [`AppState`]; the server and the tests call it.
 
+pub mod accounts;
 pub mod auth;
 mod browser;
 pub mod error;
@@ -32,14 +33,94 @@ use utoipa_axum::routes;
     info(title = "Baton API", description = "Durable control plane for AI agent runs."),
     tags(
         (name = "agents"), (name = "tools"), (name = "runs"), (name = "secrets"),
-        (name = "api-keys"), (name = "health")
-    )
+        (name = "api-keys"), (name = "members"), (name = "sessions"), (name = "health")
+    ),
+    security(("bearer" = [])),
+    modifiers(&BearerAuth)
 )]
 struct ApiDoc;
 
+/// Every route but the probes needs `Authorization: Bearer <token>` (in the embedded tier
+/// on loopback with auth off, requests without one act as the local owner).
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let scheme = HttpBuilder::new()
+            .scheme(HttpAuthScheme::Bearer)
+            .description(Some(
+                "An API key (from `baton admin create-tenant` or `POST /v1/api-keys`), or the \
+                 token of a login session (`POST /v1/login`)",
+            ))
+            .build();
+        doc.components
+            .get_or_insert_with(Default::default)
+            .add_security_scheme("bearer", SecurityScheme::Http(scheme));
+    }
+}
+
+/// What every documented response gets once the routes are in: error answers are
+/// `application/problem+json` ([`error::PROBLEM_JSON`]) whatever route gives them, so every
+/// response documented with a [`error::Problem`] body says so (routes keep writing
+/// `(status = "4XX", body = Problem)`); and every response has the description OpenAPI 3.1
+/// requires (its status's reason phrase when the route gave none).
+struct FinishResponses;
+
+impl utoipa::Modify for FinishResponses {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::RefOr;
+        const PROBLEM_REF: &str = "#/components/schemas/Problem";
+        for item in doc.paths.paths.values_mut() {
+            let operations = [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.patch,
+                &mut item.head,
+                &mut item.options,
+                &mut item.trace,
+                &mut item.query,
+            ];
+            for op in operations.into_iter().flatten() {
+                for (status, response) in op.responses.responses.iter_mut() {
+                    let RefOr::T(response) = response else {
+                        continue;
+                    };
+                    let is_problem = response.content.get("application/json").is_some_and(|c| {
+                        matches!(c, RefOr::T(c)
+                            if matches!(&c.schema, Some(RefOr::Ref(r)) if r.ref_location == PROBLEM_REF))
+                    });
+                    if is_problem
+                        && let Some(content) = response.content.shift_remove("application/json")
+                    {
+                        response
+                            .content
+                            .insert(error::PROBLEM_JSON.to_string(), content);
+                    }
+                    if response.description.is_empty() {
+                        response.description = if is_problem {
+                            "An error: a problem+json body with a stable `code`".into()
+                        } else {
+                            status
+                                .parse::<u16>()
+                                .ok()
+                                .and_then(|s| axum::http::StatusCode::from_u16(s).ok())
+                                .and_then(|s| s.canonical_reason())
+                                .unwrap_or("The answer")
+                                .into()
+                        };
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// The OpenAPI document and the routes it describes.
 fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
-    OpenApiRouter::with_openapi(ApiDoc::openapi())
+    let (routes, mut doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(agents::create, agents::list))
         .routes(routes!(agents::get, agents::update))
         .routes(routes!(tools::create, tools::list))
@@ -56,11 +137,21 @@ fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(actions::checkpoints))
         .routes(routes!(secrets::put, secrets::delete))
         .routes(routes!(secrets::list))
+        .routes(routes!(routes::encryption::status))
+        .routes(routes!(routes::encryption::reseal))
         .routes(routes!(routes::api_keys::create, routes::api_keys::list))
         .routes(routes!(routes::api_keys::revoke))
+        .routes(routes!(routes::members::add, routes::members::list))
+        .routes(routes!(routes::members::set_role, routes::members::remove))
+        .routes(routes!(routes::sessions::login))
+        .routes(routes!(routes::sessions::logout))
+        .routes(routes!(routes::sessions::me))
         .routes(routes!(health::livez))
         .routes(routes!(health::readyz))
-        .split_for_parts()
+        .split_for_parts();
+    // After the routes: their responses are what it finishes.
+    utoipa::Modify::modify(&FinishResponses, &mut doc);
+    (routes, doc)
 }
 
 /// Runs the request with the caller's W3C `traceparent` (when well formed) as the
@@ -170,4 +261,174 @@ async fn security_headers(req: Request, next: axum::middleware::Next) -> axum::r
         h.entry(name).or_insert(HeaderValue::from_static(value));
     }
     res
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    /// Every operation of the document: its method, path and object.
+    fn operations() -> Vec<(String, String, Value)> {
+        let doc = serde_json::to_value(super::openapi()).expect("the document is JSON");
+        let mut ops = Vec::new();
+        for (path, item) in doc["paths"].as_object().expect("paths") {
+            for (method, op) in item.as_object().expect("a path item") {
+                ops.push((method.to_uppercase(), path.clone(), op.clone()));
+            }
+        }
+        assert!(ops.len() > 20, "{ops:?}");
+        ops
+    }
+
+    #[test]
+    fn error_answers_are_documented_as_problem_json() {
+        for (method, path, op) in operations() {
+            for (status, response) in op["responses"].as_object().expect("responses") {
+                let Some(content) = response["content"].as_object() else {
+                    continue;
+                };
+                if status.starts_with('4') || status.starts_with('5') {
+                    let types: Vec<&String> = content.keys().collect();
+                    assert_eq!(
+                        types,
+                        [crate::error::PROBLEM_JSON],
+                        "{method} {path} {status}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_response_has_a_description() {
+        for (method, path, op) in operations() {
+            for (status, response) in op["responses"].as_object().expect("responses") {
+                let description = response["description"].as_str().unwrap_or("");
+                assert!(!description.is_empty(), "{method} {path} {status}");
+            }
+        }
+    }
+
+    #[test]
+    fn path_parameters_are_those_of_the_template_and_the_others_are_in_the_query() {
+        for (method, path, op) in operations() {
+            let mut in_template: Vec<&str> = path
+                .split('/')
+                .filter_map(|s| s.strip_prefix('{')?.strip_suffix('}'))
+                .collect();
+            let params = op["parameters"].as_array().cloned().unwrap_or_default();
+            let mut in_path: Vec<&str> = params
+                .iter()
+                .filter(|p| p["in"] == "path")
+                .map(|p| p["name"].as_str().expect("a name"))
+                .collect();
+            in_template.sort_unstable();
+            in_path.sort_unstable();
+            assert_eq!(in_path, in_template, "{method} {path}: path parameters");
+            for p in &params {
+                assert!(
+                    matches!(p["in"].as_str(), Some("path" | "query" | "header")),
+                    "{method} {path}: {p}"
+                );
+                if p["in"] == "path" {
+                    assert_eq!(p["required"], true, "{method} {path}: {p}");
+                }
+            }
+        }
+    }
+
+    /// The bounds written into the request schemas are the ones the use cases check.
+    #[test]
+    fn documented_bounds_are_those_the_use_cases_check() {
+        use baton_core::{agents, page, runs};
+        let doc = serde_json::to_value(super::openapi()).expect("the document is JSON");
+        let schemas = &doc["components"]["schemas"];
+        let field = |schema: &str, name: &str, bound: &str| {
+            schemas[schema]["properties"][name][bound]
+                .as_u64()
+                .map(|n| n as usize)
+        };
+        let cases = [
+            (
+                ("CreateAgentBody", "name", "maxLength"),
+                agents::MAX_NAME_CHARS,
+            ),
+            (
+                ("CreateAgentBody", "instructions", "maxLength"),
+                agents::MAX_INSTRUCTIONS_CHARS,
+            ),
+            (
+                ("CreateAgentBody", "tools", "maxItems"),
+                agents::MAX_AGENT_TOOLS,
+            ),
+            (
+                ("CreateRunBody", "title", "maxLength"),
+                runs::MAX_TITLE_CHARS,
+            ),
+            (
+                ("CreateRunBody", "message", "maxLength"),
+                runs::MAX_CONTENT_CHARS,
+            ),
+            (
+                ("CreateRunBody", "request_id", "maxLength"),
+                runs::MAX_REQUEST_ID_CHARS,
+            ),
+            (
+                ("PostMessageBody", "content", "maxLength"),
+                runs::MAX_CONTENT_CHARS,
+            ),
+            (
+                ("PostMessageBody", "request_id", "maxLength"),
+                runs::MAX_REQUEST_ID_CHARS,
+            ),
+            (("CancelBody", "reason", "maxLength"), runs::MAX_TITLE_CHARS),
+        ];
+        for ((schema, name, bound), expected) in cases {
+            assert_eq!(
+                field(schema, name, bound),
+                Some(expected),
+                "{schema}.{name} {bound}"
+            );
+        }
+        let pages = [
+            "/v1/agents",
+            "/v1/tools",
+            "/v1/runs",
+            "/v1/runs/{run_id}/messages",
+            "/v1/runs/{run_id}/events",
+            "/v1/secrets",
+            "/v1/api-keys",
+        ];
+        for (method, path, op) in operations() {
+            if !pages.contains(&path.as_str()) || method != "GET" {
+                continue;
+            }
+            for p in op["parameters"].as_array().cloned().unwrap_or_default() {
+                if p["name"] == "limit" {
+                    assert_eq!(
+                        p["schema"]["maximum"].as_u64(),
+                        Some(u64::from(page::MAX_LIMIT)),
+                        "{method} {path}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_document_asks_for_a_bearer_token_but_not_on_the_probes() {
+        let doc = serde_json::to_value(super::openapi()).expect("the document is JSON");
+        assert_eq!(doc["security"], serde_json::json!([{"bearer": []}]));
+        let scheme = &doc["components"]["securitySchemes"]["bearer"];
+        assert_eq!(
+            (&scheme["type"], &scheme["scheme"]),
+            (&"http".into(), &"bearer".into())
+        );
+        // The probes answer anyone (a kubelet has no key).
+        for (_, path, op) in operations() {
+            if matches!(path.as_str(), "/livez" | "/readyz") {
+                assert_eq!(op["security"], serde_json::json!([{}]), "{path}");
+            }
+        }
+    }
 }

@@ -49,7 +49,11 @@ pub struct AppState {
     pub checkpoints: Checkpoints,
     /// Write-only for clients; the engine reads values through its own `SecretReader`.
     pub secrets: Secrets,
+    /// The tenant's records per encryption key, and reseals run on this replica.
+    pub encryption: baton_core::rotation::EncryptionKeys,
     pub tenants: Arc<dyn TenantStore>,
+    /// Users, login sessions and the login rate limits.
+    pub accounts: crate::accounts::Accounts,
     pub auth: AuthMode,
     pub http: HttpSettings,
     /// Request rate limits per key and per tenant.

@@ -173,6 +173,10 @@ fn validate_script(replies: &[ScriptedReply]) -> Result<(), CoreError> {
                 &c.name,
                 crate::tools::MAX_TOOL_NAME_CHARS,
             )?;
+            validate::json(
+                &format!("provider.replies[{i}].tool_calls[{j}].arguments"),
+                &c.arguments,
+            )?;
         }
     }
     Ok(())
@@ -260,6 +264,23 @@ mod tests {
         assert!(validate(&agent(vec![reply(0)], "a")).is_ok());
         assert!(validate(&agent(vec![reply(0)], "  ")).is_err());
         assert!(validate(&agent(vec![], "a")).is_err());
+    }
+
+    #[test]
+    fn a_nul_in_scripted_arguments_is_named_in_the_error() {
+        let mut r = reply(0);
+        r.tool_calls.push(crate::model::ScriptedToolCall {
+            name: "lookup".into(),
+            arguments: serde_json::json!({"q": "\u{0}"}),
+        });
+        let err = validate(&agent(vec![reply(0), r], "a"))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("replies[1].tool_calls[0].arguments must not contain NUL"),
+            "{err}"
+        );
     }
 
     #[test]

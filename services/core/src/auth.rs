@@ -53,9 +53,17 @@ pub enum Action {
     ManageTools,
     /// Store, list and delete the tenant's secrets (their values are never read back).
     ManageSecrets,
+    /// See which encryption keys seal the tenant's secrets and checkpoints, and re-seal
+    /// them under the active key (key ids only: key material never leaves the server).
+    ManageEncryption,
     /// Create, list and revoke the tenant's API keys (a new key's role is at most the
     /// creator's: see [`Principal::may_grant`]).
     ManageApiKeys,
+    /// Add users to the tenant, change their roles, remove them, list the members (of
+    /// roles up to the caller's own: see [`Action::ManageOwners`]).
+    ManageMembers,
+    /// Make a member an owner, or change or remove an owner's membership.
+    ManageOwners,
 }
 
 impl Action {
@@ -70,7 +78,10 @@ impl Action {
             Action::ManageAgents
             | Action::ManageTools
             | Action::ManageSecrets
-            | Action::ManageApiKeys => Role::Admin,
+            | Action::ManageEncryption
+            | Action::ManageApiKeys
+            | Action::ManageMembers => Role::Admin,
+            Action::ManageOwners => Role::Owner,
         }
     }
 
@@ -86,7 +97,10 @@ impl Action {
             Action::ReadTools => "read tools",
             Action::ManageTools => "manage tools",
             Action::ManageSecrets => "manage secrets",
+            Action::ManageEncryption => "manage the encryption of the tenant's records",
             Action::ManageApiKeys => "manage API keys",
+            Action::ManageMembers => "manage members",
+            Action::ManageOwners => "manage owners",
         }
     }
 }
@@ -96,7 +110,8 @@ impl Action {
 pub struct Principal {
     pub tenant: TenantId,
     pub role: Role,
-    /// Stable actor label recorded in event metadata: `key:<id>` or `local`.
+    /// Stable actor label recorded in event metadata: `key:<id>`, `user:<id>` (a login
+    /// session) or `local`.
     pub actor: String,
 }
 
@@ -164,6 +179,20 @@ mod tests {
             );
         }
         assert_eq!(Action::ManageApiKeys.min_role(), Role::Admin);
+    }
+
+    #[test]
+    fn admins_manage_members_and_only_owners_manage_owners() {
+        for role in [Role::Viewer, Role::Member] {
+            assert!(as_role(role).require(Action::ManageMembers).is_err());
+        }
+        assert!(as_role(Role::Admin).require(Action::ManageMembers).is_ok());
+        let err = as_role(Role::Admin).require(Action::ManageOwners);
+        assert!(
+            matches!(err, Err(CoreError::Forbidden("manage owners"))),
+            "{err:?}"
+        );
+        assert!(as_role(Role::Owner).require(Action::ManageOwners).is_ok());
     }
 
     #[test]

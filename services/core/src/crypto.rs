@@ -292,7 +292,9 @@ fn is_valid_key_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
-fn validate_key_id(id: &str) -> Result<(), CryptoError> {
+/// Checks that `id` is a key id a ring accepts (1 to 64 characters from
+/// `[A-Za-z0-9._-]`), which also makes it safe as a file name in a key directory.
+pub fn validate_key_id(id: &str) -> Result<(), CryptoError> {
     if is_valid_key_id(id) {
         Ok(())
     } else {

@@ -1,6 +1,6 @@
-//! API key tokens: generation and hashing. A token is shown once; only its SHA-256 is
-//! stored (tokens carry 256 bits of randomness, so a fast hash is enough — passwords,
-//! which do not, get argon2id elsewhere).
+//! Bearer tokens — API keys and login sessions: generation and hashing. A token is shown
+//! once; only its SHA-256 is stored (tokens carry 256 bits of randomness, so a fast hash is
+//! enough — passwords, which do not, get argon2id in [`crate::users`]).
 
 use rand::RngCore;
 use sha2::{Digest, Sha256};
@@ -24,11 +24,25 @@ impl std::fmt::Debug for IssuedToken {
     }
 }
 
+/// Every session token (what `POST /v1/login` answers) starts with this: distinct from
+/// [`TOKEN_PREFIX`], so authentication tells the two kinds apart before any lookup.
+pub const SESSION_PREFIX: &str = "bs_";
+
+/// A new API key token: [`TOKEN_PREFIX`] and 64 hex digits.
 pub fn issue_token() -> IssuedToken {
+    issue_with(TOKEN_PREFIX)
+}
+
+/// A new session token: [`SESSION_PREFIX`] and 64 hex digits.
+pub fn issue_session_token() -> IssuedToken {
+    issue_with(SESSION_PREFIX)
+}
+
+fn issue_with(kind: &str) -> IssuedToken {
     let mut bytes = [0u8; 32];
     rand::rng().fill_bytes(&mut bytes);
-    let token = format!("{TOKEN_PREFIX}{}", hex::encode(bytes));
-    let prefix = token[TOKEN_PREFIX.len()..TOKEN_PREFIX.len() + 8].to_string();
+    let token = format!("{kind}{}", hex::encode(bytes));
+    let prefix = token[kind.len()..kind.len() + 8].to_string();
     let hash = hash_token(&token);
     IssuedToken {
         token,
@@ -51,8 +65,17 @@ pub fn hash_token(token: &str) -> Vec<u8> {
 
 /// Cheap shape check before any lookup: a malformed token is rejected without I/O.
 pub fn is_well_formed(token: &str) -> bool {
+    has_shape(token, TOKEN_PREFIX)
+}
+
+/// [`is_well_formed`] for session tokens.
+pub fn is_well_formed_session(token: &str) -> bool {
+    has_shape(token, SESSION_PREFIX)
+}
+
+fn has_shape(token: &str, kind: &str) -> bool {
     token
-        .strip_prefix(TOKEN_PREFIX)
+        .strip_prefix(kind)
         .is_some_and(|rest| rest.len() == 64 && rest.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
@@ -74,6 +97,17 @@ mod tests {
             !format!("{a:?}").contains(&a.token),
             "Debug must not leak the token"
         );
+    }
+
+    #[test]
+    fn session_tokens_are_told_apart_from_api_keys() {
+        let s = issue_session_token();
+        assert!(s.token.starts_with(SESSION_PREFIX));
+        assert!(is_well_formed_session(&s.token));
+        assert!(!is_well_formed(&s.token));
+        assert!(!is_well_formed_session(&issue_token().token));
+        assert_eq!(hash_token(&s.token), s.hash);
+        assert!(!format!("{s:?}").contains(&s.token));
     }
 
     #[test]

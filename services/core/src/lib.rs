@@ -13,10 +13,12 @@ pub mod keys;
 pub mod model;
 pub mod page;
 pub mod ports;
+pub mod rotation;
 pub mod runs;
 pub mod secrets;
 pub mod tools;
 pub mod trace;
+pub mod users;
 pub mod validate;
 
 pub use auth::{Action, Principal, Role};

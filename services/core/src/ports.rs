@@ -3,6 +3,7 @@
 //! touches tenant data takes the [`TenantId`] first and must never return another
 //! tenant's rows.
 
+use crate::auth::Role;
 use crate::error::StoreError;
 use crate::model::{Agent, ApiKey, Message, Receipt, RunStatus, RunSummary, Tenant, Tool};
 use async_trait::async_trait;
@@ -358,6 +359,109 @@ pub trait CheckpointStore: Send + Sync {
     ) -> Result<Vec<CheckpointMeta>, StoreError>;
 }
 
+/// Where a sealed record lives: what addresses its row and, with the tenant, makes its
+/// associated data ([`crate::crypto::Aad`]). Orders as the rows are paged (by kind, then
+/// by primary key).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SealedRef {
+    /// A tenant secret, by name.
+    Secret { tenant: TenantId, name: String },
+    /// A run checkpoint.
+    Checkpoint {
+        tenant: TenantId,
+        run: RunId,
+        id: baton_events::CheckpointId,
+    },
+}
+
+impl SealedRef {
+    pub fn tenant(&self) -> TenantId {
+        match self {
+            SealedRef::Secret { tenant, .. } | SealedRef::Checkpoint { tenant, .. } => *tenant,
+        }
+    }
+
+    /// The associated data the record is sealed with.
+    pub fn aad(&self) -> crate::crypto::Aad {
+        match self {
+            SealedRef::Secret { tenant, name } => crate::crypto::Aad::secret(*tenant, name),
+            SealedRef::Checkpoint { tenant, run, id } => {
+                crate::crypto::Aad::checkpoint(*tenant, *run, *id)
+            }
+        }
+    }
+}
+
+/// Names the record without its tenant (`secret NAME`, `checkpoint RUN/ID`): ids only,
+/// never contents.
+impl std::fmt::Display for SealedRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SealedRef::Secret { name, .. } => write!(f, "secret {name}"),
+            SealedRef::Checkpoint { run, id, .. } => write!(f, "checkpoint {run}/{id}"),
+        }
+    }
+}
+
+/// A sealed record as key rotation reads it: where it is, the key id its row records and
+/// the envelope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SealedRecord {
+    pub at: SealedRef,
+    pub key_id: String,
+    pub ciphertext: Vec<u8>,
+}
+
+/// A record re-sealed under another key: written only while the row still holds exactly
+/// what was read (`read.key_id` and `read.ciphertext`).
+#[derive(Debug, Clone)]
+pub struct SealedSwap {
+    pub read: SealedRecord,
+    pub sealed: crate::crypto::Sealed,
+}
+
+/// How many records one key id seals.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyUsage {
+    pub key_id: String,
+    pub secrets: u64,
+    pub checkpoints: u64,
+}
+
+/// The sealed records (secrets and checkpoints) by the key that sealed them, for key
+/// rotation. `tenant` scopes a call to one tenant's records; `None` means every tenant's,
+/// which only the operator's command line asks for.
+#[async_trait]
+pub trait SealedStore: Send + Sync {
+    /// Per key id, how many secrets and checkpoints its rows record, in key id order.
+    async fn key_usage(&self, tenant: Option<TenantId>) -> Result<Vec<KeyUsage>, StoreError>;
+
+    /// Secrets whose key id is not `key_id`, in (tenant, name) order after `after`, at
+    /// most `limit`.
+    async fn secrets_not_under(
+        &self,
+        tenant: Option<TenantId>,
+        key_id: &str,
+        after: Option<(TenantId, &str)>,
+        limit: u32,
+    ) -> Result<Vec<SealedRecord>, StoreError>;
+
+    /// Checkpoints whose key id is not `key_id`, in (run, id) order after `after`, at
+    /// most `limit`.
+    async fn checkpoints_not_under(
+        &self,
+        tenant: Option<TenantId>,
+        key_id: &str,
+        after: Option<(RunId, baton_events::CheckpointId)>,
+        limit: u32,
+    ) -> Result<Vec<SealedRecord>, StoreError>;
+
+    /// Writes each swap's envelope and key id, in one transaction, to the rows that still
+    /// hold what was read (a record rewritten or deleted since is left alone). Returns,
+    /// per swap, whether it was written.
+    async fn swap_sealed(&self, swaps: &[SealedSwap]) -> Result<Vec<bool>, StoreError>;
+}
+
 /// An API key as stored, without its token or hash: the key and its bookkeeping.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiKeyRecord {
@@ -427,6 +531,121 @@ pub trait TenantStore: Send + Sync {
         at: DateTime<Utc>,
         stale_before: DateTime<Utc>,
     ) -> Result<bool, StoreError>;
+}
+
+/// A user as stored, with what logging in checks: the argon2id hash of the password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct UserCredentials {
+    pub user: crate::users::User,
+    /// The PHC string (`$argon2id$v=19$m=…,t=…,p=…$salt$hash`).
+    pub password_hash: String,
+}
+
+impl std::fmt::Debug for UserCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserCredentials")
+            .field("user", &self.user)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a change of a membership (a new role, a removal) came to. The store decides the
+/// last-owner rule in the same transaction as the write, so two owners demoting each other
+/// at once cannot leave a tenant without one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberChange {
+    /// Written.
+    Done,
+    /// The user is not a member of the tenant.
+    NotFound,
+    /// The member's role is no longer the one the change was decided against (another
+    /// change came first): nothing was written.
+    Stale,
+    /// The member is the tenant's last owner, and the change would leave it with none:
+    /// nothing was written.
+    LastOwner,
+}
+
+/// Users, their memberships in tenants and their login sessions. Users and sessions
+/// belong to no tenant: a user may be a member of several. Finding a user by email, a
+/// session by its hash and a user's memberships are the lookups not scoped by a tenant
+/// (they are how a login finds its tenants); everything about a tenant's members takes
+/// the tenant first.
+#[async_trait]
+pub trait UserStore: Send + Sync {
+    /// Stores a user with its password hash. A taken email or id is `Conflict`.
+    async fn create_user(
+        &self,
+        user: &crate::users::User,
+        password_hash: &str,
+    ) -> Result<(), StoreError>;
+    /// The user with exactly this (normalized) email, and its password hash.
+    async fn find_user_by_email(&self, email: &str) -> Result<Option<UserCredentials>, StoreError>;
+    async fn get_user(&self, id: uuid::Uuid) -> Result<Option<crate::users::User>, StoreError>;
+    /// Makes the user a member of the tenant with `member.role`. An existing membership
+    /// is `Conflict`; an unknown tenant or user is `NotFound`.
+    async fn add_member(
+        &self,
+        tenant: TenantId,
+        member: &crate::users::Member,
+    ) -> Result<(), StoreError>;
+    /// The tenant's membership of the user; `None` when it is not one (or the tenant is
+    /// another's).
+    async fn get_member(
+        &self,
+        tenant: TenantId,
+        user: uuid::Uuid,
+    ) -> Result<Option<crate::users::Member>, StoreError>;
+    /// The tenant's members in email order (byte-wise), after `after` when given, at
+    /// most `limit`.
+    async fn list_members(
+        &self,
+        tenant: TenantId,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<crate::users::Member>, StoreError>;
+    /// Gives the member the role `to` if its role is still `from`. Demoting an owner
+    /// (`from` is owner, `to` is not) is refused as [`MemberChange::LastOwner`] when no
+    /// other member of the tenant is an owner.
+    async fn change_member_role(
+        &self,
+        tenant: TenantId,
+        user: uuid::Uuid,
+        from: Role,
+        to: Role,
+    ) -> Result<MemberChange, StoreError>;
+    /// Removes the membership if its role is still `from`; removing the last owner is
+    /// refused as [`MemberChange::LastOwner`].
+    async fn remove_member(
+        &self,
+        tenant: TenantId,
+        user: uuid::Uuid,
+        from: Role,
+    ) -> Result<MemberChange, StoreError>;
+    /// The user's memberships with their tenants' names, in tenant id order, at most
+    /// `limit`.
+    async fn memberships_of(
+        &self,
+        user: uuid::Uuid,
+        limit: u32,
+    ) -> Result<Vec<crate::users::TenantRole>, StoreError>;
+    /// Stores a session whose token hashes to `hash`, and deletes the user's sessions
+    /// that expired before `session.created_at` (nothing can use them any more). A
+    /// reused hash is `Conflict`, an unknown user `NotFound`.
+    async fn create_session(
+        &self,
+        session: &crate::users::Session,
+        hash: &[u8],
+    ) -> Result<(), StoreError>;
+    /// The session whose token hashes to `hash`, whatever its state; callers check
+    /// expiry and revocation.
+    async fn lookup_session(
+        &self,
+        hash: &[u8],
+    ) -> Result<Option<crate::users::Session>, StoreError>;
+    /// Marks the session revoked at `at` unless it already is. Returns whether this call
+    /// revoked it. Authentication reads the session on every request, so it fails at once.
+    async fn revoke_session(&self, id: uuid::Uuid, at: DateTime<Utc>) -> Result<bool, StoreError>;
 }
 
 /// A live feed of one run's durable events, bounded: when the subscriber falls behind

@@ -127,6 +127,7 @@ pub fn check_name(field: &str, name: &str) -> Result<(), CoreError> {
 fn validate(new: &NewTool) -> Result<(), CoreError> {
     check_name("name", &new.name)?;
     validate::text("description", &new.description, MAX_DESCRIPTION_CHARS)?;
+    validate::json("input_schema", &new.input_schema)?;
     check_schema(&new.input_schema)?;
     if new.timeout_ms == 0 || new.timeout_ms > MAX_TIMEOUT_MS {
         return Err(CoreError::invalid(format!(
@@ -255,5 +256,8 @@ mod tests {
         let mut t = tool(json!({}), ToolKindSpec::Client);
         t.timeout_ms = 0;
         assert!(err(validate(&t)).contains("timeout_ms"));
+        // Postgres cannot store it (a 500 there, before this check).
+        let t = tool(json!({"description": "a\u{0}b"}), ToolKindSpec::Client);
+        assert!(err(validate(&t)).contains("input_schema must not contain NUL"));
     }
 }

@@ -27,6 +27,27 @@ pub fn non_blank(field: &str, value: &str, max: usize) -> Result<(), CoreError> 
     text(field, value, max)
 }
 
+/// A client-supplied JSON value: no NUL character in any string or object key, at any
+/// depth (Postgres cannot store one in JSONB).
+pub fn json(field: &str, value: &serde_json::Value) -> Result<(), CoreError> {
+    fn has_nul(v: &serde_json::Value) -> bool {
+        match v {
+            serde_json::Value::String(s) => s.contains('\0'),
+            serde_json::Value::Array(items) => items.iter().any(has_nul),
+            serde_json::Value::Object(map) => {
+                map.iter().any(|(k, v)| k.contains('\0') || has_nul(v))
+            }
+            _ => false,
+        }
+    }
+    if has_nul(value) {
+        return Err(CoreError::invalid(format!(
+            "{field} must not contain NUL characters"
+        )));
+    }
+    Ok(())
+}
+
 /// A client idempotency key: 1 to `max` characters, no control characters.
 pub fn request_id(id: Option<&str>, max: usize) -> Result<(), CoreError> {
     match id {
@@ -74,6 +95,24 @@ mod tests {
         assert!(
             text("title", "héllo", 5).is_ok(),
             "counts characters, not bytes"
+        );
+    }
+
+    #[test]
+    fn json_with_a_nul_anywhere_is_refused_naming_the_field() {
+        let msg = |v: serde_json::Value| json("input_schema", &v).err().map(|e| e.to_string());
+        for bad in [
+            serde_json::json!("a\u{0}b"),
+            serde_json::json!({"properties": {"q": {"description": "\u{0}"}}}),
+            serde_json::json!({"a\u{0}": 1}),
+            serde_json::json!([1, ["\u{0}"]]),
+        ] {
+            let err = msg(bad.clone()).unwrap_or_else(|| panic!("{bad} passed"));
+            assert!(err.contains("input_schema must not contain NUL"), "{err}");
+        }
+        assert_eq!(
+            msg(serde_json::json!({"type": "object", "n": [1, null, true]})),
+            None
         );
     }
 }

@@ -10,7 +10,7 @@ use baton_core::agents::Agents;
 use baton_core::model::Tenant;
 use baton_core::ports::{
     AgentStore, CheckpointStore, Clock, EventBus, LeaseStore, RunStore, SecretStore, SystemClock,
-    TenantStore, ToolStore,
+    TenantStore, ToolStore, UserStore,
 };
 use baton_core::runs::{Checkpoints, EventLog, Runs};
 use baton_core::secrets::Secrets;
@@ -36,7 +36,10 @@ pub struct Stores {
     pub tools: Arc<dyn ToolStore>,
     pub secrets: Arc<dyn SecretStore>,
     pub checkpoints: Arc<dyn CheckpointStore>,
+    /// Secrets and checkpoints by the key that sealed them, for key rotation.
+    pub sealed: Arc<dyn baton_core::ports::SealedStore>,
     pub tenants: Arc<dyn TenantStore>,
+    pub users: Arc<dyn UserStore>,
     closer: Closer,
 }
 
@@ -139,7 +142,9 @@ pub async fn open_stores(storage: &Storage) -> anyhow::Result<Stores> {
                 tools: s.clone(),
                 secrets: s.clone(),
                 checkpoints: s.clone(),
-                tenants: s,
+                sealed: s.clone(),
+                tenants: s.clone(),
+                users: s,
                 closer: Closer::Sqlite(store),
             })
         }
@@ -169,7 +174,9 @@ pub async fn open_stores(storage: &Storage) -> anyhow::Result<Stores> {
                 tools: s.clone(),
                 secrets: s.clone(),
                 checkpoints: s.clone(),
-                tenants: s,
+                sealed: s.clone(),
+                tenants: s.clone(),
+                users: s,
                 closer: Closer::Pg(store),
             })
         }
@@ -261,6 +268,24 @@ fn metrics_text() -> axum::response::Response {
     }
 }
 
+/// The user and session use cases with the configured password parameters and session
+/// lifetime (`baton serve`, and `baton admin create-user`).
+pub fn users(
+    config: &Config,
+    stores: &Stores,
+    clock: Arc<dyn Clock>,
+) -> anyhow::Result<baton_core::users::Users> {
+    let lifetime = chrono::TimeDelta::from_std(config.login.session_lifetime)
+        .context("the session lifetime is too long")?;
+    Ok(baton_core::users::Users {
+        store: stores.users.clone(),
+        passwords: baton_core::users::Passwords::new(config.login.password)
+            .context("the argon2 password parameters")?,
+        clock,
+        session_lifetime: lifetime,
+    })
+}
+
 /// Refuses a listener on a non-loopback address without auth, whatever the config said.
 fn check_exposure(addr: SocketAddr, auth_required: bool) -> anyhow::Result<()> {
     if !addr.ip().is_loopback() && !auth_required {
@@ -297,12 +322,20 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
         AuthMode::LocalOwner { tenant }
     };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let users = users(config, &stores, clock.clone())?;
     let keyring = Arc::new(keyring);
     let secrets = Secrets {
         store: stores.secrets.clone(),
         keyring: keyring.clone(),
         clock: clock.clone(),
     };
+    let encryption = baton_core::rotation::EncryptionKeys::new(
+        baton_core::rotation::Rotation {
+            store: stores.sealed.clone(),
+            keyring: keyring.clone(),
+        },
+        clock.clone(),
+    );
     let log = EventLog {
         store: stores.runs.clone(),
         bus,
@@ -349,11 +382,19 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
             clock,
         },
         secrets,
+        encryption,
         checkpoints: Checkpoints {
             store: stores.checkpoints.clone(),
             runs: stores.runs.clone(),
         },
         tenants: stores.tenants.clone(),
+        accounts: baton_api::accounts::Accounts {
+            users,
+            login_limits: baton_api::accounts::LoginLimits::new(
+                config.login.account_rate_limit,
+                config.login.address_rate_limit,
+            ),
+        },
         auth,
         http: HttpSettings {
             body_limit_bytes: config.http.body_limit_bytes,
@@ -383,7 +424,9 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
     let router = baton_api::router(state, metrics);
     let token = shutdown.clone();
     let server = tokio::spawn(async move {
-        axum::serve(listener, router)
+        // With each connection's peer address: login attempts are limited per address.
+        let app = router.into_make_service_with_connect_info::<SocketAddr>();
+        axum::serve(listener, app)
             .with_graceful_shutdown(token.cancelled_owned())
             .await
     });

@@ -1,14 +1,17 @@
 //! The command line: `serve`, `migrate`, `config explain`, `config reference`,
-//! `admin create-tenant`.
+//! `admin create-tenant`, `admin create-user`, `keys` (`cli/encryption.rs`).
 
 use crate::app;
 use crate::config::{self, CliOverrides, Config, Sources};
 use anyhow::Context;
 use baton_core::model::{ApiKey, Tenant};
 use baton_core::ports::{Clock, SystemClock};
+use baton_core::users::Member;
 use baton_core::{Role, TenantId, keys};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
+
+mod encryption;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -42,6 +45,10 @@ pub enum Command {
     /// Administrative tasks.
     #[command(subcommand)]
     Admin(AdminCommand),
+    /// Encryption keys: generate one, re-seal secrets and checkpoints under the active key,
+    /// see what each key seals, retire one.
+    #[command(subcommand)]
+    Keys(encryption::KeysCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -71,6 +78,29 @@ pub enum AdminCommand {
         #[command(flatten)]
         overrides: CliOverrides,
     },
+    /// Create a user and make it a member of an existing tenant: how a tenant gets its first
+    /// owner who logs in with a password. The password is the first line of standard input,
+    /// or the value of the variable named by `--password-env`; never an argument, which
+    /// other users of the machine could read.
+    CreateUser {
+        /// The user's email (stored in lower case).
+        email: String,
+        /// The name of the tenant the user joins.
+        #[arg(long, value_name = "NAME")]
+        tenant: String,
+        /// The user's role in the tenant: viewer, member, admin or owner.
+        #[arg(long, default_value = "owner", value_parser = parse_role)]
+        role: Role,
+        /// Read the password from this environment variable instead of standard input.
+        #[arg(long, value_name = "VAR")]
+        password_env: Option<String>,
+        #[command(flatten)]
+        overrides: CliOverrides,
+    },
+}
+
+fn parse_role(s: &str) -> Result<Role, String> {
+    Role::parse(s).ok_or_else(|| format!("{s:?} is not one of viewer, member, admin, owner"))
 }
 
 fn load(config_path: Option<PathBuf>, overrides: CliOverrides) -> anyhow::Result<Config> {
@@ -111,9 +141,21 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Keys(command) => encryption::run(cli.config, command).await,
         Command::Admin(AdminCommand::CreateTenant { name, overrides }) => {
             let config = load(cli.config, overrides)?;
             create_tenant(&config, &name).await
+        }
+        Command::Admin(AdminCommand::CreateUser {
+            email,
+            tenant,
+            role,
+            password_env,
+            overrides,
+        }) => {
+            let config = load(cli.config, overrides)?;
+            let password = read_password(password_env.as_deref())?;
+            create_user(&config, &email, &tenant, role, &password).await
         }
     }
 }
@@ -201,5 +243,54 @@ async fn create_tenant(config: &Config, name: &str) -> anyhow::Result<()> {
     println!("tenant_id: {}", tenant.id);
     println!("api_key:   {}", issued.token);
     eprintln!("The API key is shown once: store it now.");
+    Ok(())
+}
+
+/// The new user's password: the variable `env` when named, otherwise the first line of
+/// standard input (without its line ending).
+fn read_password(env: Option<&str>) -> anyhow::Result<String> {
+    if let Some(name) = env {
+        return std::env::var(name)
+            .with_context(|| format!("reading the password from the variable {name}"));
+    }
+    use std::io::{BufRead, IsTerminal};
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        eprint!("Password (shown as typed; pipe it in or use --password-env to hide it): ");
+    }
+    let mut line = String::new();
+    stdin
+        .lock()
+        .read_line(&mut line)
+        .context("reading the password from standard input")?;
+    let password = line.strip_suffix('\n').unwrap_or(&line);
+    Ok(password.strip_suffix('\r').unwrap_or(password).to_string())
+}
+
+async fn create_user(
+    config: &Config,
+    email: &str,
+    tenant: &str,
+    role: Role,
+    password: &str,
+) -> anyhow::Result<()> {
+    let stores = app::open_stores(&config.storage).await?;
+    let Some(tenant) = stores.tenants.find_tenant_by_name(tenant.trim()).await? else {
+        anyhow::bail!("no tenant is named {tenant:?}: create it with `baton admin create-tenant`");
+    };
+    let users = app::users(config, &stores, std::sync::Arc::new(SystemClock))?;
+    let user = users.create_user(email, password).await?;
+    let member = Member {
+        user_id: user.id,
+        email: user.email.clone(),
+        role,
+        created_at: SystemClock.now(),
+    };
+    stores.users.add_member(tenant.id, &member).await?;
+    stores.close().await;
+    println!("user_id:   {}", user.id);
+    println!("email:     {}", user.email);
+    println!("tenant_id: {}", tenant.id);
+    println!("role:      {}", role.as_str());
     Ok(())
 }

@@ -30,7 +30,7 @@ pub struct ToolOutputsBody {
 
 /// Every tool call of the run and its state, oldest first.
 #[utoipa::path(get, path = "/v1/runs/{run_id}/receipts", tag = "runs",
-    params(("run_id" = String, Path, description = "Run id")),
+    params(("run_id" = RunId, Path, description = "Run id")),
     responses((status = 200, body = ReceiptList), (status = "4XX", body = Problem)))]
 pub async fn receipts(
     State(st): State<AppState>,
@@ -44,8 +44,8 @@ pub async fn receipts(
 /// Approve or deny a tool call that waits for approval (member).
 #[utoipa::path(post, path = "/v1/runs/{run_id}/approvals/{approval_id}", tag = "runs",
     request_body = ApprovalDecision,
-    params(("run_id" = String, Path, description = "Run id"),
-        ("approval_id" = String, Path, description = "Approval id")),
+    params(("run_id" = RunId, Path, description = "Run id"),
+        ("approval_id" = ApprovalId, Path, description = "Approval id")),
     responses((status = 200, body = Receipt), (status = "4XX", body = Problem)))]
 pub async fn decide_approval(
     State(st): State<AppState>,
@@ -62,7 +62,7 @@ pub async fn decide_approval(
 /// awaited output is in.
 #[utoipa::path(post, path = "/v1/runs/{run_id}/tool-outputs", tag = "runs",
     request_body = ToolOutputsBody,
-    params(("run_id" = String, Path, description = "Run id")),
+    params(("run_id" = RunId, Path, description = "Run id")),
     responses((status = 200, body = ReceiptList), (status = "4XX", body = Problem)))]
 pub async fn tool_outputs(
     State(st): State<AppState>,
@@ -82,8 +82,8 @@ pub async fn tool_outputs(
 /// output.
 #[utoipa::path(post, path = "/v1/runs/{run_id}/receipts/{receipt_id}/resolve", tag = "runs",
     request_body = ReceiptResolution,
-    params(("run_id" = String, Path, description = "Run id"),
-        ("receipt_id" = String, Path, description = "Receipt id")),
+    params(("run_id" = RunId, Path, description = "Run id"),
+        ("receipt_id" = ReceiptId, Path, description = "Receipt id")),
     responses((status = 200, body = Receipt), (status = "4XX", body = Problem)))]
 pub async fn resolve(
     State(st): State<AppState>,
@@ -98,7 +98,7 @@ pub async fn resolve(
 
 /// The run's checkpoints, oldest first: metadata only (the snapshots are sealed).
 #[utoipa::path(get, path = "/v1/runs/{run_id}/checkpoints", tag = "runs",
-    params(("run_id" = String, Path, description = "Run id")),
+    params(("run_id" = RunId, Path, description = "Run id")),
     responses((status = 200, body = CheckpointList), (status = "4XX", body = Problem)))]
 pub async fn checkpoints(
     State(st): State<AppState>,

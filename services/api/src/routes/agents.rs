@@ -16,14 +16,19 @@ use serde::Deserialize;
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateAgentBody {
+    /// 1 to 200 characters, not blank.
+    #[schema(min_length = 1, max_length = 200)]
     pub name: String,
+    /// At most 100000 characters.
     #[serde(default)]
+    #[schema(max_length = 100000)]
     pub instructions: String,
     /// `openai` (any OpenAI-compatible chat-completions server) or `scripted` (a
     /// deterministic script for tests, demos and load tests; not a model).
     pub provider: ProviderSpec,
-    /// Ids of the tenant's tools the agent may call.
+    /// Ids of the tenant's tools the agent may call, each once, at most 128.
     #[serde(default)]
+    #[schema(max_items = 128)]
     pub tools: Vec<ToolId>,
     /// Bounds of one turn; omitted fields take their defaults.
     #[serde(default)]
@@ -43,10 +48,12 @@ impl From<CreateAgentBody> for NewAgent {
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
     /// Page size, 1 to 500 (default 50).
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<u32>,
 }
 
@@ -65,7 +72,7 @@ pub async fn create(
 /// Replace an agent's definition (admin): stores a new version. Runs already started
 /// keep the version they started with.
 #[utoipa::path(put, path = "/v1/agents/{agent_id}", tag = "agents", request_body = CreateAgentBody,
-    params(("agent_id" = String, Path, description = "Agent id")),
+    params(("agent_id" = AgentId, Path, description = "Agent id")),
     responses((status = 200, body = Agent), (status = "4XX", body = Problem)))]
 pub async fn update(
     State(st): State<AppState>,
@@ -92,7 +99,7 @@ pub async fn list(
 
 /// Get one agent.
 #[utoipa::path(get, path = "/v1/agents/{agent_id}", tag = "agents",
-    params(("agent_id" = String, Path, description = "Agent id")),
+    params(("agent_id" = AgentId, Path, description = "Agent id")),
     responses((status = 200, body = Agent), (status = "4XX", body = Problem)))]
 pub async fn get(
     State(st): State<AppState>,

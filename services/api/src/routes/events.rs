@@ -25,10 +25,13 @@ use std::time::Duration;
 const RETRY_HINT: Duration = Duration::from_secs(1);
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct EventsQuery {
     /// Only events with a version greater than this (default 0: from the start).
+    #[param(value_type = Option<i64>, minimum = 0)]
     pub after: Option<String>,
     /// Page size for the JSON form, 1 to 500 (default 50).
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<u32>,
 }
 
@@ -47,10 +50,11 @@ pub struct EventsPage {
 /// `message.delta` frames without an `id` carry pieces of a model reply as it streams
 /// (never replayed; the durable `model.completed` has the whole reply).
 #[utoipa::path(get, path = "/v1/runs/{run_id}/events", tag = "runs",
-    params(("run_id" = String, Path, description = "Run id"), EventsQuery,
+    params(("run_id" = RunId, Path, description = "Run id"), EventsQuery,
         ("Last-Event-ID" = Option<String>, Header, description = "SSE resume cursor")),
-    responses((status = 200, body = EventsPage,
-        description = "JSON page, or `text/event-stream` when asked for"),
+    responses((status = 200,
+        description = "A JSON page, or with `Accept: text/event-stream` an SSE stream",
+        content((EventsPage = "application/json"), ("text/event-stream"))),
         (status = 204, description = "SSE asked for an ended run with nothing after the cursor"),
         (status = "4XX", body = Problem)))]
 pub async fn events(

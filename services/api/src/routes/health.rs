@@ -7,18 +7,41 @@ use crate::error::{ApiError, Code};
 use crate::state::AppState;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use serde::Serialize;
+
+/// `/livez`'s answer.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct Live {
+    /// Always `ok`.
+    #[schema(example = "ok")]
+    pub status: &'static str,
+}
+
+/// `/readyz`'s answer when ready.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct Ready {
+    /// Always `ready`.
+    #[schema(example = "ready")]
+    pub status: &'static str,
+    /// `ok`, or `unavailable` while the bus is down (live events then arrive late, from
+    /// the database).
+    #[schema(example = "ok")]
+    pub bus: &'static str,
+    /// The replica that answered.
+    pub replica: String,
+}
 
 /// Liveness: the process serves HTTP.
-#[utoipa::path(get, path = "/livez", tag = "health", responses((status = 200)))]
+#[utoipa::path(get, path = "/livez", tag = "health", security(()),
+    responses((status = 200, body = Live)))]
 pub async fn livez() -> Response {
-    axum::Json(json!({ "status": "ok" })).into_response()
+    axum::Json(Live { status: "ok" }).into_response()
 }
 
 /// Readiness: the database answers and the server is not shutting down. The body says
 /// whether the bus is up (`"bus": "ok" | "unavailable"`) and which replica answered.
-#[utoipa::path(get, path = "/readyz", tag = "health",
-    responses((status = 200), (status = 503, body = crate::error::Problem)))]
+#[utoipa::path(get, path = "/readyz", tag = "health", security(()),
+    responses((status = 200, body = Ready), (status = 503, body = crate::error::Problem)))]
 pub async fn readyz(State(st): State<AppState>) -> Response {
     if st.shutdown.is_cancelled() {
         return ApiError::new(Code::Unavailable, "shutting down").into_response();
@@ -35,5 +58,10 @@ pub async fn readyz(State(st): State<AppState>) -> Response {
             "unavailable"
         }
     };
-    axum::Json(json!({ "status": "ready", "bus": bus, "replica": st.replica })).into_response()
+    axum::Json(Ready {
+        status: "ready",
+        bus,
+        replica: st.replica.clone(),
+    })
+    .into_response()
 }

@@ -3,10 +3,13 @@
 pub mod actions;
 pub mod agents;
 pub mod api_keys;
+pub mod encryption;
 pub mod events;
 pub mod health;
+pub mod members;
 pub mod runs;
 pub mod secrets;
+pub mod sessions;
 pub mod tools;
 
 use crate::error::{ApiError, Code};

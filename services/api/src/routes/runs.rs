@@ -16,41 +16,59 @@ use serde::Deserialize;
 #[serde(deny_unknown_fields)]
 pub struct CreateRunBody {
     pub agent_id: AgentId,
+    /// At most 200 characters.
+    #[schema(max_length = 200)]
     pub title: Option<String>,
-    /// A first user message; the run starts its first turn at once.
+    /// A first user message (1 to 200000 characters, not blank); the run starts its first
+    /// turn at once.
+    #[schema(min_length = 1, max_length = 200000)]
     pub message: Option<String>,
-    /// Idempotency key: repeating it returns the original run.
+    /// Idempotency key (1 to 200 characters): repeating it returns the original run.
+    #[schema(min_length = 1, max_length = 200)]
     pub request_id: Option<String>,
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PostMessageBody {
+    /// 1 to 200000 characters, not blank.
+    #[schema(min_length = 1, max_length = 200000)]
     pub content: String,
-    /// Idempotency key: repeating it returns the original message, never a second one.
+    /// Idempotency key (1 to 200 characters): repeating it returns the original message,
+    /// never a second one.
+    #[schema(min_length = 1, max_length = 200)]
     pub request_id: Option<String>,
 }
 
 #[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CancelBody {
+    /// At most 200 characters.
+    #[schema(max_length = 200)]
     pub reason: Option<String>,
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct RunListQuery {
     /// Only runs in this status.
+    #[param(value_type = Option<RunStatus>)]
     pub status: Option<String>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
     /// Page size, 1 to 500 (default 50).
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<u32>,
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct MessageListQuery {
     /// Only messages after this `seq` (the previous page's `next_cursor`).
+    #[param(value_type = Option<i64>, minimum = 0)]
     pub cursor: Option<String>,
+    /// Page size, 1 to 500 (default 50).
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<u32>,
 }
 
@@ -101,7 +119,7 @@ pub async fn list(
 
 /// Get one run.
 #[utoipa::path(get, path = "/v1/runs/{run_id}", tag = "runs",
-    params(("run_id" = String, Path, description = "Run id")),
+    params(("run_id" = RunId, Path, description = "Run id")),
     responses((status = 200, body = RunSummary), (status = "4XX", body = Problem)))]
 pub async fn get(
     State(st): State<AppState>,
@@ -113,7 +131,7 @@ pub async fn get(
 
 /// Cancel a run: at once when idle, at the turn's next step boundary when busy.
 #[utoipa::path(post, path = "/v1/runs/{run_id}/cancel", tag = "runs",
-    params(("run_id" = String, Path, description = "Run id")),
+    params(("run_id" = RunId, Path, description = "Run id")),
     request_body(content = CancelBody, description = "Optional"),
     responses((status = 200, body = RunSummary), (status = "4XX", body = Problem)))]
 pub async fn cancel(
@@ -127,7 +145,7 @@ pub async fn cancel(
 
 /// Post a user message; starts a turn. 409 `run_busy` while a turn runs.
 #[utoipa::path(post, path = "/v1/runs/{run_id}/messages", tag = "runs",
-    params(("run_id" = String, Path, description = "Run id")),
+    params(("run_id" = RunId, Path, description = "Run id")),
     request_body = PostMessageBody,
     responses((status = 201, body = PostedMessage), (status = "4XX", body = Problem)))]
 pub async fn post_message(
@@ -146,7 +164,7 @@ pub async fn post_message(
 
 /// List a run's messages in order.
 #[utoipa::path(get, path = "/v1/runs/{run_id}/messages", tag = "runs",
-    params(("run_id" = String, Path, description = "Run id"), MessageListQuery),
+    params(("run_id" = RunId, Path, description = "Run id"), MessageListQuery),
     responses((status = 200, body = PageBody<Message>), (status = "4XX", body = Problem)))]
 pub async fn list_messages(
     State(st): State<AppState>,

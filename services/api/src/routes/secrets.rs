@@ -17,12 +17,14 @@ use serde::Deserialize;
 #[serde(deny_unknown_fields)]
 pub struct PutSecretBody {
     /// The value: 1 byte to 64 KiB of text without NUL. Never returned.
+    #[schema(min_length = 1)]
     pub value: String,
 }
 
 /// Store a secret, replacing the value of one of that name (admin).
 #[utoipa::path(put, path = "/v1/secrets/{name}", tag = "secrets", request_body = PutSecretBody,
-    params(("name" = String, Path, description = "Secret name: `[A-Za-z0-9_-]{1,64}`")),
+    params(("name" = String, Path, description = "Secret name: `[A-Za-z0-9_-]{1,64}`",
+        pattern = "^[A-Za-z0-9_-]{1,64}$")),
     responses((status = 200, body = SecretMeta), (status = "4XX", body = Problem)))]
 pub async fn put(
     State(st): State<AppState>,
@@ -48,7 +50,8 @@ pub async fn list(
 
 /// Delete a secret (admin).
 #[utoipa::path(delete, path = "/v1/secrets/{name}", tag = "secrets",
-    params(("name" = String, Path, description = "Secret name")),
+    params(("name" = String, Path, description = "Secret name",
+        pattern = "^[A-Za-z0-9_-]{1,64}$")),
     responses((status = 204), (status = "4XX", body = Problem)))]
 pub async fn delete(
     State(st): State<AppState>,

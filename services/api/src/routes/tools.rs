@@ -38,7 +38,7 @@ pub async fn list(
 
 /// Get one tool.
 #[utoipa::path(get, path = "/v1/tools/{tool_id}", tag = "tools",
-    params(("tool_id" = String, Path, description = "Tool id")),
+    params(("tool_id" = ToolId, Path, description = "Tool id")),
     responses((status = 200, body = Tool), (status = "4XX", body = Problem)))]
 pub async fn get(
     State(st): State<AppState>,

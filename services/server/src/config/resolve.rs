@@ -7,10 +7,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use baton_core::crypto::Keyring;
+use baton_core::users::PasswordParams;
 use secrecy::{ExposeSecret, SecretString};
 
 use super::ConfigError;
-use super::schema::{ClusterSection, CryptoSection, HttpSection, LogFormat, RawConfig, Tier};
+use super::schema::{
+    AuthSection, ClusterSection, CryptoSection, HttpSection, LogFormat, RawConfig, Tier,
+};
 use super::urls::{DatabaseUrl, check_nats_url, parse_database_url};
 
 /// The validated configuration of one replica.
@@ -30,6 +33,8 @@ pub struct Config {
     pub bus: Bus,
     /// Whether API requests must authenticate.
     pub auth_required: bool,
+    /// Password hashing, sessions and login limits.
+    pub login: LoginConfig,
     /// Log output.
     pub log: LogConfig,
     /// Leases and adoption.
@@ -55,6 +60,19 @@ pub enum Crypto {
     /// (`<data_dir>/keyring`), generated on first start and read from there afterwards,
     /// like a `crypto.keys_dir`.
     Generated { dir: PathBuf },
+}
+
+/// Password hashing, login sessions and login rate limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoginConfig {
+    /// argon2id parameters of new password hashes.
+    pub password: PasswordParams,
+    /// How long a session lasts from its login.
+    pub session_lifetime: Duration,
+    /// Login attempts per minute per account, per replica; 0: no limit.
+    pub account_rate_limit: u32,
+    /// Login attempts per minute per source address, per replica; 0: no limit.
+    pub address_rate_limit: u32,
 }
 
 /// Lease timing across replicas.
@@ -225,6 +243,7 @@ impl Config {
             },
             bus: Bus::InProcess,
             auth_required: defaults.auth.required,
+            login: login_config(&defaults.auth),
             log: LogConfig {
                 format: defaults.log.format,
                 filter: defaults.log.filter,
@@ -240,6 +259,7 @@ impl RawConfig {
     pub fn validate(&self) -> Result<Config, ConfigError> {
         let http = validate_http(&self.http)?;
         let cluster = validate_cluster(&self.cluster)?;
+        let login = validate_login(&self.auth)?;
         let pools = validate_pools(self)?;
         validate_replica_name(&self.replica_name)?;
         if self.data_dir.as_os_str().is_empty() {
@@ -363,6 +383,7 @@ impl RawConfig {
             storage,
             bus,
             auth_required: self.auth.required,
+            login,
             log: LogConfig {
                 format: self.log.format,
                 filter: self.log.filter.clone(),
@@ -413,6 +434,56 @@ fn configured_crypto(c: &CryptoSection) -> Result<Option<Crypto>, ConfigError> {
         dir: c.keys_dir.clone(),
         active: active.clone(),
     }))
+}
+
+fn login_config(a: &AuthSection) -> LoginConfig {
+    LoginConfig {
+        password: PasswordParams {
+            memory_kib: a.argon2_memory_kib,
+            iterations: a.argon2_iterations,
+            parallelism: a.argon2_parallelism,
+        },
+        session_lifetime: Duration::from_secs(a.session_lifetime_secs),
+        account_rate_limit: a.login_account_rate_limit,
+        address_rate_limit: a.login_address_rate_limit,
+    }
+}
+
+fn validate_login(a: &AuthSection) -> Result<LoginConfig, ConfigError> {
+    if !(1..=64).contains(&a.argon2_parallelism) {
+        return Err(invalid(
+            "auth.argon2_parallelism",
+            &format!("{} is outside 1..=64", a.argon2_parallelism),
+        ));
+    }
+    if !(1..=64).contains(&a.argon2_iterations) {
+        return Err(invalid(
+            "auth.argon2_iterations",
+            &format!("{} is outside 1..=64", a.argon2_iterations),
+        ));
+    }
+    let least = 8 * a.argon2_parallelism;
+    if !(least..=4_194_304).contains(&a.argon2_memory_kib) {
+        return Err(invalid(
+            "auth.argon2_memory_kib",
+            &format!(
+                "{} is outside {least}..=4194304 (at least 8 KiB per lane of \
+                 auth.argon2_parallelism)",
+                a.argon2_memory_kib
+            ),
+        ));
+    }
+    if !(60..=31_536_000).contains(&a.session_lifetime_secs) {
+        return Err(invalid(
+            "auth.session_lifetime_secs",
+            &format!("{} is outside 60..=31536000", a.session_lifetime_secs),
+        ));
+    }
+    let login = login_config(a);
+    if let Err(e) = login.password.argon2() {
+        return Err(invalid("auth.argon2_memory_kib", &e));
+    }
+    Ok(login)
 }
 
 fn cluster_config(c: &ClusterSection) -> ClusterConfig {
@@ -609,4 +680,65 @@ fn positive_ms(key: &'static str, ms: u64) -> Result<Duration, ConfigError> {
         return Err(invalid(key, "must be greater than 0"));
     }
     Ok(Duration::from_millis(ms))
+}
+
+#[cfg(test)]
+mod login_tests {
+    use super::*;
+
+    fn with_auth(tweak: impl FnOnce(&mut AuthSection)) -> Result<Config, ConfigError> {
+        let mut raw = RawConfig::default();
+        tweak(&mut raw.auth);
+        raw.validate()
+    }
+
+    fn refused_key(r: Result<Config, ConfigError>) -> &'static str {
+        match r {
+            Err(ConfigError::Invalid { key, .. }) => key,
+            other => panic!("expected an invalid key, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn login_defaults_are_owasps_argon2id_and_twelve_hour_sessions() {
+        let config = with_auth(|_| {}).expect("defaults validate");
+        assert_eq!(config.login.password, PasswordParams::OWASP);
+        assert_eq!(config.login.session_lifetime, Duration::from_secs(43_200));
+        assert_eq!(config.login, Config::embedded("d").login);
+    }
+
+    /// A change to the `[auth]` section and the key it must be refused for.
+    type Case = (fn(&mut AuthSection), &'static str);
+
+    #[test]
+    fn login_settings_out_of_range_are_refused_naming_the_key() {
+        let cases: [Case; 6] = [
+            (|a| a.argon2_parallelism = 0, "auth.argon2_parallelism"),
+            (|a| a.argon2_iterations = 0, "auth.argon2_iterations"),
+            (|a| a.argon2_iterations = 65, "auth.argon2_iterations"),
+            (|a| a.argon2_memory_kib = 7, "auth.argon2_memory_kib"),
+            (
+                |a| {
+                    a.argon2_parallelism = 4;
+                    a.argon2_memory_kib = 31;
+                },
+                "auth.argon2_memory_kib",
+            ),
+            (
+                |a| a.session_lifetime_secs = 59,
+                "auth.session_lifetime_secs",
+            ),
+        ];
+        for (tweak, key) in cases {
+            assert_eq!(refused_key(with_auth(tweak)), key);
+        }
+        let small = with_auth(|a| {
+            a.argon2_memory_kib = 8;
+            a.argon2_iterations = 1;
+            a.login_account_rate_limit = 0;
+        })
+        .expect("argon2's own minimum is allowed");
+        assert_eq!(small.login.password.memory_kib, 8);
+        assert_eq!(small.login.account_rate_limit, 0);
+    }
 }

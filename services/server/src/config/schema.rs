@@ -243,13 +243,46 @@ pub struct BusSection {
     pub nats_url: Option<SecretString>,
 }
 
-/// `[auth]`: authentication of API requests.
-#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+/// `[auth]`: authentication of API requests, user passwords and login sessions.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct AuthSection {
     /// Require an API key or login token on every API request. Must be true in the team tier
     /// and for any listener outside loopback.
     pub required: bool,
+    /// Memory one argon2id password hash uses, in KiB. The default is OWASP's
+    /// recommendation; lower values make stolen hashes cheaper to crack. Applies to
+    /// passwords set from now on (a hash keeps the parameters it was made with). At least 8
+    /// times `argon2_parallelism`, at most 4194304 (4 GiB).
+    pub argon2_memory_kib: u32,
+    /// Passes of one argon2id password hash over its memory. 1 to 64.
+    pub argon2_iterations: u32,
+    /// Lanes of one argon2id password hash. 1 to 64.
+    pub argon2_parallelism: u32,
+    /// Seconds a login session lasts; after that its token answers `401` and the user logs
+    /// in again. 60 to 31536000 (a year).
+    pub session_lifetime_secs: u64,
+    /// Login attempts per minute one account (email) may get on one replica, whether they
+    /// succeed or not; beyond it, `429 rate_limited` with `Retry-After`. 0: no limit.
+    pub login_account_rate_limit: u32,
+    /// Login attempts per minute one source address (an IPv6 /64) may make on one replica;
+    /// beyond it, `429 rate_limited` with `Retry-After`. Behind a proxy every login comes
+    /// from the proxy's address: raise it or set 0 there. 0: no limit.
+    pub login_address_rate_limit: u32,
+}
+
+impl Default for AuthSection {
+    fn default() -> Self {
+        Self {
+            required: false,
+            argon2_memory_kib: 19_456,
+            argon2_iterations: 2,
+            argon2_parallelism: 1,
+            session_lifetime_secs: 12 * 3600,
+            login_account_rate_limit: 10,
+            login_address_rate_limit: 30,
+        }
+    }
 }
 
 /// `[cluster]`: how replicas share runs.

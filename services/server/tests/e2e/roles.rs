@@ -39,6 +39,8 @@ enum Access {
     /// `Principal::require` for; `least` must be its `min_role()` (checked), so a change
     /// of the authorization rules shows up here and in the docs.
     Key { action: Action, least: Role },
+    /// Any valid credentials, whatever their role (`/v1/me`, `/v1/logout`): no action.
+    Credentials,
 }
 
 /// What tenant A's owner gets from a route called with tenant B's ids.
@@ -170,9 +172,23 @@ const ROUTES: &[Row] = &[
     row("PUT", "/v1/secrets/{name}", key(ManageSecrets, Role::Admin), &[200], OwnName),
     row("GET", "/v1/secrets", key(ManageSecrets, Role::Admin), &[200], Scoped),
     row("DELETE", "/v1/secrets/{name}", key(ManageSecrets, Role::Admin), &[204], NotFound),
+    row("GET", "/v1/keys", key(ManageEncryption, Role::Admin), &[200], Scoped),
+    // A reseal of the caller's tenant, started in the background: 202 at once.
+    row("POST", "/v1/keys/reseal", key(ManageEncryption, Role::Admin), &[202], Scoped),
     row("POST", "/v1/api-keys", key(ManageApiKeys, Role::Admin), &[201], Scoped),
     row("GET", "/v1/api-keys", key(ManageApiKeys, Role::Admin), &[200], Scoped),
     row("DELETE", "/v1/api-keys/{key_id}", key(ManageApiKeys, Role::Admin), &[204], NotFound),
+    // Logging in needs no key: the matrix tries emails no account has, so 401.
+    row("POST", "/v1/login", Access::Public, &[401], Cross::Public),
+    // An API key has no session to end.
+    row("POST", "/v1/logout", Access::Credentials, &[400], Scoped),
+    row("GET", "/v1/me", Access::Credentials, &[200], Scoped),
+    // The owner's set's newcomer is added by the cross-tenant phase first, so the role
+    // matrix finds it a member already (409), after authorization.
+    row("POST", "/v1/members", key(ManageMembers, Role::Admin), &[201, 409], Scoped),
+    row("GET", "/v1/members", key(ManageMembers, Role::Admin), &[200], Scoped),
+    row("PUT", "/v1/members/{user_id}", key(ManageMembers, Role::Admin), &[200], NotFound),
+    row("DELETE", "/v1/members/{user_id}", key(ManageMembers, Role::Admin), &[204], NotFound),
 ];
 
 const ROLES: [Role; 4] = [Role::Viewer, Role::Member, Role::Admin, Role::Owner];
@@ -191,12 +207,16 @@ fn all_actions() -> Vec<Action> {
         ReadTools,
         ManageTools,
         ManageSecrets,
+        ManageEncryption,
         ManageApiKeys,
+        ManageMembers,
+        ManageOwners,
     ];
     for a in all {
         match a {
             ReadAgents | ManageAgents | ReadRuns | CreateRuns | PostMessages | CancelRuns
-            | ResolveActions | ReadTools | ManageTools | ManageSecrets | ManageApiKeys => {}
+            | ResolveActions | ReadTools | ManageTools | ManageSecrets | ManageEncryption
+            | ManageApiKeys | ManageMembers | ManageOwners => {}
         }
     }
     all.to_vec()
@@ -213,6 +233,7 @@ impl Row {
         match self.access {
             Access::Public => None,
             Access::Key { least, .. } => Some(least),
+            Access::Credentials => Some(Role::Viewer),
         }
     }
 }
@@ -247,6 +268,10 @@ struct Fixtures {
     secret: String,
     /// A viewer API key, to revoke.
     api_key: String,
+    /// The user id of a viewer member, whose role changes and who is removed.
+    member: String,
+    /// The email of a user who is no member, to add.
+    newcomer: String,
     /// The secret's `updated_at`, to prove nobody else wrote it.
     secret_updated: String,
     /// Every id and name of the set.
@@ -545,6 +570,9 @@ impl Fixtures {
             cancel_run,
             secret,
             api_key,
+            // Users come from `add_users`, once the set exists.
+            member: String::new(),
+            newcomer: String::new(),
             identifiers,
         }
     }
@@ -567,6 +595,8 @@ impl Fixtures {
             cancel_run: id(),
             secret: format!("{tag}_key"),
             api_key: id(),
+            member: id(),
+            newcomer: format!("{tag}-new@example.com"),
             secret_updated: String::new(),
             tag,
             identifiers: Vec::new(),
@@ -586,8 +616,55 @@ impl Fixtures {
             f.cancel_run.clone(),
             f.secret.clone(),
             f.api_key.clone(),
+            f.member.clone(),
+            f.newcomer.clone(),
         ];
         f
+    }
+
+    /// Gives the set a viewer member and a user who is no member: straight into the
+    /// database, as no route creates users (`baton admin create-user` does, in a process
+    /// of its own).
+    async fn add_users(&mut self, app: &TestApp, tier: Tier) {
+        let (member, newcomer) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
+        let member_email = format!("{}-member@example.com", self.tag);
+        let tenant: uuid::Uuid = self.tenant.parse().expect("tenant id");
+        // A literal each database reads as a UUID (SQLite keeps them as 16-byte blobs),
+        // and a timestamp both read.
+        let id = |u: uuid::Uuid| match tier {
+            Tier::Team => format!("'{u}'"),
+            Tier::Embedded => format!("X'{}'", u.simple()),
+        };
+        let at = "'2025-01-01T00:00:00+00:00'";
+        let users = format!(
+            "INSERT INTO users (id, email, password_hash, created_at) VALUES \
+             ({}, '{member_email}', '!', {at}), ({}, '{}', '!', {at})",
+            id(member),
+            id(newcomer),
+            self.newcomer_email(),
+        );
+        let membership = format!(
+            "INSERT INTO memberships (tenant_id, user_id, role, created_at) \
+             VALUES ({}, {}, 'viewer', {at})",
+            id(tenant),
+            id(member),
+        );
+        // `execute_sql` takes a `&'static str`: these few statements live on.
+        for statement in [users, membership] {
+            app.execute_sql(Box::leak(statement.into_boxed_str())).await;
+        }
+        self.member = member.to_string();
+        self.newcomer = self.newcomer_email();
+        self.identifiers.extend([
+            self.member.clone(),
+            member_email,
+            newcomer.to_string(),
+            self.newcomer.clone(),
+        ]);
+    }
+
+    fn newcomer_email(&self) -> String {
+        format!("{}-new@example.com", self.tag)
     }
 }
 
@@ -703,11 +780,26 @@ fn request(row: &Row, src: Src, nonce: &str) -> Req {
             Some(json!({"value": format!("value {nonce}")})),
         ),
         ("DELETE", "/v1/secrets/{name}") => (format!("/v1/secrets/{}", outer.secret), None),
+        ("GET", "/v1/keys") | ("POST", "/v1/keys/reseal") => (row.path.to_string(), None),
         ("POST", "/v1/api-keys") => (
             row.path.to_string(),
             Some(json!({"name": format!("{nonce} key"), "role": "viewer"})),
         ),
         ("GET", "/v1/api-keys") => (row.path.to_string(), None),
+        ("POST", "/v1/login") => (
+            row.path.to_string(),
+            Some(json!({"email": format!("{nonce}@nobody.example"), "password": "matrix"})),
+        ),
+        ("POST", "/v1/logout") | ("GET", "/v1/me" | "/v1/members") => (row.path.to_string(), None),
+        ("POST", "/v1/members") => (
+            row.path.to_string(),
+            Some(json!({"email": outer.newcomer, "role": "viewer"})),
+        ),
+        ("PUT", "/v1/members/{user_id}") => (
+            format!("/v1/members/{}", outer.member),
+            Some(json!({"role": "member"})),
+        ),
+        ("DELETE", "/v1/members/{user_id}") => (format!("/v1/members/{}", outer.member), None),
         ("DELETE", "/v1/api-keys/{key_id}") => (format!("/v1/api-keys/{}", outer.api_key), None),
         _ => panic!("{row}: `request` does not know how to call this route; add it"),
     };
@@ -1051,12 +1143,16 @@ async fn world(tier: Tier) -> World {
         Fixtures::build(&builders[3], &ta, &tools),
         Fixtures::build(&b_owner, &tb, &tools),
     );
-    let a_sets = BTreeMap::from([
+    let mut a_sets = BTreeMap::from([
         (Role::Viewer, viewer),
         (Role::Member, member),
         (Role::Admin, admin),
         (Role::Owner, owner),
     ]);
+    let mut b = b;
+    for set in a_sets.values_mut().chain([&mut b]) {
+        set.add_users(&app, tier).await;
+    }
     World {
         app,
         a,
@@ -1357,6 +1453,18 @@ async fn same_as_unknown(
 
 /// B's objects are as B left them.
 async fn assert_untouched(b_owner: &Api, b: &Fixtures) {
+    let members = get(b_owner, "/v1/members").await;
+    let theirs: Vec<&Value> = members.body["items"]
+        .as_array()
+        .map(|a| a.iter().collect())
+        .unwrap_or_default();
+    assert!(
+        theirs.len() == 1
+            && theirs[0]["user_id"] == b.member.as_str()
+            && theirs[0]["role"] == "viewer",
+        "B's members: {}",
+        members.body
+    );
     let run = summary(b_owner, &b.run).await;
     assert_eq!(run["status"], "waiting", "B's run: {run}");
     let messages = get(b_owner, &format!("/v1/runs/{}/messages", b.run)).await;

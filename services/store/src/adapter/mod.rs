@@ -1,7 +1,9 @@
 //! The port implementations both adapters share, written once: `RunStore` (`runs.rs`),
 //! the append transaction (`append.rs`) with its receipts projection (`receipts.rs`),
 //! `LeaseStore` (`leases.rs`), `AgentStore` (`agents.rs`), `ToolStore` (`tools.rs`),
-//! `SecretStore` (`secrets.rs`) and `TenantStore` (`tenants.rs`), plus the part of
+//! `SecretStore` (`secrets.rs`), `SealedStore` for key rotation (`sealed.rs`),
+//! `TenantStore` (`tenants.rs`) and `UserStore`
+//! (`users.rs`), plus the part of
 //! driver-error classification common to both.
 //!
 //! Each port is a `macro_rules!` that an adapter expands with [`impl_ports!`], so every
@@ -17,9 +19,11 @@ mod checkpoints;
 mod leases;
 mod receipts;
 mod runs;
+mod sealed;
 mod secrets;
 mod tenants;
 mod tools;
+mod users;
 
 pub(crate) use agents::impl_agent_store;
 pub(crate) use append::impl_append;
@@ -27,21 +31,24 @@ pub(crate) use checkpoints::impl_checkpoint_store;
 pub(crate) use leases::impl_lease_store;
 pub(crate) use receipts::receipts_projection;
 pub(crate) use runs::impl_run_store;
+pub(crate) use sealed::impl_sealed_store;
 pub(crate) use secrets::impl_secret_store;
 pub(crate) use tenants::impl_tenant_store;
 pub(crate) use tools::impl_tool_store;
+pub(crate) use users::impl_user_store;
 
 use baton_core::StoreError;
 
-/// Implements `RunStore`, `LeaseStore`, `AgentStore`, `ToolStore`, `SecretStore` and
-/// `TenantStore` for an adapter's store, which must have an `app` field holding its request pool.
+/// Implements `RunStore`, `LeaseStore`, `AgentStore`, `ToolStore`, `SecretStore`,
+/// `SealedStore`, `TenantStore` and `UserStore` for an adapter's store, which must have an `app` field holding its request pool.
 ///
 /// - `store`: the store type; `db`: its `sqlx::Database` (the pool is a `Pool<db>`).
 /// - `classify`: the adapter's `fn(sqlx::Error) -> StoreError`.
 /// - `begin`: the statement that starts a writing transaction (an append, an agent's
 ///   new version).
 /// - `lock_run`: appended to the `SELECT` that reads the run being appended to, to lock
-///   its row until the transaction ends (`""` when `begin` already takes the lock).
+///   its row until the transaction ends (`""` when `begin` already takes the lock); a
+///   membership change appends it to lock the tenant's owner memberships the same way.
 /// - `skip_locked`: appended to the `SELECT` of lease claim candidates so concurrent
 ///   claimers skip each other's rows (`""` when `begin` already serializes writers).
 /// - `control`: the field holding the pool for lease work, kept apart from requests.
@@ -63,7 +70,9 @@ macro_rules! impl_ports {
         $crate::adapter::impl_tool_store!($store, $db, $classify);
         $crate::adapter::impl_secret_store!($store, $db, $classify);
         $crate::adapter::impl_checkpoint_store!($store, $classify, $checkpoint);
+        $crate::adapter::impl_sealed_store!($store, $db, $classify, $begin);
         $crate::adapter::impl_tenant_store!($store, $classify);
+        $crate::adapter::impl_user_store!($store, $db, $classify, $begin, $lock_run);
     };
 }
 pub(crate) use impl_ports;

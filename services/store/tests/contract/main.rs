@@ -9,10 +9,12 @@ mod directory;
 mod idempotency;
 mod leases;
 mod receipts;
+mod sealed;
 mod secrets;
 mod streams;
 mod support;
 mod tenancy;
+mod users;
 
 /// Generates, for every listed behaviour, one test per backend.
 macro_rules! contract {
@@ -99,9 +101,19 @@ contract!(
     secrets::a_secret_of_an_unknown_tenant_is_not_found,
     checkpoints::checkpoints_round_trip_newest_first_and_list_without_contents,
     checkpoints::another_tenants_checkpoints_are_invisible,
+    sealed::key_usage_counts_secrets_and_checkpoints_per_key_for_a_tenant_or_all,
+    sealed::records_not_under_a_key_page_in_key_order_within_a_tenant_when_asked,
+    sealed::a_swap_writes_only_the_rows_that_still_hold_what_was_read,
     api_keys::api_keys_keep_their_creator_and_list_newest_first,
     api_keys::another_tenants_api_keys_are_invisible_and_untouchable,
     api_keys::a_key_is_revoked_once_and_keeps_its_first_revocation,
     api_keys::a_use_is_recorded_only_when_the_last_one_is_stale,
     api_keys::racing_replicas_record_one_use,
+    users::users_round_trip_and_their_emails_are_unique,
+    users::memberships_stay_within_their_tenant,
+    users::members_list_in_email_order_with_a_cursor,
+    users::the_last_owner_is_neither_removed_nor_demoted,
+    users::two_owners_demoting_each_other_at_once_leave_one,
+    users::sessions_are_found_by_hash_and_revoked_once,
+    users::a_login_purges_only_that_users_expired_sessions,
 );

@@ -44,6 +44,12 @@ database.acquire_timeout_ms    5000            default
 database.migrate_on_start      true            default
 bus.nats_url                   (unset)         default
 auth.required                  false           default
+auth.argon2_memory_kib         19456           default
+auth.argon2_iterations         2               default
+auth.argon2_parallelism        1               default
+auth.session_lifetime_secs     43200           default
+auth.login_account_rate_limit  10              default
+auth.login_address_rate_limit  30              default
 log.format                     pretty          default
 log.filter                     info            default
 cluster.lease_ttl_ms           15000           default
@@ -96,7 +102,7 @@ fn explain_covers_every_schema_key_exactly_once() {
     unique.sort_unstable();
     unique.dedup();
     assert_eq!(unique.len(), keys.len());
-    assert_eq!(keys.len(), 33);
+    assert_eq!(keys.len(), 39);
 }
 
 #[test]

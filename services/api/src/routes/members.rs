@@ -1,0 +1,84 @@
+//! `/v1/members`: the tenant's users and their roles (admins; owner memberships need an
+//! owner). Users are added by the email of an existing account; the tenant's last owner
+//! can be neither removed nor demoted.
+
+use super::{PageBody, parse_cursor};
+use crate::auth::Caller;
+use crate::error::{ApiResult, Problem};
+use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::routes::agents::ListQuery;
+use crate::state::AppState;
+use axum::extract::State;
+use axum::http::StatusCode;
+use baton_core::ports::SystemClock;
+use baton_core::users::{Member, MemberRole, Members, NewMember};
+use std::sync::Arc;
+use uuid::Uuid;
+
+/// The use cases over the state's user store: nothing to keep between requests.
+fn members(st: &AppState) -> Members {
+    Members {
+        store: st.accounts.users.store.clone(),
+        clock: Arc::new(SystemClock),
+    }
+}
+
+/// Add an existing user to the tenant (admin), with a role no higher than the caller's
+/// (`owner` needs an owner).
+#[utoipa::path(post, path = "/v1/members", tag = "members", request_body = NewMember,
+    responses((status = 201, body = Member), (status = "4XX", body = Problem)))]
+pub async fn add(
+    State(st): State<AppState>,
+    Caller(p): Caller,
+    ApiJson(new): ApiJson<NewMember>,
+) -> ApiResult<(StatusCode, axum::Json<Member>)> {
+    let member = members(&st).add(&p, new).await?;
+    Ok((StatusCode::CREATED, axum::Json(member)))
+}
+
+/// List the tenant's members in email order (admin); the cursor is the last email shown.
+#[utoipa::path(get, path = "/v1/members", tag = "members", params(ListQuery),
+    responses((status = 200, body = PageBody<Member>), (status = "4XX", body = Problem)))]
+pub async fn list(
+    State(st): State<AppState>,
+    Caller(p): Caller,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> ApiResult<axum::Json<PageBody<Member>>> {
+    let after = parse_cursor::<String>(q.cursor.as_deref())?;
+    Ok(axum::Json(
+        members(&st)
+            .list(&p, after.as_deref(), q.limit)
+            .await?
+            .into(),
+    ))
+}
+
+/// Change a member's role (admin; a change from or to `owner` needs an owner). Demoting
+/// the last owner answers `409 wrong_state`.
+#[utoipa::path(put, path = "/v1/members/{user_id}", tag = "members", request_body = MemberRole,
+    params(("user_id" = Uuid, Path, description = "The member's user id")),
+    responses((status = 200, body = Member), (status = "4XX", body = Problem)))]
+pub async fn set_role(
+    State(st): State<AppState>,
+    Caller(p): Caller,
+    ApiPath(user): ApiPath<Uuid>,
+    ApiJson(body): ApiJson<MemberRole>,
+) -> ApiResult<axum::Json<Member>> {
+    Ok(axum::Json(
+        members(&st).set_role(&p, user, body.role).await?,
+    ))
+}
+
+/// Remove a member from the tenant (admin; an owner needs an owner). Removing the last
+/// owner answers `409 wrong_state`. The user's sessions stay, without this tenant.
+#[utoipa::path(delete, path = "/v1/members/{user_id}", tag = "members",
+    params(("user_id" = Uuid, Path, description = "The member's user id")),
+    responses((status = 204), (status = "4XX", body = Problem)))]
+pub async fn remove(
+    State(st): State<AppState>,
+    Caller(p): Caller,
+    ApiPath(user): ApiPath<Uuid>,
+) -> ApiResult<StatusCode> {
+    members(&st).remove(&p, user).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
