@@ -1,19 +1,29 @@
 //! Baton's store adapters: [`PgStore`] (team tier) and [`SqliteStore`] (embedded tier)
-//! implement the `RunStore`, `LeaseStore`, `AgentStore`, `ToolStore`, `SecretStore` and
-//! `TenantStore` ports of `baton-core` with identical behaviour, which one contract suite
-//! (`tests/contract/`) checks against both. The port implementations are written once, in `adapter`, and expanded for each
+//! implement the `RunStore`, `LeaseStore`, `AgentStore`, `ToolStore`, `SecretStore`,
+//! `CheckpointStore`, `SealedStore`, `TenantStore` and `UserStore` ports of `baton-core`
+//! with identical behaviour, which one contract suite (`tests/contract/`) checks against
+//! both. The port implementations are written once, in `adapter`, and expanded for each
 //! store. [`migrate`] owns the schema. Queries are runtime-checked and always bind their
-//! input; every query on tenant data is scoped by the caller's tenant.
+//! input; every query on tenant data is filtered by the caller's tenant.
+//!
+//! On Postgres the database enforces that too: row-level security on every tenant table
+//! shows a transaction only the rows of the tenant it names, and the port code gets its
+//! connections only from `pools`, each with its [`Scope`] (one tenant, explicitly every
+//! tenant, or none) set before its first statement. A query that forgot its tenant filter
+//! then finds nothing of another tenant. See `pools` and [`postgres`] for how, and
+//! `docs/security.md` for why.
 
 mod adapter;
 pub mod migrate;
 mod plan;
+mod pools;
 pub mod postgres;
 mod rows;
 pub mod sqlite;
 
 pub use migrate::{MigrateError, PG_MIGRATOR, SQLITE_MIGRATOR};
-pub use postgres::{PgOptions, PgStore};
+pub use pools::{PoolKind, Scope};
+pub use postgres::{DbRole, PgOptions, PgStore};
 pub use sqlite::SqliteStore;
 
 /// A connection pool's state, for metrics.

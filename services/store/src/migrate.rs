@@ -8,6 +8,11 @@
 //! SQLite has no such lock; migrators in one process are serialized by a mutex (the
 //! embedded tier is one process).
 //!
+//! The Postgres migration connection keeps the DSN's own role (the store's pools may
+//! switch theirs, see [`crate::postgres`]) and sets `baton.scope = 'all'` for its session:
+//! a migration that reads or rewrites tenant rows works on every tenant's, also when
+//! row-level security binds the migrating role.
+//!
 //! When migrations run as a separate job (`baton migrate`), [`check_postgres`] and
 //! [`check_sqlite`] verify a database without changing it: they refuse everything the
 //! migrators refuse and, in addition, a database that lacks migrations this binary needs.
@@ -84,6 +89,9 @@ pub async fn postgres(dsn: &str) -> Result<(), MigrateError> {
     let mut conn = connect::<PgConnection>(&opts).await?;
     // The migrator takes the (re-entrant) advisory lock again inside.
     let result = async {
+        sqlx::query("SELECT set_config('baton.scope', 'all', false)")
+            .execute(&mut conn)
+            .await?;
         conn.lock().await?;
         precheck(&PG_MIGRATOR, &mut conn).await?;
         run_on(&PG_MIGRATOR, &mut conn).await?;

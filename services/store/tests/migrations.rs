@@ -12,6 +12,16 @@ use std::time::Duration;
 
 const UNKNOWN: [i64; 2] = [20991231000000, 20991231000001];
 
+/// A pool on the test database as the test server's superuser: the bookkeeping table is
+/// none of the store's business (its role may not even read it).
+async fn admin(url: &str) -> sqlx::PgPool {
+    sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(url)
+        .await
+        .expect("admin pool")
+}
+
 /// The schema works: a tenant and a run can be written and read back.
 async fn smoke<S: RunStore + TenantStore>(s: &S) {
     let tenant = Tenant {
@@ -80,9 +90,10 @@ async fn eight_racing_postgres_migrators_apply_each_migration_once() {
     let store = PgStore::connect(&PgOptions::new(db.url()))
         .await
         .expect("connect");
+    let admin = admin(db.url()).await;
     let applied: Vec<(i64, bool)> =
         sqlx::query_as("SELECT version, success FROM _sqlx_migrations ORDER BY version")
-            .fetch_all(store.app_pool())
+            .fetch_all(&admin)
             .await
             .expect("applied");
     let expected: Vec<(i64, bool)> = known_versions(&PG_MIGRATOR)
@@ -92,6 +103,7 @@ async fn eight_racing_postgres_migrators_apply_each_migration_once() {
     assert_eq!(applied, expected);
     smoke(&store).await;
     store.close().await;
+    admin.close().await;
     db.drop_db().await.expect("drop");
 }
 
@@ -99,9 +111,7 @@ async fn eight_racing_postgres_migrators_apply_each_migration_once() {
 async fn a_postgres_database_with_unknown_migrations_is_refused_naming_them() {
     let db = TestDatabase::postgres().await.expect("database");
     migrate::postgres(db.url()).await.expect("migrate");
-    let store = PgStore::connect(&PgOptions::new(db.url()))
-        .await
-        .expect("connect");
+    let admin = admin(db.url()).await;
     for version in UNKNOWN {
         sqlx::query(
             "INSERT INTO _sqlx_migrations \
@@ -109,7 +119,7 @@ async fn a_postgres_database_with_unknown_migrations_is_refused_naming_them() {
              VALUES ($1, 'from the future', TRUE, '\\x00', 1)",
         )
         .bind(version)
-        .execute(store.app_pool())
+        .execute(&admin)
         .await
         .expect("insert");
     }
@@ -119,7 +129,7 @@ async fn a_postgres_database_with_unknown_migrations_is_refused_naming_them() {
         let err = attempt.await.expect("not blocked").expect_err("refused");
         assert_names_unknown(&err);
     }
-    store.close().await;
+    admin.close().await;
     db.drop_db().await.expect("drop");
 }
 
@@ -127,11 +137,9 @@ async fn a_postgres_database_with_unknown_migrations_is_refused_naming_them() {
 async fn an_edited_postgres_migration_is_refused() {
     let db = TestDatabase::postgres().await.expect("database");
     migrate::postgres(db.url()).await.expect("migrate");
-    let store = PgStore::connect(&PgOptions::new(db.url()))
-        .await
-        .expect("connect");
+    let admin = admin(db.url()).await;
     sqlx::query("UPDATE _sqlx_migrations SET checksum = '\\x00' WHERE version = 1")
-        .execute(store.app_pool())
+        .execute(&admin)
         .await
         .expect("update");
     let err = migrate::postgres(db.url()).await.expect_err("refused");
@@ -139,7 +147,7 @@ async fn an_edited_postgres_migration_is_refused() {
         matches!(err, MigrateError::ChecksumMismatch { version: 1 }),
         "{err:?}"
     );
-    store.close().await;
+    admin.close().await;
     db.drop_db().await.expect("drop");
 }
 
@@ -239,14 +247,12 @@ fn assert_pending_all(err: &MigrateError, m: &sqlx::migrate::Migrator) {
 }
 
 async fn pg_has_migrations_table(url: &str) -> bool {
-    let store = PgStore::connect(&PgOptions::new(url))
-        .await
-        .expect("connect");
+    let admin = admin(url).await;
     let (exists,): (bool,) = sqlx::query_as("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
-        .fetch_one(store.app_pool())
+        .fetch_one(&admin)
         .await
         .expect("query");
-    store.close().await;
+    admin.close().await;
     exists
 }
 
@@ -273,18 +279,16 @@ async fn the_postgres_check_reports_every_migration_pending_on_a_fresh_database_
     );
     // An empty bookkeeping table (e.g. a migrator that died before its first migration)
     // is all-pending too.
-    let store = PgStore::connect(&PgOptions::new(db.url()))
-        .await
-        .expect("connect");
+    let admin = admin(db.url()).await;
     sqlx::query(
         "CREATE TABLE _sqlx_migrations (version BIGINT PRIMARY KEY, description TEXT NOT NULL, \
          installed_on TIMESTAMPTZ NOT NULL DEFAULT now(), success BOOLEAN NOT NULL, \
          checksum BYTEA NOT NULL, execution_time BIGINT NOT NULL)",
     )
-    .execute(store.app_pool())
+    .execute(&admin)
     .await
     .expect("create");
-    store.close().await;
+    admin.close().await;
     let err = migrate::check_postgres(db.url())
         .await
         .expect_err("pending");
@@ -296,10 +300,8 @@ async fn the_postgres_check_reports_every_migration_pending_on_a_fresh_database_
 async fn the_postgres_check_refuses_unknown_edited_and_failed_migrations() {
     let db = TestDatabase::postgres().await.expect("database");
     migrate::postgres(db.url()).await.expect("migrate");
-    let store = PgStore::connect(&PgOptions::new(db.url()))
-        .await
-        .expect("connect");
-    let pool = store.app_pool();
+    let admin = admin(db.url()).await;
+    let pool = &admin;
     for version in UNKNOWN {
         sqlx::query(
             "INSERT INTO _sqlx_migrations \
@@ -339,7 +341,7 @@ async fn the_postgres_check_refuses_unknown_edited_and_failed_migrations() {
         .expect("fail");
     let err = migrate::check_postgres(db.url()).await.expect_err("dirty");
     assert!(matches!(err, MigrateError::Dirty { version: 1 }), "{err:?}");
-    store.close().await;
+    admin.close().await;
     db.drop_db().await.expect("drop");
 }
 

@@ -1,32 +1,187 @@
-//! Postgres-only behaviour of `PgStore`: connection settings and the two pools.
+//! Postgres-only behaviour of `PgStore`: connection settings, the pools, the role the
+//! connections act as and the lifetime of their tenant scope. (What row-level security
+//! shows each scope is in the contract suite's `rls` module.)
 
-use baton_store::{PgOptions, PgStore};
+use baton_events::TenantId;
+use baton_store::{PgOptions, PgStore, PoolKind, Scope, migrate};
 use baton_testkit::TestDatabase;
+use sqlx::{AssertSqlSafe, Connection, PgConnection};
 use std::time::Duration;
 
 #[tokio::test]
-async fn both_pools_carry_the_statement_timeout() {
+async fn every_pool_carries_the_statement_timeout() {
     let db = TestDatabase::postgres().await.expect("database");
     let mut opts = PgOptions::new(db.url());
     opts.statement_timeout = Duration::from_millis(1500);
     opts.app_pool_size = 2;
     opts.control_pool_size = 1;
     let store = PgStore::connect(&opts).await.expect("connect");
-    for pool in [store.app_pool(), store.control_pool()] {
+    for kind in [PoolKind::App, PoolKind::Control, PoolKind::Checkpoint] {
+        let mut tx = store
+            .transaction(kind, Scope::NoTenant)
+            .await
+            .expect("transaction");
         let timeout: String = sqlx::query_scalar("SHOW statement_timeout")
-            .fetch_one(pool)
+            .fetch_one(&mut *tx)
             .await
             .expect("show");
         assert_eq!(timeout, "1500ms");
     }
-    let slow = sqlx::query("SELECT pg_sleep(5)")
-        .execute(store.app_pool())
-        .await;
+    let mut tx = store
+        .transaction(PoolKind::App, Scope::NoTenant)
+        .await
+        .expect("transaction");
+    let slow = sqlx::query("SELECT pg_sleep(5)").execute(&mut *tx).await;
     assert!(
         slow.is_err(),
         "the statement timeout must cancel a slow query"
     );
-    assert_eq!(store.control_pool().options().get_max_connections(), 1);
+    drop(tx);
+    let control = store.pool_stats().into_iter().find(|p| p.name == "control");
+    assert_eq!(control.map(|p| p.max), Some(1));
+    store.close().await;
+    db.drop_db().await.expect("drop");
+}
+
+/// The test server's superuser bypasses row-level security, so the store's connections
+/// act as `baton_app` (made by the migrations), which does not.
+#[tokio::test]
+async fn a_superuser_login_switches_to_the_role_without_bypass() {
+    let db = TestDatabase::postgres().await.expect("database");
+    migrate::postgres(db.url()).await.expect("migrate");
+    let store = PgStore::connect(&PgOptions::new(db.url()))
+        .await
+        .expect("connect");
+    assert_eq!(store.role().name, baton_store::postgres::APP_ROLE);
+    assert!(!store.role().bypasses_rls);
+    for kind in [PoolKind::App, PoolKind::Control, PoolKind::Checkpoint] {
+        let mut tx = store
+            .transaction(kind, Scope::NoTenant)
+            .await
+            .expect("transaction");
+        let (user, session): (String, String) =
+            sqlx::query_as("SELECT current_user::text, session_user::text")
+                .fetch_one(&mut *tx)
+                .await
+                .expect("users");
+        assert_eq!(user, "baton_app", "{kind:?}");
+        assert_eq!(session, "postgres", "{kind:?}");
+    }
+    store.close().await;
+    db.drop_db().await.expect("drop");
+}
+
+/// A login role that bypasses row-level security but may not switch to `baton_app` stays
+/// itself, and the store reports the bypass (and logs a warning) rather than hiding it.
+#[tokio::test]
+async fn a_login_that_bypasses_and_cannot_switch_is_reported() {
+    let db = TestDatabase::postgres().await.expect("database");
+    migrate::postgres(db.url()).await.expect("migrate");
+    let login = format!("baton_test_bypass_{}", uuid::Uuid::new_v4().simple());
+    let mut admin = PgConnection::connect(db.url()).await.expect("admin");
+    // The role name is ours (a prefix and a UUID), not input.
+    for statement in [
+        format!("CREATE ROLE {login} LOGIN BYPASSRLS"),
+        format!("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {login}"),
+    ] {
+        sqlx::query(AssertSqlSafe(statement))
+            .execute(&mut admin)
+            .await
+            .expect("set up the login");
+    }
+    let mut url = url::Url::parse(db.url()).expect("url");
+    url.set_username(&login).expect("username");
+    let store = PgStore::connect(&PgOptions::new(url.as_str()))
+        .await
+        .expect("connect");
+    assert_eq!(store.role().name, login);
+    assert!(store.role().bypasses_rls);
+    store.close().await;
+    admin.close().await.ok();
+    db.drop_db().await.expect("drop");
+    let mut server = PgConnection::connect(&baton_testkit::db::admin_url())
+        .await
+        .expect("server");
+    sqlx::query(AssertSqlSafe(format!("DROP ROLE {login}")))
+        .execute(&mut server)
+        .await
+        .expect("drop role");
+    server.close().await.ok();
+}
+
+/// The pools hand out connections without pinging them first; the `BEGIN` that sets a
+/// transaction's scope finds a connection the server closed while it sat idle, and the
+/// next one is used, so a restart of the server costs callers nothing.
+#[tokio::test]
+async fn connections_the_server_closed_while_idle_are_replaced_unnoticed() {
+    use baton_core::ports::RunStore;
+    let db = TestDatabase::postgres().await.expect("database");
+    migrate::postgres(db.url()).await.expect("migrate");
+    let mut opts = PgOptions::new(db.url());
+    opts.app_pool_size = 3;
+    let store = PgStore::connect(&opts).await.expect("connect");
+    // Three idle connections in the app pool.
+    let held: Vec<_> = futures::future::join_all(
+        (0..3).map(|_| store.transaction(PoolKind::App, Scope::NoTenant)),
+    )
+    .await;
+    drop(held);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut admin = PgConnection::connect(db.url()).await.expect("admin");
+    let killed: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = current_database() AND application_name = 'baton'",
+    )
+    .fetch_all(&mut admin)
+    .await
+    .expect("terminate");
+    assert!(!killed.is_empty(), "no idle connection to close");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for _ in 0..5 {
+        store.ping().await.expect("a live connection");
+    }
+    admin.close().await.ok();
+    store.close().await;
+    db.drop_db().await.expect("drop");
+}
+
+/// The scope is transaction-local: once the transaction ends, the pooled connection
+/// carries no tenant to its next user.
+#[tokio::test]
+async fn the_scope_ends_with_its_transaction() {
+    let db = TestDatabase::postgres().await.expect("database");
+    migrate::postgres(db.url()).await.expect("migrate");
+    let mut opts = PgOptions::new(db.url());
+    opts.app_pool_size = 1;
+    let store = PgStore::connect(&opts).await.expect("connect");
+    let tenant = TenantId::new();
+    let mut tx = store
+        .transaction(PoolKind::App, Scope::Tenant(tenant))
+        .await
+        .expect("transaction");
+    let setting = "SELECT current_setting('baton.tenant_id', true), \
+                   current_setting('baton.scope', true)";
+    let inside: (Option<String>, Option<String>) = sqlx::query_as(setting)
+        .fetch_one(&mut *tx)
+        .await
+        .expect("inside");
+    assert_eq!(inside, (Some(tenant.to_string()), Some(String::new())));
+    // End the transaction by hand to look at the same connection outside it, then open
+    // another for sqlx to end as it expects.
+    sqlx::query("COMMIT")
+        .execute(&mut *tx)
+        .await
+        .expect("commit");
+    let after: (Option<String>, Option<String>) = sqlx::query_as(setting)
+        .fetch_one(&mut *tx)
+        .await
+        .expect("after");
+    assert!(
+        after.0.as_deref().unwrap_or("").is_empty() && after.1.as_deref().unwrap_or("").is_empty(),
+        "the scope outlived its transaction: {after:?}"
+    );
+    sqlx::query("BEGIN").execute(&mut *tx).await.expect("begin");
+    tx.commit().await.expect("commit");
     store.close().await;
     db.drop_db().await.expect("drop");
 }

@@ -159,7 +159,7 @@ fn describe() {
     describe_histogram!(
         "baton_db_pool_wait_seconds",
         Unit::Seconds,
-        "Time appends, lease claims and checkpoint saves waited for a connection, by pool."
+        "Time store operations waited for a pooled connection, by pool."
     );
     describe_histogram!(
         "baton_bus_lag_seconds",

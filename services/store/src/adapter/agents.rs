@@ -3,11 +3,11 @@
 //! new version each write the current row and its version row in one transaction; the
 //! version row is copied from the current row, so the two never disagree.
 
-/// Implements `AgentStore` for `$store`, whose `app` pool is a `sqlx::Pool<$db>`, mapping
-/// driver errors with `$classify`; its transactions start with the statement `$begin`.
+/// Implements `AgentStore` for `$store` (a `$db` store), mapping driver errors with
+/// `$classify`; every statement runs on the `app` pool, scoped to the caller's tenant.
 /// Invoked through [`super::impl_ports!`].
 macro_rules! impl_agent_store {
-    ($store:ty, $db:ty, $classify:path, $begin:literal) => {
+    ($store:ty, $db:ty, $classify:path) => {
         const _: () = {
             use async_trait::async_trait;
             use baton_core::StoreError;
@@ -17,6 +17,7 @@ macro_rules! impl_agent_store {
             use sqlx::QueryBuilder;
             use sqlx::types::Json;
             use $crate::plan::micros;
+            use $crate::pools::{PoolKind, Scope};
             use $crate::rows::{
                 AgentJson, AgentRow, agent_columns, agent_version_columns, map_all,
             };
@@ -33,7 +34,11 @@ macro_rules! impl_agent_store {
                     agent: &Agent,
                 ) -> Result<(), StoreError> {
                     let json = AgentJson::of(agent)?;
-                    let mut tx = self.app.begin_with($begin).await.map_err($classify)?;
+                    let mut tx = self
+                        .pools
+                        .write(PoolKind::App, Scope::Tenant(tenant))
+                        .await
+                        .map_err($classify)?;
                     sqlx::query(concat!(
                         "INSERT INTO agents (",
                         agent_columns!(),
@@ -67,7 +72,11 @@ macro_rules! impl_agent_store {
                 ) -> Result<(), StoreError> {
                     let json = AgentJson::of(agent)?;
                     let expected = agent.version - 1;
-                    let mut tx = self.app.begin_with($begin).await.map_err($classify)?;
+                    let mut tx = self
+                        .pools
+                        .write(PoolKind::App, Scope::Tenant(tenant))
+                        .await
+                        .map_err($classify)?;
                     let updated = sqlx::query(
                         "UPDATE agents SET name = $1, instructions = $2, provider = $3, \
                          tools = $4, limits = $5, version = $6, updated_at = $7 \
@@ -111,6 +120,11 @@ macro_rules! impl_agent_store {
                     tenant: TenantId,
                     id: AgentId,
                 ) -> Result<Option<Agent>, StoreError> {
+                    let mut conn = self
+                        .pools
+                        .read(PoolKind::App, Scope::Tenant(tenant))
+                        .await
+                        .map_err($classify)?;
                     let row: Option<AgentRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         agent_columns!(),
@@ -118,7 +132,7 @@ macro_rules! impl_agent_store {
                     ))
                     .bind(tenant.as_uuid())
                     .bind(id.as_uuid())
-                    .fetch_optional(&self.app)
+                    .fetch_optional(&mut *conn)
                     .await
                     .map_err($classify)?;
                     row.map(Agent::try_from).transpose()
@@ -131,6 +145,11 @@ macro_rules! impl_agent_store {
                     id: AgentId,
                     version: i64,
                 ) -> Result<Option<Agent>, StoreError> {
+                    let mut conn = self
+                        .pools
+                        .read(PoolKind::App, Scope::Tenant(tenant))
+                        .await
+                        .map_err($classify)?;
                     let row: Option<AgentRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         agent_version_columns!(),
@@ -140,7 +159,7 @@ macro_rules! impl_agent_store {
                     .bind(tenant.as_uuid())
                     .bind(id.as_uuid())
                     .bind(version)
-                    .fetch_optional(&self.app)
+                    .fetch_optional(&mut *conn)
                     .await
                     .map_err($classify)?;
                     row.map(Agent::try_from).transpose()
@@ -153,6 +172,11 @@ macro_rules! impl_agent_store {
                     before: Option<AgentId>,
                     limit: u32,
                 ) -> Result<Vec<Agent>, StoreError> {
+                    let mut conn = self
+                        .pools
+                        .read(PoolKind::App, Scope::Tenant(tenant))
+                        .await
+                        .map_err($classify)?;
                     let mut q: QueryBuilder<$db> = QueryBuilder::new(concat!(
                         "SELECT ",
                         agent_columns!(),
@@ -166,7 +190,7 @@ macro_rules! impl_agent_store {
                         .push_bind(i64::from(limit));
                     let rows: Vec<AgentRow> = q
                         .build_query_as()
-                        .fetch_all(&self.app)
+                        .fetch_all(&mut *conn)
                         .await
                         .map_err($classify)?;
                     map_all(rows)

@@ -1,15 +1,15 @@
 //! `RunStore::append` for both adapters: one transaction that stores the idempotency
 //! record first (a concurrent duplicate blocks on its key and then fails), checks the
 //! stream version with the run row locked, and writes the events with the runs,
-//! messages and receipts (`receipts.rs`) projections. How the transaction begins and how
-//! the row is locked are the backend's, passed in by [`super::impl_ports!`].
+//! messages and receipts (`receipts.rs`) projections, on the `app` pool and scoped to the
+//! appending tenant. How the row is locked is the backend's, passed in by
+//! [`super::impl_ports!`].
 
-/// Implements the append transaction as `$store::append_events`. `$store`'s `app` pool is a
-/// `sqlx::Pool<$db>`; driver errors are mapped with `$classify`; the transaction starts
-/// with the statement `$begin`, and `$lock_run` ends the `SELECT` that reads the run to
-/// lock its row (empty when `$begin` already holds the lock).
+/// Implements the append transaction as `$store::append_events` (a `$db` store); driver
+/// errors are mapped with `$classify`, and `$lock_run` ends the `SELECT` that reads the run
+/// to lock its row (empty when the write transaction already holds the lock).
 macro_rules! impl_append {
-    ($store:ty, $db:ty, $classify:path, $begin:literal, $lock_run:literal) => {
+    ($store:ty, $db:ty, $classify:path, $lock_run:literal) => {
         const _: () = {
             use baton_core::StoreError;
             use baton_core::model::RunSummary;
@@ -19,6 +19,7 @@ macro_rules! impl_append {
             use baton_events::TenantId;
             use sqlx::types::Json;
             use $crate::plan::{self, AppendError, AppendPlan, bind_run};
+            use $crate::pools::{PoolKind, Scope};
             use $crate::rows::{RunRow, run_columns};
 
             type Connection = <$db as sqlx::Database>::Connection;
@@ -32,8 +33,9 @@ macro_rules! impl_append {
                     req: AppendRequest,
                 ) -> Result<AppendOutcome, StoreError> {
                     plan::validate(tenant, &req)?;
-                    let mut conn = $crate::acquire(&self.app, "app").await.map_err($classify)?;
-                    let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin)
+                    let mut tx = self
+                        .pools
+                        .write(PoolKind::App, Scope::Tenant(tenant))
                         .await
                         .map_err($classify)?;
                     if let Some(rec) = &req.idempotency
@@ -42,7 +44,6 @@ macro_rules! impl_append {
                         // The record is read after the rollback, from a fresh snapshot
                         // (on another pooled connection: this one goes back first).
                         let _ = tx.rollback().await;
-                        drop(conn);
                         return match $classify(e) {
                             StoreError::Conflict { .. } => {
                                 self.duplicate(tenant, &rec.request_id).await
@@ -61,7 +62,6 @@ macro_rules! impl_append {
                         }
                         Err(AppendError::Raced) => {
                             let _ = tx.rollback().await;
-                            drop(conn);
                             Err(self.lost_race(tenant, &req).await)
                         }
                     }
@@ -83,12 +83,17 @@ macro_rules! impl_append {
                 /// The precise conflict after another writer won: the stream's committed
                 /// version.
                 async fn lost_race(&self, tenant: TenantId, req: &AppendRequest) -> StoreError {
+                    let scoped = self.pools.read(PoolKind::App, Scope::Tenant(tenant));
+                    let mut conn = match scoped.await {
+                        Ok(conn) => conn,
+                        Err(e) => return $classify(e),
+                    };
                     let actual: Result<Option<i64>, _> = sqlx::query_scalar(
                         "SELECT version FROM runs WHERE id = $1 AND tenant_id = $2",
                     )
                     .bind(req.run.as_uuid())
                     .bind(tenant.as_uuid())
-                    .fetch_optional(&self.app)
+                    .fetch_optional(&mut *conn)
                     .await;
                     match actual {
                         Ok(Some(actual)) => StoreError::Conflict {

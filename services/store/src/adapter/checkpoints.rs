@@ -2,15 +2,17 @@
 //! through the checkpoint pool. The store only ever holds what the keyring sealed.
 
 /// Implements `CheckpointStore` for `$store`, mapping driver errors with `$classify`;
-/// every statement runs on the `$pool` pool. Invoked through [`super::impl_ports!`].
+/// every statement runs on the `checkpoint` pool, scoped to the caller's tenant. Invoked
+/// through [`super::impl_ports!`].
 macro_rules! impl_checkpoint_store {
-    ($store:ty, $classify:path, $pool:ident) => {
+    ($store:ty, $classify:path) => {
         const _: () = {
             use async_trait::async_trait;
             use baton_core::StoreError;
             use baton_core::ports::{CheckpointMeta, CheckpointStore, StoredCheckpoint};
             use baton_events::{RunId, TenantId};
             use $crate::plan::micros;
+            use $crate::pools::{PoolKind, Scope};
             use $crate::rows::{CheckpointMetaRow, CheckpointRow, checkpoint_columns};
 
             #[async_trait]
@@ -25,7 +27,9 @@ macro_rules! impl_checkpoint_store {
                     let size = i64::try_from(c.meta.size).map_err(|_| {
                         StoreError::Other(format!("checkpoint {} is too large", c.meta.id))
                     })?;
-                    let mut conn = $crate::acquire(&self.$pool, stringify!($pool))
+                    let mut tx = self
+                        .pools
+                        .write(PoolKind::Checkpoint, Scope::Tenant(tenant))
                         .await
                         .map_err($classify)?;
                     sqlx::query(
@@ -42,10 +46,10 @@ macro_rules! impl_checkpoint_store {
                     .bind(&c.meta.sha256)
                     .bind(c.ciphertext.as_slice())
                     .bind(micros(c.meta.created_at))
-                    .execute(&mut *conn)
+                    .execute(&mut *tx)
                     .await
                     .map_err($classify)?;
-                    Ok(())
+                    tx.commit().await.map_err($classify)
                 }
 
                 #[tracing::instrument(name = "store.latest_checkpoints", skip_all)]
@@ -55,6 +59,11 @@ macro_rules! impl_checkpoint_store {
                     run: RunId,
                     limit: u32,
                 ) -> Result<Vec<StoredCheckpoint>, StoreError> {
+                    let mut conn = self
+                        .pools
+                        .read(PoolKind::Checkpoint, Scope::Tenant(tenant))
+                        .await
+                        .map_err($classify)?;
                     let rows: Vec<CheckpointRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         checkpoint_columns!(),
@@ -64,7 +73,7 @@ macro_rules! impl_checkpoint_store {
                     .bind(tenant.as_uuid())
                     .bind(run.as_uuid())
                     .bind(i64::from(limit))
-                    .fetch_all(&self.$pool)
+                    .fetch_all(&mut *conn)
                     .await
                     .map_err($classify)?;
                     rows.into_iter().map(StoredCheckpoint::try_from).collect()
@@ -76,6 +85,11 @@ macro_rules! impl_checkpoint_store {
                     tenant: TenantId,
                     run: RunId,
                 ) -> Result<Vec<CheckpointMeta>, StoreError> {
+                    let mut conn = self
+                        .pools
+                        .read(PoolKind::Checkpoint, Scope::Tenant(tenant))
+                        .await
+                        .map_err($classify)?;
                     let rows: Vec<CheckpointMetaRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         checkpoint_columns!(),
@@ -84,7 +98,7 @@ macro_rules! impl_checkpoint_store {
                     ))
                     .bind(tenant.as_uuid())
                     .bind(run.as_uuid())
-                    .fetch_all(&self.$pool)
+                    .fetch_all(&mut *conn)
                     .await
                     .map_err($classify)?;
                     rows.into_iter().map(CheckpointMeta::try_from).collect()

@@ -1,13 +1,18 @@
 //! `LeaseStore` for both adapters: claiming runs that need driving, renewing every lease
 //! of a replica in one statement, and releasing. Lease expiry is kept in Unix
 //! milliseconds (`lease_expires_ms`) so both databases compare it as a number.
+//!
+//! A replica's leases span tenants, so batch adoption and renewal are cross-tenant by
+//! nature (`Scope::CrossTenant`); a single run's claim and a release name the run's tenant
+//! and are scoped to it.
 
-/// Implements `LeaseStore` for `$store`. Claims run in a transaction begun with `$begin`
-/// whose candidate `SELECT` ends with `$skip_locked` (concurrent claimers skip each
-/// other's rows). Renewal and batch adoption use the `$control` pool, kept apart from
-/// request load; a single run's claim or release is request-path work on `app`.
+/// Implements `LeaseStore` for `$store`, mapping driver errors with `$classify`. Claims
+/// run in a write transaction whose candidate `SELECT` ends with `$skip_locked`
+/// (concurrent claimers skip each other's rows). Renewal and batch adoption use the
+/// `control` pool, kept apart from request load; a single run's claim or release is
+/// request-path work on `app`.
 macro_rules! impl_lease_store {
-    ($store:ty, $db:ty, $classify:path, $begin:literal, $skip_locked:literal, $control:ident) => {
+    ($store:ty, $classify:path, $skip_locked:literal) => {
         const _: () = {
             use async_trait::async_trait;
             use baton_core::StoreError;
@@ -16,6 +21,7 @@ macro_rules! impl_lease_store {
             use chrono::{DateTime, Utc};
             use std::time::Duration;
             use uuid::Uuid;
+            use $crate::pools::{PoolKind, Scope};
 
             fn expiry(now: DateTime<Utc>, ttl: Duration) -> i64 {
                 let ttl = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
@@ -32,17 +38,14 @@ macro_rules! impl_lease_store {
                     limit: u32,
                     only: Option<(TenantId, RunId)>,
                 ) -> Result<Vec<ClaimedRun>, StoreError> {
-                    // One run's claim is request-path work (a turn starts): the app pool.
-                    // Batch adoption stays on the control pool with renewal.
-                    let (pool, name) = if only.is_some() {
-                        (&self.app, "app")
-                    } else {
-                        (&self.$control, stringify!($control))
+                    // One run's claim is request-path work (a turn starts): the app pool,
+                    // scoped to the run's tenant. Batch adoption looks at every tenant's
+                    // runs, on the control pool with renewal.
+                    let (kind, scope) = match only {
+                        Some((tenant, _)) => (PoolKind::App, Scope::Tenant(tenant)),
+                        None => (PoolKind::Control, Scope::CrossTenant),
                     };
-                    let mut conn = $crate::acquire(pool, name).await.map_err($classify)?;
-                    let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin)
-                        .await
-                        .map_err($classify)?;
+                    let mut tx = self.pools.write(kind, scope).await.map_err($classify)?;
                     // Runs with work to do (a turn in progress or a cancel pending, as in
                     // the `runs_needing_drive` partial index of migration 0001) and a free or expired lease.
                     let q = match only {
@@ -104,6 +107,11 @@ macro_rules! impl_lease_store {
                     ttl: Duration,
                     now: DateTime<Utc>,
                 ) -> Result<Vec<HeldLease>, StoreError> {
+                    let mut tx = self
+                        .pools
+                        .write(PoolKind::Control, Scope::CrossTenant)
+                        .await
+                        .map_err($classify)?;
                     let held: Vec<(Uuid, Uuid, i64)> = sqlx::query_as(
                         "UPDATE runs SET lease_expires_ms = $1 \
                          WHERE lease_owner = $2 AND lease_expires_ms <> 0 \
@@ -111,9 +119,10 @@ macro_rules! impl_lease_store {
                     )
                     .bind(expiry(now, ttl))
                     .bind(owner)
-                    .fetch_all(&self.$control)
+                    .fetch_all(&mut *tx)
                     .await
                     .map_err($classify)?;
+                    tx.commit().await.map_err($classify)?;
                     Ok(held
                         .into_iter()
                         .map(|(tenant, run, epoch)| HeldLease {
@@ -130,6 +139,11 @@ macro_rules! impl_lease_store {
                     run: RunId,
                     fence: &Fence,
                 ) -> Result<bool, StoreError> {
+                    let mut tx = self
+                        .pools
+                        .write(PoolKind::App, Scope::Tenant(tenant))
+                        .await
+                        .map_err($classify)?;
                     let done = sqlx::query(
                         "UPDATE runs SET lease_owner = NULL, lease_expires_ms = NULL \
                          WHERE id = $1 AND tenant_id = $2 AND lease_owner = $3 \
@@ -139,9 +153,10 @@ macro_rules! impl_lease_store {
                     .bind(tenant.as_uuid())
                     .bind(&fence.owner)
                     .bind(fence.epoch)
-                    .execute(&self.app)
+                    .execute(&mut *tx)
                     .await
                     .map_err($classify)?;
+                    tx.commit().await.map_err($classify)?;
                     Ok(done.rows_affected() == 1)
                 }
             }

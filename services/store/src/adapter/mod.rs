@@ -11,7 +11,17 @@
 //! `sqlx::Database` code would need a long list of bounds on every function). The
 //! expansion lives in a `const _: () = { ... };` block, which keeps its imports and
 //! helper functions out of the adapter's namespace. The backend differences are the
-//! arguments of [`impl_ports!`]; everything else behaves identically by construction.
+//! arguments of [`impl_ports!`] and `crate::pools`; everything else behaves identically by
+//! construction.
+//!
+//! Every method takes its connection from the store's `pools` field, with
+//! `self.pools.read(kind, scope)` (a read-only transaction on Postgres) or
+//! `self.pools.write(kind, scope)` (a transaction to commit), naming the pool and the
+//! [`Scope`](crate::Scope) it works in: `Scope::Tenant` wherever a tenant is known,
+//! `Scope::CrossTenant` only on the paths that are cross-tenant by nature (lease claims
+//! across tenants and renewal, key lookups by hash, a user's memberships, key rotation
+//! over all tenants), `Scope::NoTenant` where only tables of no tenant are touched. No
+//! other way to a connection exists here: the pools are private to `crate::pools`.
 
 mod agents;
 mod append;
@@ -40,39 +50,35 @@ pub(crate) use users::impl_user_store;
 use baton_core::StoreError;
 
 /// Implements `RunStore`, `LeaseStore`, `AgentStore`, `ToolStore`, `SecretStore`,
-/// `SealedStore`, `TenantStore` and `UserStore` for an adapter's store, which must have an `app` field holding its request pool.
+/// `CheckpointStore`, `SealedStore`, `TenantStore` and `UserStore` for an adapter's store,
+/// which must have a `pools` field holding its `crate::pools::Pools<db>`.
 ///
-/// - `store`: the store type; `db`: its `sqlx::Database` (the pool is a `Pool<db>`).
+/// - `store`: the store type; `db`: its `sqlx::Database`.
 /// - `classify`: the adapter's `fn(sqlx::Error) -> StoreError`.
-/// - `begin`: the statement that starts a writing transaction (an append, an agent's
-///   new version).
 /// - `lock_run`: appended to the `SELECT` that reads the run being appended to, to lock
-///   its row until the transaction ends (`""` when `begin` already takes the lock); a
-///   membership change appends it to lock the tenant's owner memberships the same way.
+///   its row until the transaction ends (`""` when a write transaction already holds the
+///   database's write lock); a membership change appends it to lock the tenant's owner
+///   memberships the same way.
 /// - `skip_locked`: appended to the `SELECT` of lease claim candidates so concurrent
-///   claimers skip each other's rows (`""` when `begin` already serializes writers).
-/// - `control`: the field holding the pool for lease work, kept apart from requests.
+///   claimers skip each other's rows (`""` when write transactions are serialized).
 macro_rules! impl_ports {
     (
         store: $store:ty,
         db: $db:ty,
         classify: $classify:path,
-        begin: $begin:literal,
         lock_run: $lock_run:literal,
-        skip_locked: $skip_locked:literal,
-        control: $control:ident,
-        checkpoint: $checkpoint:ident $(,)?
+        skip_locked: $skip_locked:literal $(,)?
     ) => {
         $crate::adapter::impl_run_store!($store, $db, $classify);
-        $crate::adapter::impl_append!($store, $db, $classify, $begin, $lock_run);
-        $crate::adapter::impl_lease_store!($store, $db, $classify, $begin, $skip_locked, $control);
-        $crate::adapter::impl_agent_store!($store, $db, $classify, $begin);
+        $crate::adapter::impl_append!($store, $db, $classify, $lock_run);
+        $crate::adapter::impl_lease_store!($store, $classify, $skip_locked);
+        $crate::adapter::impl_agent_store!($store, $db, $classify);
         $crate::adapter::impl_tool_store!($store, $db, $classify);
         $crate::adapter::impl_secret_store!($store, $db, $classify);
-        $crate::adapter::impl_checkpoint_store!($store, $classify, $checkpoint);
-        $crate::adapter::impl_sealed_store!($store, $db, $classify, $begin);
+        $crate::adapter::impl_checkpoint_store!($store, $classify);
+        $crate::adapter::impl_sealed_store!($store, $db, $classify);
         $crate::adapter::impl_tenant_store!($store, $classify);
-        $crate::adapter::impl_user_store!($store, $db, $classify, $begin, $lock_run);
+        $crate::adapter::impl_user_store!($store, $db, $classify, $lock_run);
     };
 }
 pub(crate) use impl_ports;

@@ -1,8 +1,9 @@
 //! `RunStore` for both adapters: the reads of streams, runs, messages, receipts and
-//! idempotency records. Every query binds the tenant; `append` lives in `append.rs`.
+//! idempotency records, each on a connection of the `app` pool scoped to the caller's
+//! tenant. Every query binds the tenant too; `append` lives in `append.rs`.
 
-/// Implements `RunStore` for `$store`, whose `app` pool is a `sqlx::Pool<$db>`, mapping
-/// driver errors with `$classify`. Invoked through [`super::impl_ports!`].
+/// Implements `RunStore` for `$store` (a `$db` store), mapping driver errors with
+/// `$classify`. Invoked through [`super::impl_ports!`].
 macro_rules! impl_run_store {
     ($store:ty, $db:ty, $classify:path) => {
         const _: () = {
@@ -14,6 +15,7 @@ macro_rules! impl_run_store {
             };
             use baton_events::{Envelope, RunId, TenantId};
             use sqlx::QueryBuilder;
+            use $crate::pools::{PoolKind, Scope};
             use $crate::rows::{
                 EventRow, IdempotencyRow, MessageRow, ReceiptRow, RunRow, event_columns,
                 idempotency_columns, map_all, message_columns, receipt_columns, run_columns,
@@ -38,6 +40,11 @@ macro_rules! impl_run_store {
                     after: i64,
                     limit: u32,
                 ) -> Result<Vec<Envelope>, StoreError> {
+                    let mut conn = self
+                        .pools
+                        .read(PoolKind::App, Scope::Tenant(tenant))
+                        .await
+                        .map_err($classify)?;
                     let rows: Vec<EventRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         event_columns!(),
@@ -48,7 +55,7 @@ macro_rules! impl_run_store {
                     .bind(tenant.as_uuid())
                     .bind(after)
                     .bind(i64::from(limit))
-                    .fetch_all(&self.app)
+                    .fetch_all(&mut *conn)
                     .await
                     .map_err($classify)?;
                     map_all(rows)
@@ -60,6 +67,11 @@ macro_rules! impl_run_store {
                     tenant: TenantId,
                     run: RunId,
                 ) -> Result<Option<RunSummary>, StoreError> {
+                    let mut conn = self
+                        .pools
+                        .read(PoolKind::App, Scope::Tenant(tenant))
+                        .await
+                        .map_err($classify)?;
                     let row: Option<RunRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         run_columns!(),
@@ -67,7 +79,7 @@ macro_rules! impl_run_store {
                     ))
                     .bind(run.as_uuid())
                     .bind(tenant.as_uuid())
-                    .fetch_optional(&self.app)
+                    .fetch_optional(&mut *conn)
                     .await
                     .map_err($classify)?;
                     row.map(RunSummary::try_from).transpose()
@@ -79,6 +91,11 @@ macro_rules! impl_run_store {
                     tenant: TenantId,
                     query: &RunListQuery,
                 ) -> Result<Vec<RunSummary>, StoreError> {
+                    let mut conn = self
+                        .pools
+                        .read(PoolKind::App, Scope::Tenant(tenant))
+                        .await
+                        .map_err($classify)?;
                     let mut q: QueryBuilder<$db> = QueryBuilder::new(concat!(
                         "SELECT ",
                         run_columns!(),
@@ -95,7 +112,7 @@ macro_rules! impl_run_store {
                         .push_bind(i64::from(query.limit));
                     let rows: Vec<RunRow> = q
                         .build_query_as()
-                        .fetch_all(&self.app)
+                        .fetch_all(&mut *conn)
                         .await
                         .map_err($classify)?;
                     map_all(rows)
@@ -109,6 +126,11 @@ macro_rules! impl_run_store {
                     after: i64,
                     limit: u32,
                 ) -> Result<Vec<Message>, StoreError> {
+                    let mut conn = self
+                        .pools
+                        .read(PoolKind::App, Scope::Tenant(tenant))
+                        .await
+                        .map_err($classify)?;
                     let rows: Vec<MessageRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         message_columns!(),
@@ -119,7 +141,7 @@ macro_rules! impl_run_store {
                     .bind(tenant.as_uuid())
                     .bind(after)
                     .bind(i64::from(limit))
-                    .fetch_all(&self.app)
+                    .fetch_all(&mut *conn)
                     .await
                     .map_err($classify)?;
                     map_all(rows)
@@ -131,6 +153,11 @@ macro_rules! impl_run_store {
                     tenant: TenantId,
                     request_id: &str,
                 ) -> Result<Option<IdempotencyRecord>, StoreError> {
+                    let mut conn = self
+                        .pools
+                        .read(PoolKind::App, Scope::Tenant(tenant))
+                        .await
+                        .map_err($classify)?;
                     let row: Option<IdempotencyRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         idempotency_columns!(),
@@ -138,7 +165,7 @@ macro_rules! impl_run_store {
                     ))
                     .bind(tenant.as_uuid())
                     .bind(request_id)
-                    .fetch_optional(&self.app)
+                    .fetch_optional(&mut *conn)
                     .await
                     .map_err($classify)?;
                     Ok(row.map(IdempotencyRecord::from))
@@ -150,6 +177,11 @@ macro_rules! impl_run_store {
                     tenant: TenantId,
                     run: RunId,
                 ) -> Result<Vec<Receipt>, StoreError> {
+                    let mut conn = self
+                        .pools
+                        .read(PoolKind::App, Scope::Tenant(tenant))
+                        .await
+                        .map_err($classify)?;
                     let rows: Vec<ReceiptRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         receipt_columns!(),
@@ -158,15 +190,20 @@ macro_rules! impl_run_store {
                     ))
                     .bind(tenant.as_uuid())
                     .bind(run.as_uuid())
-                    .fetch_all(&self.app)
+                    .fetch_all(&mut *conn)
                     .await
                     .map_err($classify)?;
                     map_all(rows)
                 }
 
                 async fn ping(&self) -> Result<(), StoreError> {
+                    let mut conn = self
+                        .pools
+                        .read(PoolKind::App, Scope::NoTenant)
+                        .await
+                        .map_err($classify)?;
                     sqlx::query("SELECT 1")
-                        .execute(&self.app)
+                        .execute(&mut *conn)
                         .await
                         .map(|_| ())
                         .map_err($classify)

@@ -3,12 +3,16 @@
 //! records that stay under an old key (they do not open) are passed once, not read again;
 //! a swap is an `UPDATE` whose condition is the key id and envelope that were read, so a
 //! row rewritten since (a secret put again) keeps its newer value.
+//!
+//! Counting and paging are scoped to the tenant when one is given (a tenant admin's
+//! re-seal) and cross-tenant only when none is (`baton keys`, over every tenant). Each
+//! swap is written scoped to its own record's tenant, whichever way it was found.
 
-/// Implements `SealedStore` for `$store`, whose `app` pool is a `sqlx::Pool<$db>`, mapping
-/// driver errors with `$classify`; a batch of swaps is one transaction started with
-/// `$begin`. Invoked through [`super::impl_ports!`].
+/// Implements `SealedStore` for `$store` (a `$db` store), mapping driver errors with
+/// `$classify`; a batch of swaps is one write transaction. Everything runs on the `app`
+/// pool. Invoked through [`super::impl_ports!`].
 macro_rules! impl_sealed_store {
-    ($store:ty, $db:ty, $classify:path, $begin:literal) => {
+    ($store:ty, $db:ty, $classify:path) => {
         const _: () = {
             use async_trait::async_trait;
             use baton_core::StoreError;
@@ -17,12 +21,27 @@ macro_rules! impl_sealed_store {
             use sqlx::QueryBuilder;
             use std::collections::BTreeMap;
             use uuid::Uuid;
+            use $crate::pools::{PoolKind, Scope};
 
             /// Counts per key id, from `SELECT key_id, COUNT(*) ... GROUP BY key_id`.
             type Counts = Vec<(String, i64)>;
 
             fn count(n: i64) -> u64 {
                 u64::try_from(n).unwrap_or(0)
+            }
+
+            /// One tenant's records when a tenant is named, else every tenant's.
+            fn scope(tenant: Option<TenantId>) -> Scope {
+                tenant.map_or(Scope::CrossTenant, Scope::Tenant)
+            }
+
+            /// The tenant a swapped record belongs to.
+            fn tenant_of(at: &SealedRef) -> TenantId {
+                match at {
+                    SealedRef::Secret { tenant, .. } | SealedRef::Checkpoint { tenant, .. } => {
+                        *tenant
+                    }
+                }
             }
 
             #[async_trait]
@@ -32,6 +51,11 @@ macro_rules! impl_sealed_store {
                     &self,
                     tenant: Option<TenantId>,
                 ) -> Result<Vec<KeyUsage>, StoreError> {
+                    let mut conn = self
+                        .pools
+                        .read(PoolKind::App, scope(tenant))
+                        .await
+                        .map_err($classify)?;
                     let mut usage: BTreeMap<String, KeyUsage> = BTreeMap::new();
                     for table in ["secrets", "checkpoints"] {
                         let mut q: QueryBuilder<$db> =
@@ -44,7 +68,7 @@ macro_rules! impl_sealed_store {
                         q.push(" GROUP BY key_id");
                         let counts: Counts = q
                             .build_query_as()
-                            .fetch_all(&self.app)
+                            .fetch_all(&mut *conn)
                             .await
                             .map_err($classify)?;
                         for (key_id, n) in counts {
@@ -71,6 +95,11 @@ macro_rules! impl_sealed_store {
                     after: Option<(TenantId, &str)>,
                     limit: u32,
                 ) -> Result<Vec<SealedRecord>, StoreError> {
+                    let mut conn = self
+                        .pools
+                        .read(PoolKind::App, scope(tenant))
+                        .await
+                        .map_err($classify)?;
                     let mut q: QueryBuilder<$db> = QueryBuilder::new(
                         "SELECT tenant_id, name, key_id, ciphertext FROM secrets \
                          WHERE key_id <> ",
@@ -90,7 +119,7 @@ macro_rules! impl_sealed_store {
                         .push_bind(i64::from(limit));
                     let rows: Vec<(Uuid, String, String, Vec<u8>)> = q
                         .build_query_as()
-                        .fetch_all(&self.app)
+                        .fetch_all(&mut *conn)
                         .await
                         .map_err($classify)?;
                     Ok(rows
@@ -114,6 +143,11 @@ macro_rules! impl_sealed_store {
                     after: Option<(RunId, CheckpointId)>,
                     limit: u32,
                 ) -> Result<Vec<SealedRecord>, StoreError> {
+                    let mut conn = self
+                        .pools
+                        .read(PoolKind::App, scope(tenant))
+                        .await
+                        .map_err($classify)?;
                     let mut q: QueryBuilder<$db> = QueryBuilder::new(
                         "SELECT tenant_id, run_id, id, key_id, ciphertext FROM checkpoints \
                          WHERE key_id <> ",
@@ -133,7 +167,7 @@ macro_rules! impl_sealed_store {
                         .push_bind(i64::from(limit));
                     let rows: Vec<(Uuid, Uuid, Uuid, String, Vec<u8>)> = q
                         .build_query_as()
-                        .fetch_all(&self.app)
+                        .fetch_all(&mut *conn)
                         .await
                         .map_err($classify)?;
                     Ok(rows
@@ -155,9 +189,27 @@ macro_rules! impl_sealed_store {
                 /// any rewrite (each seal has a fresh nonce) makes it miss.
                 #[tracing::instrument(name = "store.swap_sealed", skip_all, fields(n = swaps.len()))]
                 async fn swap_sealed(&self, swaps: &[SealedSwap]) -> Result<Vec<bool>, StoreError> {
-                    let mut tx = self.app.begin_with($begin).await.map_err($classify)?;
+                    let Some(first) = swaps.first() else {
+                        return Ok(Vec::new());
+                    };
+                    // Scoped to the first record's tenant, and to each next one's as the
+                    // batch moves on (a batch over every tenant may hold several).
+                    let mut scoped_to = tenant_of(&first.read.at);
+                    let mut tx = self
+                        .pools
+                        .write(PoolKind::App, Scope::Tenant(scoped_to))
+                        .await
+                        .map_err($classify)?;
                     let mut written = Vec::with_capacity(swaps.len());
                     for s in swaps {
+                        let tenant = tenant_of(&s.read.at);
+                        if scoped_to != tenant {
+                            self.pools
+                                .rescope(&mut tx, Scope::Tenant(tenant))
+                                .await
+                                .map_err($classify)?;
+                            scoped_to = tenant;
+                        }
                         let new = &s.sealed;
                         let done = match &s.read.at {
                             SealedRef::Secret { tenant, name } => sqlx::query(

@@ -1,8 +1,9 @@
 //! `SecretStore` for both adapters: sealed secrets keyed by (tenant, name). The store only
 //! ever holds the envelope the keyring sealed; nothing here sees a value in the clear.
 
-/// Implements `SecretStore` for `$store`, whose `app` pool is a `sqlx::Pool<$db>`, mapping
-/// driver errors with `$classify`. Invoked through [`super::impl_ports!`].
+/// Implements `SecretStore` for `$store` (a `$db` store), mapping driver errors with
+/// `$classify`; every statement runs on the `app` pool, scoped to the caller's tenant.
+/// Invoked through [`super::impl_ports!`].
 macro_rules! impl_secret_store {
     ($store:ty, $db:ty, $classify:path) => {
         const _: () = {
@@ -14,6 +15,7 @@ macro_rules! impl_secret_store {
             use chrono::{DateTime, Utc};
             use sqlx::QueryBuilder;
             use $crate::plan::micros;
+            use $crate::pools::{PoolKind, Scope};
             use $crate::rows::{SecretMetaRow, SecretRow, secret_meta_columns};
 
             #[async_trait]
@@ -30,6 +32,11 @@ macro_rules! impl_secret_store {
                     at: DateTime<Utc>,
                 ) -> Result<SecretMeta, StoreError> {
                     let at = micros(at);
+                    let mut tx = self
+                        .pools
+                        .write(PoolKind::App, Scope::Tenant(tenant))
+                        .await
+                        .map_err($classify)?;
                     let row: SecretMetaRow = sqlx::query_as(concat!(
                         "INSERT INTO secrets \
                          (tenant_id, name, key_id, ciphertext, created_at, updated_at) \
@@ -46,9 +53,10 @@ macro_rules! impl_secret_store {
                     .bind(sealed.bytes.as_slice())
                     .bind(at)
                     .bind(at)
-                    .fetch_one(&self.app)
+                    .fetch_one(&mut *tx)
                     .await
                     .map_err($classify)?;
+                    tx.commit().await.map_err($classify)?;
                     Ok(row.into())
                 }
 
@@ -58,6 +66,11 @@ macro_rules! impl_secret_store {
                     tenant: TenantId,
                     name: &str,
                 ) -> Result<Option<SealedSecret>, StoreError> {
+                    let mut conn = self
+                        .pools
+                        .read(PoolKind::App, Scope::Tenant(tenant))
+                        .await
+                        .map_err($classify)?;
                     let row: Option<SecretRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         secret_meta_columns!(),
@@ -65,7 +78,7 @@ macro_rules! impl_secret_store {
                     ))
                     .bind(tenant.as_uuid())
                     .bind(name)
-                    .fetch_optional(&self.app)
+                    .fetch_optional(&mut *conn)
                     .await
                     .map_err($classify)?;
                     Ok(row.map(SealedSecret::from))
@@ -78,6 +91,11 @@ macro_rules! impl_secret_store {
                     after: Option<&str>,
                     limit: u32,
                 ) -> Result<Vec<SecretMeta>, StoreError> {
+                    let mut conn = self
+                        .pools
+                        .read(PoolKind::App, Scope::Tenant(tenant))
+                        .await
+                        .map_err($classify)?;
                     let mut q: QueryBuilder<$db> = QueryBuilder::new(concat!(
                         "SELECT ",
                         secret_meta_columns!(),
@@ -90,7 +108,7 @@ macro_rules! impl_secret_store {
                     q.push(" ORDER BY name LIMIT ").push_bind(i64::from(limit));
                     let rows: Vec<SecretMetaRow> = q
                         .build_query_as()
-                        .fetch_all(&self.app)
+                        .fetch_all(&mut *conn)
                         .await
                         .map_err($classify)?;
                     Ok(rows.into_iter().map(SecretMeta::from).collect())
@@ -102,13 +120,19 @@ macro_rules! impl_secret_store {
                     tenant: TenantId,
                     name: &str,
                 ) -> Result<bool, StoreError> {
+                    let mut tx = self
+                        .pools
+                        .write(PoolKind::App, Scope::Tenant(tenant))
+                        .await
+                        .map_err($classify)?;
                     let done =
                         sqlx::query("DELETE FROM secrets WHERE tenant_id = $1 AND name = $2")
                             .bind(tenant.as_uuid())
                             .bind(name)
-                            .execute(&self.app)
+                            .execute(&mut *tx)
                             .await
                             .map_err($classify)?;
+                    tx.commit().await.map_err($classify)?;
                     Ok(done.rows_affected() > 0)
                 }
             }

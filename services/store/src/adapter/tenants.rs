@@ -1,10 +1,13 @@
 //! `TenantStore` for both adapters: tenants and API keys. The lookups of a tenant and of a
 //! key by its hash are the only ones not scoped by a tenant: they are how a tenant is found
-//! in the first place. Everything else about a key (get, list, revoke, recording its use)
-//! is filtered by its tenant.
+//! in the first place. Everything else about a key (create, get, list, revoke, recording
+//! its use) is filtered by its tenant and runs scoped to it.
+//!
+//! The `tenants` table belongs to no tenant (`Scope::NoTenant`); a key's lookup by hash is
+//! the one cross-tenant path here (`Scope::CrossTenant`).
 
-/// Implements `TenantStore` for `$store`, whose `app` field is a `sqlx` pool, mapping
-/// driver errors with `$classify`. Invoked through [`super::impl_ports!`].
+/// Implements `TenantStore` for `$store`, mapping driver errors with `$classify`; every
+/// statement runs on the `app` pool. Invoked through [`super::impl_ports!`].
 macro_rules! impl_tenant_store {
     ($store:ty, $classify:path) => {
         const _: () = {
@@ -16,6 +19,7 @@ macro_rules! impl_tenant_store {
             use chrono::{DateTime, Utc};
             use uuid::Uuid;
             use $crate::plan::micros;
+            use $crate::pools::{PoolKind, Scope};
             use $crate::rows::{
                 ApiKeyRecordRow, ApiKeyRow, TenantRow, api_key_columns, api_key_record_columns,
                 map_all, tenant_columns,
@@ -26,6 +30,11 @@ macro_rules! impl_tenant_store {
                 /// A taken name or id is `Conflict { expected: 0, actual: 0 }` ("already
                 /// exists").
                 async fn create_tenant(&self, tenant: &Tenant) -> Result<(), StoreError> {
+                    let mut tx = self
+                        .pools
+                        .write(PoolKind::App, Scope::NoTenant)
+                        .await
+                        .map_err($classify)?;
                     sqlx::query(concat!(
                         "INSERT INTO tenants (",
                         tenant_columns!(),
@@ -34,20 +43,25 @@ macro_rules! impl_tenant_store {
                     .bind(tenant.id.as_uuid())
                     .bind(&tenant.name)
                     .bind(micros(tenant.created_at))
-                    .execute(&self.app)
+                    .execute(&mut *tx)
                     .await
                     .map_err($classify)?;
-                    Ok(())
+                    tx.commit().await.map_err($classify)
                 }
 
                 async fn get_tenant(&self, id: TenantId) -> Result<Option<Tenant>, StoreError> {
+                    let mut conn = self
+                        .pools
+                        .read(PoolKind::App, Scope::NoTenant)
+                        .await
+                        .map_err($classify)?;
                     let row: Option<TenantRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         tenant_columns!(),
                         " FROM tenants WHERE id = $1"
                     ))
                     .bind(id.as_uuid())
-                    .fetch_optional(&self.app)
+                    .fetch_optional(&mut *conn)
                     .await
                     .map_err($classify)?;
                     Ok(row.map(Tenant::from))
@@ -57,13 +71,18 @@ macro_rules! impl_tenant_store {
                     &self,
                     name: &str,
                 ) -> Result<Option<Tenant>, StoreError> {
+                    let mut conn = self
+                        .pools
+                        .read(PoolKind::App, Scope::NoTenant)
+                        .await
+                        .map_err($classify)?;
                     let row: Option<TenantRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         tenant_columns!(),
                         " FROM tenants WHERE name = $1"
                     ))
                     .bind(name)
-                    .fetch_optional(&self.app)
+                    .fetch_optional(&mut *conn)
                     .await
                     .map_err($classify)?;
                     Ok(row.map(Tenant::from))
@@ -89,6 +108,11 @@ macro_rules! impl_tenant_store {
                     hash: &[u8],
                     created_by: &str,
                 ) -> Result<(), StoreError> {
+                    let mut tx = self
+                        .pools
+                        .write(PoolKind::App, Scope::Tenant(key.tenant))
+                        .await
+                        .map_err($classify)?;
                     sqlx::query(concat!(
                         "INSERT INTO api_keys (",
                         api_key_columns!(),
@@ -105,20 +129,25 @@ macro_rules! impl_tenant_store {
                     .bind(key.revoked_at.map(micros))
                     .bind(hash)
                     .bind(created_by)
-                    .execute(&self.app)
+                    .execute(&mut *tx)
                     .await
                     .map_err($classify)?;
-                    Ok(())
+                    tx.commit().await.map_err($classify)
                 }
 
                 async fn find_api_key(&self, hash: &[u8]) -> Result<Option<ApiKey>, StoreError> {
+                    let mut conn = self
+                        .pools
+                        .read(PoolKind::App, Scope::CrossTenant)
+                        .await
+                        .map_err($classify)?;
                     let row: Option<ApiKeyRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         api_key_columns!(),
                         " FROM api_keys WHERE token_hash = $1"
                     ))
                     .bind(hash)
-                    .fetch_optional(&self.app)
+                    .fetch_optional(&mut *conn)
                     .await
                     .map_err($classify)?;
                     row.map(ApiKey::try_from).transpose()
@@ -128,13 +157,18 @@ macro_rules! impl_tenant_store {
                     &self,
                     hash: &[u8],
                 ) -> Result<Option<ApiKeyRecord>, StoreError> {
+                    let mut conn = self
+                        .pools
+                        .read(PoolKind::App, Scope::CrossTenant)
+                        .await
+                        .map_err($classify)?;
                     let row: Option<ApiKeyRecordRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         api_key_record_columns!(),
                         " FROM api_keys WHERE token_hash = $1"
                     ))
                     .bind(hash)
-                    .fetch_optional(&self.app)
+                    .fetch_optional(&mut *conn)
                     .await
                     .map_err($classify)?;
                     row.map(ApiKeyRecord::try_from).transpose()
@@ -146,6 +180,11 @@ macro_rules! impl_tenant_store {
                     tenant: TenantId,
                     id: Uuid,
                 ) -> Result<Option<ApiKeyRecord>, StoreError> {
+                    let mut conn = self
+                        .pools
+                        .read(PoolKind::App, Scope::Tenant(tenant))
+                        .await
+                        .map_err($classify)?;
                     let row: Option<ApiKeyRecordRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         api_key_record_columns!(),
@@ -153,7 +192,7 @@ macro_rules! impl_tenant_store {
                     ))
                     .bind(tenant.as_uuid())
                     .bind(id)
-                    .fetch_optional(&self.app)
+                    .fetch_optional(&mut *conn)
                     .await
                     .map_err($classify)?;
                     row.map(ApiKeyRecord::try_from).transpose()
@@ -168,6 +207,11 @@ macro_rules! impl_tenant_store {
                     before: Option<Uuid>,
                     limit: u32,
                 ) -> Result<Vec<ApiKeyRecord>, StoreError> {
+                    let mut conn = self
+                        .pools
+                        .read(PoolKind::App, Scope::Tenant(tenant))
+                        .await
+                        .map_err($classify)?;
                     let query = match before {
                         None => sqlx::query_as(concat!(
                             "SELECT ",
@@ -187,7 +231,7 @@ macro_rules! impl_tenant_store {
                         .bind(before),
                     };
                     let rows: Vec<ApiKeyRecordRow> =
-                        query.fetch_all(&self.app).await.map_err($classify)?;
+                        query.fetch_all(&mut *conn).await.map_err($classify)?;
                     map_all(rows)
                 }
 
@@ -198,6 +242,11 @@ macro_rules! impl_tenant_store {
                     id: Uuid,
                     at: DateTime<Utc>,
                 ) -> Result<bool, StoreError> {
+                    let mut tx = self
+                        .pools
+                        .write(PoolKind::App, Scope::Tenant(tenant))
+                        .await
+                        .map_err($classify)?;
                     let done = sqlx::query(
                         "UPDATE api_keys SET revoked_at = $3 \
                          WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL",
@@ -205,9 +254,10 @@ macro_rules! impl_tenant_store {
                     .bind(tenant.as_uuid())
                     .bind(id)
                     .bind(micros(at))
-                    .execute(&self.app)
+                    .execute(&mut *tx)
                     .await
                     .map_err($classify)?;
+                    tx.commit().await.map_err($classify)?;
                     Ok(done.rows_affected() > 0)
                 }
 
@@ -222,6 +272,11 @@ macro_rules! impl_tenant_store {
                     at: DateTime<Utc>,
                     stale_before: DateTime<Utc>,
                 ) -> Result<bool, StoreError> {
+                    let mut tx = self
+                        .pools
+                        .write(PoolKind::App, Scope::Tenant(tenant))
+                        .await
+                        .map_err($classify)?;
                     let done = sqlx::query(
                         "UPDATE api_keys SET last_used_at = $3 \
                          WHERE tenant_id = $1 AND id = $2 \
@@ -231,9 +286,10 @@ macro_rules! impl_tenant_store {
                     .bind(id)
                     .bind(micros(at))
                     .bind(micros(stale_before))
-                    .execute(&self.app)
+                    .execute(&mut *tx)
                     .await
                     .map_err($classify)?;
+                    tx.commit().await.map_err($classify)?;
                     Ok(done.rows_affected() > 0)
                 }
             }

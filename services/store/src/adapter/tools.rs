@@ -1,8 +1,9 @@
 //! `ToolStore` for both adapters: tool rows keyed by (tenant, id), their names unique
 //! within the tenant, each tool's definition kept whole in one JSON column.
 
-/// Implements `ToolStore` for `$store`, whose `app` pool is a `sqlx::Pool<$db>`, mapping
-/// driver errors with `$classify`. Invoked through [`super::impl_ports!`].
+/// Implements `ToolStore` for `$store` (a `$db` store), mapping driver errors with
+/// `$classify`; every statement runs on the `app` pool, scoped to the caller's tenant.
+/// Invoked through [`super::impl_ports!`].
 macro_rules! impl_tool_store {
     ($store:ty, $db:ty, $classify:path) => {
         const _: () = {
@@ -14,6 +15,7 @@ macro_rules! impl_tool_store {
             use sqlx::QueryBuilder;
             use sqlx::types::Json;
             use $crate::plan::micros;
+            use $crate::pools::{PoolKind, Scope};
             use $crate::rows::{ToolRow, map_all, tool_columns, tool_json};
 
             #[async_trait]
@@ -26,6 +28,11 @@ macro_rules! impl_tool_store {
                     tenant: TenantId,
                     tool: &Tool,
                 ) -> Result<(), StoreError> {
+                    let mut tx = self
+                        .pools
+                        .write(PoolKind::App, Scope::Tenant(tenant))
+                        .await
+                        .map_err($classify)?;
                     sqlx::query(concat!(
                         "INSERT INTO tools (",
                         tool_columns!(),
@@ -37,10 +44,10 @@ macro_rules! impl_tool_store {
                     .bind(Json(tool_json(tool)?))
                     .bind(micros(tool.created_at))
                     .bind(micros(tool.updated_at))
-                    .execute(&self.app)
+                    .execute(&mut *tx)
                     .await
                     .map_err($classify)?;
-                    Ok(())
+                    tx.commit().await.map_err($classify)
                 }
 
                 #[tracing::instrument(name = "store.get_tool", skip_all)]
@@ -49,6 +56,11 @@ macro_rules! impl_tool_store {
                     tenant: TenantId,
                     id: ToolId,
                 ) -> Result<Option<Tool>, StoreError> {
+                    let mut conn = self
+                        .pools
+                        .read(PoolKind::App, Scope::Tenant(tenant))
+                        .await
+                        .map_err($classify)?;
                     let row: Option<ToolRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         tool_columns!(),
@@ -56,7 +68,7 @@ macro_rules! impl_tool_store {
                     ))
                     .bind(tenant.as_uuid())
                     .bind(id.as_uuid())
-                    .fetch_optional(&self.app)
+                    .fetch_optional(&mut *conn)
                     .await
                     .map_err($classify)?;
                     row.map(Tool::try_from).transpose()
@@ -69,6 +81,11 @@ macro_rules! impl_tool_store {
                     before: Option<ToolId>,
                     limit: u32,
                 ) -> Result<Vec<Tool>, StoreError> {
+                    let mut conn = self
+                        .pools
+                        .read(PoolKind::App, Scope::Tenant(tenant))
+                        .await
+                        .map_err($classify)?;
                     let mut q: QueryBuilder<$db> = QueryBuilder::new(concat!(
                         "SELECT ",
                         tool_columns!(),
@@ -82,7 +99,7 @@ macro_rules! impl_tool_store {
                         .push_bind(i64::from(limit));
                     let rows: Vec<ToolRow> = q
                         .build_query_as()
-                        .fetch_all(&self.app)
+                        .fetch_all(&mut *conn)
                         .await
                         .map_err($classify)?;
                     map_all(rows)

@@ -1,19 +1,19 @@
 //! `UserStore` for both adapters: users, tenant memberships and login sessions. Users and
-//! sessions belong to no tenant; the lookups by email, by session hash and of a user's
-//! memberships are how a login finds its tenants. Everything about a tenant's members is
-//! filtered by the tenant.
+//! sessions belong to no tenant (`Scope::NoTenant`); the lookups by email, by session hash
+//! and of a user's memberships are how a login finds its tenants, and the last is the one
+//! cross-tenant path here (`Scope::CrossTenant`). Everything about a tenant's members is
+//! filtered by the tenant and runs scoped to it.
 //!
 //! A change of role and a removal run in one transaction that first locks the tenant's
 //! owner memberships, then decides the last-owner rule and writes: two owners demoting
 //! each other at once are serialized, and the second finds itself the last owner.
 
-/// Implements `UserStore` for `$store`, whose `app` pool is a `sqlx::Pool<$db>`, mapping
-/// driver errors with `$classify`; its transactions start with the statement `$begin`,
-/// and `$lock` appended to a `SELECT` locks the rows it reads until the transaction ends
-/// (`""` when `$begin` already serializes writers). Invoked through
-/// [`super::impl_ports!`].
+/// Implements `UserStore` for `$store` (a `$db` store), mapping driver errors with
+/// `$classify`; `$lock` appended to a `SELECT` locks the rows it reads until the
+/// transaction ends (`""` when write transactions are serialized already). Everything
+/// runs on the `app` pool. Invoked through [`super::impl_ports!`].
 macro_rules! impl_user_store {
-    ($store:ty, $db:ty, $classify:path, $begin:literal, $lock:literal) => {
+    ($store:ty, $db:ty, $classify:path, $lock:literal) => {
         const _: () = {
             use async_trait::async_trait;
             use baton_core::ports::{MemberChange, UserCredentials, UserStore};
@@ -24,6 +24,7 @@ macro_rules! impl_user_store {
             use sqlx::QueryBuilder;
             use uuid::Uuid;
             use $crate::plan::micros;
+            use $crate::pools::{PoolKind, Scope};
             use $crate::rows::{
                 MemberRow, SessionRow, TenantRoleRow, UserCredentialsRow, UserRow, map_all,
                 member_columns, session_columns, tenant_role_columns, user_columns,
@@ -80,6 +81,11 @@ macro_rules! impl_user_store {
                     user: &User,
                     password_hash: &str,
                 ) -> Result<(), StoreError> {
+                    let mut tx = self
+                        .pools
+                        .write(PoolKind::App, Scope::NoTenant)
+                        .await
+                        .map_err($classify)?;
                     sqlx::query(concat!(
                         "INSERT INTO users (",
                         user_columns!(),
@@ -89,10 +95,10 @@ macro_rules! impl_user_store {
                     .bind(&user.email)
                     .bind(micros(user.created_at))
                     .bind(password_hash)
-                    .execute(&self.app)
+                    .execute(&mut *tx)
                     .await
                     .map_err($classify)?;
-                    Ok(())
+                    tx.commit().await.map_err($classify)
                 }
 
                 #[tracing::instrument(name = "store.find_user_by_email", skip_all)]
@@ -100,26 +106,36 @@ macro_rules! impl_user_store {
                     &self,
                     email: &str,
                 ) -> Result<Option<UserCredentials>, StoreError> {
+                    let mut conn = self
+                        .pools
+                        .read(PoolKind::App, Scope::NoTenant)
+                        .await
+                        .map_err($classify)?;
                     let row: Option<UserCredentialsRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         user_columns!(),
                         ", password_hash FROM users WHERE email = $1"
                     ))
                     .bind(email)
-                    .fetch_optional(&self.app)
+                    .fetch_optional(&mut *conn)
                     .await
                     .map_err($classify)?;
                     Ok(row.map(UserCredentials::from))
                 }
 
                 async fn get_user(&self, id: Uuid) -> Result<Option<User>, StoreError> {
+                    let mut conn = self
+                        .pools
+                        .read(PoolKind::App, Scope::NoTenant)
+                        .await
+                        .map_err($classify)?;
                     let row: Option<UserRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         user_columns!(),
                         " FROM users WHERE id = $1"
                     ))
                     .bind(id)
-                    .fetch_optional(&self.app)
+                    .fetch_optional(&mut *conn)
                     .await
                     .map_err($classify)?;
                     Ok(row.map(User::from))
@@ -133,6 +149,11 @@ macro_rules! impl_user_store {
                     tenant: TenantId,
                     member: &Member,
                 ) -> Result<(), StoreError> {
+                    let mut tx = self
+                        .pools
+                        .write(PoolKind::App, Scope::Tenant(tenant))
+                        .await
+                        .map_err($classify)?;
                     sqlx::query(
                         "INSERT INTO memberships (tenant_id, user_id, role, created_at) \
                          VALUES ($1, $2, $3, $4)",
@@ -141,10 +162,10 @@ macro_rules! impl_user_store {
                     .bind(member.user_id)
                     .bind(member.role.as_str())
                     .bind(micros(member.created_at))
-                    .execute(&self.app)
+                    .execute(&mut *tx)
                     .await
                     .map_err($classify)?;
-                    Ok(())
+                    tx.commit().await.map_err($classify)
                 }
 
                 #[tracing::instrument(name = "store.get_member", skip_all)]
@@ -153,6 +174,11 @@ macro_rules! impl_user_store {
                     tenant: TenantId,
                     user: Uuid,
                 ) -> Result<Option<Member>, StoreError> {
+                    let mut conn = self
+                        .pools
+                        .read(PoolKind::App, Scope::Tenant(tenant))
+                        .await
+                        .map_err($classify)?;
                     let row: Option<MemberRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         member_columns!(),
@@ -161,7 +187,7 @@ macro_rules! impl_user_store {
                     ))
                     .bind(tenant.as_uuid())
                     .bind(user)
-                    .fetch_optional(&self.app)
+                    .fetch_optional(&mut *conn)
                     .await
                     .map_err($classify)?;
                     row.map(Member::try_from).transpose()
@@ -174,6 +200,11 @@ macro_rules! impl_user_store {
                     after: Option<&str>,
                     limit: u32,
                 ) -> Result<Vec<Member>, StoreError> {
+                    let mut conn = self
+                        .pools
+                        .read(PoolKind::App, Scope::Tenant(tenant))
+                        .await
+                        .map_err($classify)?;
                     let mut q: QueryBuilder<$db> = QueryBuilder::new(concat!(
                         "SELECT ",
                         member_columns!(),
@@ -188,7 +219,7 @@ macro_rules! impl_user_store {
                         .push_bind(i64::from(limit));
                     let rows: Vec<MemberRow> = q
                         .build_query_as()
-                        .fetch_all(&self.app)
+                        .fetch_all(&mut *conn)
                         .await
                         .map_err($classify)?;
                     map_all(rows)
@@ -202,7 +233,11 @@ macro_rules! impl_user_store {
                     from: Role,
                     to: Role,
                 ) -> Result<MemberChange, StoreError> {
-                    let mut tx = self.app.begin_with($begin).await.map_err($classify)?;
+                    let mut tx = self
+                        .pools
+                        .write(PoolKind::App, Scope::Tenant(tenant))
+                        .await
+                        .map_err($classify)?;
                     let leaves_owner = to != Role::Owner;
                     if let Some(refused) =
                         refusal(&mut tx, tenant, user, from, leaves_owner).await?
@@ -230,7 +265,11 @@ macro_rules! impl_user_store {
                     user: Uuid,
                     from: Role,
                 ) -> Result<MemberChange, StoreError> {
-                    let mut tx = self.app.begin_with($begin).await.map_err($classify)?;
+                    let mut tx = self
+                        .pools
+                        .write(PoolKind::App, Scope::Tenant(tenant))
+                        .await
+                        .map_err($classify)?;
                     if let Some(refused) = refusal(&mut tx, tenant, user, from, true).await? {
                         let _ = tx.rollback().await;
                         return Ok(refused);
@@ -252,6 +291,11 @@ macro_rules! impl_user_store {
                     user: Uuid,
                     limit: u32,
                 ) -> Result<Vec<TenantRole>, StoreError> {
+                    let mut conn = self
+                        .pools
+                        .read(PoolKind::App, Scope::CrossTenant)
+                        .await
+                        .map_err($classify)?;
                     let rows: Vec<TenantRoleRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         tenant_role_columns!(),
@@ -260,7 +304,7 @@ macro_rules! impl_user_store {
                     ))
                     .bind(user)
                     .bind(i64::from(limit))
-                    .fetch_all(&self.app)
+                    .fetch_all(&mut *conn)
                     .await
                     .map_err($classify)?;
                     map_all(rows)
@@ -274,7 +318,11 @@ macro_rules! impl_user_store {
                     session: &Session,
                     hash: &[u8],
                 ) -> Result<(), StoreError> {
-                    let mut tx = self.app.begin_with($begin).await.map_err($classify)?;
+                    let mut tx = self
+                        .pools
+                        .write(PoolKind::App, Scope::NoTenant)
+                        .await
+                        .map_err($classify)?;
                     sqlx::query("DELETE FROM sessions WHERE user_id = $1 AND expires_at < $2")
                         .bind(session.user)
                         .bind(micros(session.created_at))
@@ -299,13 +347,18 @@ macro_rules! impl_user_store {
                 }
 
                 async fn lookup_session(&self, hash: &[u8]) -> Result<Option<Session>, StoreError> {
+                    let mut conn = self
+                        .pools
+                        .read(PoolKind::App, Scope::NoTenant)
+                        .await
+                        .map_err($classify)?;
                     let row: Option<SessionRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         session_columns!(),
                         " FROM sessions WHERE token_hash = $1"
                     ))
                     .bind(hash)
-                    .fetch_optional(&self.app)
+                    .fetch_optional(&mut *conn)
                     .await
                     .map_err($classify)?;
                     Ok(row.map(Session::from))
@@ -317,14 +370,20 @@ macro_rules! impl_user_store {
                     id: Uuid,
                     at: DateTime<Utc>,
                 ) -> Result<bool, StoreError> {
+                    let mut tx = self
+                        .pools
+                        .write(PoolKind::App, Scope::NoTenant)
+                        .await
+                        .map_err($classify)?;
                     let done = sqlx::query(
                         "UPDATE sessions SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL",
                     )
                     .bind(id)
                     .bind(micros(at))
-                    .execute(&self.app)
+                    .execute(&mut *tx)
                     .await
                     .map_err($classify)?;
+                    tx.commit().await.map_err($classify)?;
                     Ok(done.rows_affected() > 0)
                 }
             }

@@ -1,14 +1,33 @@
-//! The Postgres adapter of the store ports (team tier): connection options, the `app` and
-//! `control` pools, and the one function that classifies driver errors. The port
-//! implementations are the shared ones of `crate::adapter`; none of them formats input
-//! into SQL.
+//! The Postgres adapter of the store ports (team tier): connection options, the `app`,
+//! `control` and `checkpoint` pools, the database role the connections act as, and the one
+//! function that classifies driver errors. The port implementations are the shared ones
+//! of `crate::adapter`; none of them formats input into SQL.
+//!
+//! Row-level security (migration 0006) binds every role but superusers and roles with
+//! BYPASSRLS, which ignore policies even on tables that force them. So at connect the
+//! store looks at its login role: when it bypasses row-level security and may switch to
+//! [`APP_ROLE`] (the NOLOGIN role without bypass that migration 0006 makes when it can),
+//! every connection of every pool acts as that role from its start (the `role` setting in
+//! the connection's startup options, so no connection ever runs a statement as the login
+//! role). A login role that bypasses nothing, such as a plain owner of the tables, needs no
+//! switch: the policies are forced on the owner. Whichever role results, the store logs a
+//! warning at connect when it still bypasses row-level security. The migrations use a
+//! connection of their own (`crate::migrate`) that keeps the login role.
 
 use crate::adapter;
+use crate::pools::{PoolKind, Pools, Scope};
 use baton_core::StoreError;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::{ConnectOptions, Connection, Postgres, Transaction};
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
+
+/// The role the store's connections switch to when their login role would bypass
+/// row-level security. Migration 0006 makes it (NOLOGIN, without BYPASSRLS, allowed to
+/// read and write the tables) when the migrating role is a superuser or has CREATEROLE.
+pub const APP_ROLE: &str = "baton_app";
 
 /// How to reach Postgres and how many connections to keep.
 #[derive(Clone)]
@@ -56,83 +75,153 @@ impl fmt::Debug for PgOptions {
     }
 }
 
+/// The database role the store's connections act as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DbRole {
+    /// `current_user` of the connections: [`APP_ROLE`] when they switched to it.
+    pub name: String,
+    /// Whether the role ignores row-level security (a superuser, or BYPASSRLS): tenant
+    /// isolation then rests on the queries' own filters alone.
+    pub bypasses_rls: bool,
+}
+
 /// The Postgres store. Cheap to clone: the pools are shared.
 #[derive(Clone, Debug)]
 pub struct PgStore {
-    app: PgPool,
-    control: PgPool,
-    checkpoint: PgPool,
+    /// Request work, lease renewal and adoption (`control`, so request load never delays
+    /// them), and checkpoint writes (so a burst of them never delays requests). Reachable
+    /// only through `read` and `write`, which set the scope.
+    pools: Pools<Postgres>,
+    role: Arc<DbRole>,
 }
 
 impl PgStore {
-    /// Connects the pools. The `app` pool opens a connection at once, so a wrong DSN or
-    /// an unreachable server fails here; the `control` pool connects on first use.
+    /// Connects the pools, as [`APP_ROLE`] when the login role would bypass row-level
+    /// security and may switch to it. The `app` pool opens a connection at once, so a
+    /// wrong DSN or an unreachable server fails here; the others connect on first use.
     /// Migrations are not run here: see [`crate::migrate::postgres`].
     pub async fn connect(opts: &PgOptions) -> Result<Self, StoreError> {
         let timeout_ms = opts.statement_timeout.as_millis().max(1);
-        let connect = PgConnectOptions::from_str(&opts.url)
+        let mut connect = PgConnectOptions::from_str(&opts.url)
             .map_err(|e| StoreError::Other(format!("invalid Postgres DSN: {e}")))?
             .options([("statement_timeout", format!("{timeout_ms}ms"))])
             .application_name("baton");
+        if login_must_switch(&connect, opts.acquire_timeout).await? {
+            connect = connect.options([("role", APP_ROLE)]);
+        }
+        // No ping before handing out a connection: the `BEGIN` of every transaction, which
+        // also sets its scope, checks the connection instead (`crate::pools`).
         let pool = |size: u32| {
             PgPoolOptions::new()
                 .max_connections(size.max(1))
                 .acquire_timeout(opts.acquire_timeout)
+                .test_before_acquire(false)
         };
         let app = pool(opts.app_pool_size)
             .connect_with(connect.clone())
             .await
             .map_err(classify)?;
+        let role = effective_role(&app).await?;
+        if role.bypasses_rls {
+            tracing::warn!(
+                role = %role.name,
+                "the database role of Baton's connections bypasses row-level security: \
+                 tenant isolation rests on the queries' filters alone. Run `baton migrate` \
+                 as a superuser or a role with CREATEROLE (it makes the role {APP_ROLE}), or \
+                 connect as a role that is neither superuser nor BYPASSRLS"
+            );
+        }
         let control = pool(opts.control_pool_size).connect_lazy_with(connect.clone());
         let checkpoint = pool(opts.checkpoint_pool_size).connect_lazy_with(connect);
         Ok(PgStore {
-            app,
-            control,
-            checkpoint,
+            pools: Pools::new(app, control, checkpoint),
+            role: Arc::new(role),
         })
     }
 
-    /// The pool serving requests.
-    pub fn app_pool(&self) -> &PgPool {
-        &self.app
+    /// The role the connections act as, and whether it bypasses row-level security.
+    pub fn role(&self) -> &DbRole {
+        &self.role
     }
 
-    /// The small pool reserved for lease renewal and adoption.
+    /// A transaction exactly like those of the port implementations: on `kind`'s pool, as
+    /// the store's role, seeing and writing only `scope`'s rows. For tests and tools that
+    /// need SQL the ports do not offer; what it writes is kept only if it is committed.
+    pub async fn transaction(
+        &self,
+        kind: PoolKind,
+        scope: Scope,
+    ) -> Result<Transaction<'static, Postgres>, StoreError> {
+        self.pools.write(kind, scope).await.map_err(classify)
+    }
+
     /// The pools' state, for metrics.
     pub fn pool_stats(&self) -> Vec<crate::PoolStats> {
-        vec![
-            crate::PoolStats::of("app", &self.app),
-            crate::PoolStats::of("control", &self.control),
-            crate::PoolStats::of("checkpoint", &self.checkpoint),
-        ]
-    }
-
-    pub fn control_pool(&self) -> &PgPool {
-        &self.control
+        self.pools.stats()
     }
 
     /// Closes the pools, waiting for connections in use to be returned.
     pub async fn close(&self) {
-        self.app.close().await;
-        self.control.close().await;
-        self.checkpoint.close().await;
+        self.pools.close().await;
     }
+}
+
+/// Whether the login role of `connect` bypasses row-level security and may switch to
+/// [`APP_ROLE`] (which must exist and bypass nothing itself). Asked on a connection of its
+/// own, closed at once, before any pool connects.
+async fn login_must_switch(
+    connect: &PgConnectOptions,
+    timeout: Duration,
+) -> Result<bool, StoreError> {
+    let mut conn = match tokio::time::timeout(timeout, connect.connect()).await {
+        Ok(conn) => conn.map_err(classify)?,
+        Err(_) => {
+            return Err(StoreError::Unavailable(format!(
+                "no connection to Postgres within {timeout:?}"
+            )));
+        }
+    };
+    // From Postgres 16 on a membership may exist without the right to SET ROLE; a
+    // superuser may switch to any role (`pg_has_role` is true for it).
+    let answer: Result<(bool, bool), _> = sqlx::query_as(
+        "SELECT me.rolsuper OR me.rolbypassrls, \
+            COALESCE((SELECT NOT (app.rolsuper OR app.rolbypassrls) AND \
+                        CASE WHEN current_setting('server_version_num')::int >= 160000 \
+                             THEN pg_has_role(current_user, app.oid, 'SET') \
+                             ELSE pg_has_role(current_user, app.oid, 'MEMBER') END \
+                      FROM pg_roles app WHERE app.rolname = $1), false) \
+         FROM pg_roles me WHERE me.rolname = current_user",
+    )
+    .bind(APP_ROLE)
+    .fetch_one(&mut conn)
+    .await;
+    if let Err(e) = conn.close().await {
+        tracing::debug!(error = %e, "closing the role probe connection failed");
+    }
+    let (bypasses, may_switch) = answer.map_err(classify)?;
+    Ok(bypasses && may_switch)
+}
+
+/// The role a connection of `pool` acts as.
+async fn effective_role(pool: &PgPool) -> Result<DbRole, StoreError> {
+    let (name, bypasses_rls): (String, bool) = sqlx::query_as(
+        "SELECT current_user::text, rolsuper OR rolbypassrls FROM pg_roles \
+         WHERE rolname = current_user",
+    )
+    .fetch_one(pool)
+    .await
+    .map_err(classify)?;
+    Ok(DbRole { name, bypasses_rls })
 }
 
 crate::adapter::impl_ports! {
     store: PgStore,
     db: sqlx::Postgres,
     classify: classify,
-    // What `Pool::begin` sends.
-    begin: "BEGIN",
     // Locks the run row an append reads until the transaction ends.
     lock_run: " FOR UPDATE",
     // Concurrent replicas claiming leases skip each other's candidates.
     skip_locked: " FOR UPDATE SKIP LOCKED",
-    // Lease renewal and adoption never wait behind request load.
-    control: control,
-    // Nor does anything wait behind a burst of checkpoint writes.
-    checkpoint: checkpoint,
 }
 
 /// The one place Postgres driver errors become [`StoreError`]s: the shared rules of

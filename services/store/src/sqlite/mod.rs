@@ -1,9 +1,12 @@
 //! The SQLite adapter of the store ports (embedded tier): opening a database file (or a
 //! shared in-memory database for tests) with WAL, a busy timeout and foreign keys, and
 //! the one function that classifies driver errors. The port implementations are the
-//! shared ones of `crate::adapter`; none of them formats input into SQL.
+//! shared ones of `crate::adapter`; none of them formats input into SQL. SQLite has no
+//! row-level security: the scope the port code names for each connection is ignored here
+//! (see `crate::pools`), and isolation rests on the queries' tenant filters.
 
 use crate::adapter;
+use crate::pools::Pools;
 use baton_core::StoreError;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
@@ -18,7 +21,8 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// The SQLite store. Cheap to clone: the pool is shared.
 #[derive(Clone, Debug)]
 pub struct SqliteStore {
-    app: SqlitePool,
+    /// One pool: a single process drives an embedded database.
+    pools: Pools<sqlx::Sqlite>,
 }
 
 impl SqliteStore {
@@ -41,7 +45,9 @@ impl SqliteStore {
                 .max_lifetime(None);
         }
         let app = pool.connect_with(opts).await.map_err(classify)?;
-        Ok(SqliteStore { app })
+        Ok(SqliteStore {
+            pools: Pools::single(app),
+        })
     }
 
     /// A fresh, migrated in-memory database: for tests of the layers above the store.
@@ -54,19 +60,20 @@ impl SqliteStore {
         Ok(store)
     }
 
-    /// The connection pool.
     /// The pool's state, for metrics.
     pub fn pool_stats(&self) -> Vec<crate::PoolStats> {
-        vec![crate::PoolStats::of("app", &self.app)]
+        self.pools.stats()
     }
 
+    /// The connection pool, for tests that need SQL the ports do not offer. (The port
+    /// code, shared with Postgres, takes its connections through `crate::pools`.)
     pub fn pool(&self) -> &SqlitePool {
-        &self.app
+        self.pools.raw()
     }
 
     /// Closes the pool, waiting for connections in use to be returned.
     pub async fn close(&self) {
-        self.app.close().await;
+        self.pools.close().await;
     }
 }
 
@@ -113,15 +120,11 @@ crate::adapter::impl_ports! {
     store: SqliteStore,
     db: sqlx::Sqlite,
     classify: classify,
-    // Takes the database's write lock up front, so appends are serialized and never fail
-    // to upgrade a read lock; the run row an append reads needs no lock of its own.
-    begin: "BEGIN IMMEDIATE",
+    // A write transaction begins with `BEGIN IMMEDIATE` (`crate::pools`), which takes the
+    // database's write lock up front: the run row an append reads needs no lock of its
+    // own, and lease claimers are serialized already.
     lock_run: "",
-    // BEGIN IMMEDIATE already serializes lease claimers.
     skip_locked: "",
-    // One pool: a single process drives an embedded database.
-    control: app,
-    checkpoint: app,
 }
 
 /// The one place SQLite driver errors become [`StoreError`]s: the shared rules of

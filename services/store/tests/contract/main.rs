@@ -1,7 +1,8 @@
 //! The store contract suite: one generic `async fn` per behaviour, run against every
 //! adapter — Postgres (a fresh database per test), SQLite (a temporary file per test)
 //! and SQLite in memory — so the adapters cannot drift apart. Each case is its own test,
-//! so `cargo nextest` runs them in parallel.
+//! so `cargo nextest` runs them in parallel. `rls` holds the Postgres-only checks of
+//! row-level security.
 
 mod api_keys;
 mod checkpoints;
@@ -9,6 +10,7 @@ mod directory;
 mod idempotency;
 mod leases;
 mod receipts;
+mod rls;
 mod sealed;
 mod secrets;
 mod streams;

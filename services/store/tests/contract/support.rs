@@ -15,7 +15,7 @@ use baton_events::{
     ReceiptId, RunCreated, RunEvent, RunId, TenantId, ToolEffect, ToolId, TurnRequested,
     TurnStarted,
 };
-use baton_store::{PgOptions, PgStore, SqliteStore, migrate};
+use baton_store::{PgOptions, PgStore, PoolKind, Scope, SqliteStore, migrate};
 use baton_testkit::{TestDatabase, TestSqlite};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -125,10 +125,14 @@ macro_rules! raw_receipt_body {
     }};
 }
 
+/// On Postgres the raw writes go through a transaction like the store's own, scoped to
+/// the tenant: row-level security binds them as it binds the ports.
 #[async_trait]
 impl Raw for PgStore {
     async fn insert_raw_event(&self, tenant: TenantId, run: RunId, raw: RawEvent) {
-        raw_insert!(self.app_pool(), tenant, run, raw);
+        let mut tx = scoped(self, tenant).await;
+        raw_insert!(&mut *tx, tenant, run, raw);
+        tx.commit().await.expect("commit raw event");
     }
 
     async fn overwrite_receipt_body(
@@ -138,8 +142,16 @@ impl Raw for PgStore {
         receipt: ReceiptId,
         body: Value,
     ) {
-        raw_receipt_body!(self.app_pool(), tenant, run, receipt, body);
+        let mut tx = scoped(self, tenant).await;
+        raw_receipt_body!(&mut *tx, tenant, run, receipt, body);
+        tx.commit().await.expect("commit receipt body");
     }
+}
+
+async fn scoped(s: &PgStore, tenant: TenantId) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    s.transaction(PoolKind::App, Scope::Tenant(tenant))
+        .await
+        .expect("scoped transaction")
 }
 
 #[async_trait]
@@ -175,6 +187,11 @@ pub async fn pg() -> Pg {
 }
 
 impl Pg {
+    /// The test database's URL, for a connection as the test server's superuser.
+    pub fn url(&self) -> &str {
+        self.db.url()
+    }
+
     pub async fn finish(self) {
         self.store.close().await;
         self.db.drop_db().await.expect("drop test database");

@@ -1,0 +1,265 @@
+//! How the port implementations reach the database: only through [`Pools::read`] and
+//! [`Pools::write`], which hand out a connection of one of the store's pools with the tenant
+//! [`Scope`] of what the caller is about to do already set. The pools themselves are
+//! private to this module, so code written against the ports cannot take a connection
+//! without naming its scope.
+//!
+//! On Postgres every tenant table has a row-level security policy (migration 0006): a row
+//! is visible and writable only when its `tenant_id` equals the transaction's
+//! `baton.tenant_id` setting, or when `baton.scope` is `all`. Both `read` and `write` begin
+//! a transaction whose first statements set both settings transaction-locally
+//! (`SET LOCAL`), sent with the `BEGIN` in one round trip. The settings end
+//! with the transaction, so a pooled connection carries none of them to its next user, and
+//! no caller depends on what a previous one left. A read's transaction is `READ ONLY`
+//! and need not be ended: a transaction dropped open is rolled back when its connection
+//! goes back to the pool, in the round trip sqlx makes then to check the connection
+//! anyway, off the caller's path. A write must commit.
+//!
+//! The cost stays low: the Postgres pools do not ping a connection before handing it out,
+//! since the `BEGIN` that sets the scope checks it as well (see `Pools::begin`). A read
+//! thus takes the round trips it took before (a ping and the query then, the `BEGIN` and
+//! the query now), a write transaction one fewer, and a single-statement write one more
+//! (its `COMMIT`).
+//!
+//! SQLite has no row-level security (one process on one machine): a read is
+//! a plain pooled connection and a write a transaction begun with `BEGIN IMMEDIATE`, which
+//! takes the database's write lock up front so writers are serialized and never fail to
+//! upgrade a read lock.
+
+use baton_events::TenantId;
+use sqlx::pool::PoolConnection;
+use sqlx::{AssertSqlSafe, Database, Pool, Postgres, SqlSafeStr, Sqlite, Transaction};
+
+/// Which rows a connection may see and write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// One tenant's rows: every path that acts for a tenant.
+    Tenant(TenantId),
+    /// Every tenant's rows: only the paths that are cross-tenant by nature (lease claims
+    /// and renewal, lookups by token hash before the tenant is known, a user's
+    /// memberships, key rotation over all tenants).
+    CrossTenant,
+    /// No tenant's rows: paths that touch only tables of no tenant (tenants, users,
+    /// sessions).
+    NoTenant,
+}
+
+/// The store's pools, kept apart so one kind of work never starves another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoolKind {
+    /// Requests, and a single run's lease claim and release.
+    App,
+    /// Lease renewal and batch adoption.
+    Control,
+    /// Checkpoint writes and reads.
+    Checkpoint,
+}
+
+/// The pools of a store. SQLite has one pool, which serves every kind.
+#[derive(Debug)]
+pub(crate) struct Pools<DB: Database> {
+    app: Pool<DB>,
+    control: Option<Pool<DB>>,
+    checkpoint: Option<Pool<DB>>,
+}
+
+// By hand: a derive would ask `DB: Clone`; the pools are handles to shared state.
+impl<DB: Database> Clone for Pools<DB> {
+    fn clone(&self) -> Self {
+        Pools {
+            app: self.app.clone(),
+            control: self.control.clone(),
+            checkpoint: self.checkpoint.clone(),
+        }
+    }
+}
+
+impl<DB: Database> Pools<DB> {
+    /// Three pools.
+    pub(crate) fn new(app: Pool<DB>, control: Pool<DB>, checkpoint: Pool<DB>) -> Self {
+        Pools {
+            app,
+            control: Some(control),
+            checkpoint: Some(checkpoint),
+        }
+    }
+
+    /// One pool for every kind of work.
+    pub(crate) fn single(app: Pool<DB>) -> Self {
+        Pools {
+            app,
+            control: None,
+            checkpoint: None,
+        }
+    }
+
+    /// The pool serving `kind` and its name in metrics.
+    fn pool(&self, kind: PoolKind) -> (&Pool<DB>, &'static str) {
+        let own = match kind {
+            PoolKind::App => None,
+            PoolKind::Control => self.control.as_ref().map(|p| (p, "control")),
+            PoolKind::Checkpoint => self.checkpoint.as_ref().map(|p| (p, "checkpoint")),
+        };
+        own.unwrap_or((&self.app, "app"))
+    }
+
+    /// A connection of `kind`'s pool, the wait for it recorded in metrics; no scope set.
+    /// (The transactions below begin on it with `Transaction::begin`, which is what
+    /// `Pool::begin_with` does after its own, unmeasured, acquire.)
+    async fn acquire(&self, kind: PoolKind) -> Result<PoolConnection<DB>, sqlx::Error> {
+        let (pool, name) = self.pool(kind);
+        crate::acquire(pool, name).await
+    }
+
+    /// The pools' state, for metrics.
+    pub(crate) fn stats(&self) -> Vec<crate::PoolStats> {
+        let mut stats = vec![crate::PoolStats::of("app", &self.app)];
+        if let Some(p) = &self.control {
+            stats.push(crate::PoolStats::of("control", p));
+        }
+        if let Some(p) = &self.checkpoint {
+            stats.push(crate::PoolStats::of("checkpoint", p));
+        }
+        stats
+    }
+
+    /// Closes the pools, waiting for connections in use to be returned.
+    pub(crate) async fn close(&self) {
+        self.app.close().await;
+        for p in [&self.control, &self.checkpoint].into_iter().flatten() {
+            p.close().await;
+        }
+    }
+}
+
+impl Pools<Postgres> {
+    /// A read-only transaction on `kind`'s pool that sees `scope`'s rows. Dropping it
+    /// ends it (see the module docs).
+    pub(crate) async fn read(
+        &self,
+        kind: PoolKind,
+        scope: Scope,
+    ) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
+        self.begin(kind, " READ ONLY", scope).await
+    }
+
+    /// A transaction on `kind`'s pool that sees and writes `scope`'s rows; it must be
+    /// committed.
+    pub(crate) async fn write(
+        &self,
+        kind: PoolKind,
+        scope: Scope,
+    ) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
+        self.begin(kind, "", scope).await
+    }
+
+    /// Begins a transaction in `mode` with `scope` set on a live connection of `kind`'s
+    /// pool.
+    ///
+    /// The Postgres pools do not ping a connection before handing it out
+    /// (`test_before_acquire` is off, see [`crate::postgres`]): this `BEGIN`, which every
+    /// transaction sends anyway, is the check instead, and saves that round trip. A
+    /// connection found dead (the server restarted, the network dropped it while idle)
+    /// is dropped, which closes it, and the next one is tried, as the ping would have
+    /// done; after as many tries as the pool holds connections, plus one that it opens
+    /// afresh, the error is the caller's.
+    async fn begin(
+        &self,
+        kind: PoolKind,
+        mode: &str,
+        scope: Scope,
+    ) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
+        let (pool, _) = self.pool(kind);
+        let tries = pool.options().get_max_connections().saturating_add(1);
+        let mut tried = 0;
+        loop {
+            let conn = self.acquire(kind).await?;
+            let statement = begin_statement(mode, scope).into_sql_str();
+            match Transaction::begin(conn, Some(statement)).await {
+                Err(e) if is_dead(&e) && tried + 1 < tries => tried += 1,
+                done => return done,
+            }
+        }
+    }
+
+    /// Sets `scope` anew inside a transaction of [`Pools::write`], for one that works
+    /// through several tenants one after another (a batch of key rotation swaps).
+    pub(crate) async fn rescope(
+        &self,
+        tx: &mut <Postgres as Database>::Connection,
+        scope: Scope,
+    ) -> Result<(), sqlx::Error> {
+        // No arguments: sent as one simple query, both statements in one round trip.
+        sqlx::Executor::execute(tx, AssertSqlSafe(set_local(scope)))
+            .await
+            .map(drop)
+    }
+}
+
+/// Whether `e` says the connection is gone: I/O and protocol failures, and the server's
+/// "connection failure" (SQLSTATE class `08`) and "operator intervention" (`57P`, such as a
+/// server shut down or restarted) errors.
+fn is_dead(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_) | sqlx::Error::Tls(_) | sqlx::Error::Protocol(_) => true,
+        sqlx::Error::Database(db) => db
+            .code()
+            .is_some_and(|c| c.starts_with("08") || c.starts_with("57P")),
+        _ => false,
+    }
+}
+
+/// The statement that begins a Postgres transaction (`BEGIN` and `mode`) and sets its
+/// scope, in the same round trip.
+fn begin_statement(mode: &str, scope: Scope) -> AssertSqlSafe<String> {
+    AssertSqlSafe(format!("BEGIN{mode}; {}", set_local(scope)))
+}
+
+/// The statements that set `scope` for the rest of the current transaction. `SET LOCAL`
+/// rather than `SELECT set_config(..., true)`: a utility statement needs no planning,
+/// which the server would otherwise do for every transaction.
+fn set_local(scope: Scope) -> String {
+    let (tenant, all) = match scope {
+        Scope::Tenant(t) => (t.as_uuid().hyphenated().to_string(), ""),
+        Scope::CrossTenant => (String::new(), "all"),
+        Scope::NoTenant => (String::new(), ""),
+    };
+    // The values are a UUID's hyphenated hex digits (or nothing) and a fixed word: nothing
+    // that could end the quotes. Bound parameters would need a round trip of their own.
+    format!("SET LOCAL baton.tenant_id = '{tenant}'; SET LOCAL baton.scope = '{all}'")
+}
+
+impl Pools<Sqlite> {
+    /// A connection of `kind`'s pool; `scope` has no meaning without row-level security.
+    pub(crate) async fn read(
+        &self,
+        kind: PoolKind,
+        _scope: Scope,
+    ) -> Result<PoolConnection<Sqlite>, sqlx::Error> {
+        self.acquire(kind).await
+    }
+
+    /// A transaction on `kind`'s pool holding the write lock; it must be committed.
+    pub(crate) async fn write(
+        &self,
+        kind: PoolKind,
+        _scope: Scope,
+    ) -> Result<Transaction<'static, Sqlite>, sqlx::Error> {
+        let conn = self.acquire(kind).await?;
+        Transaction::begin(conn, Some(AssertSqlSafe("BEGIN IMMEDIATE").into_sql_str())).await
+    }
+
+    /// Nothing to set: see [`Pools::rescope`] of Postgres.
+    pub(crate) async fn rescope(
+        &self,
+        _tx: &mut <Sqlite as Database>::Connection,
+        _scope: Scope,
+    ) -> Result<(), sqlx::Error> {
+        Ok(())
+    }
+
+    /// The pool itself, for tests that need SQL the ports do not offer.
+    pub(crate) fn raw(&self) -> &Pool<Sqlite> {
+        &self.app
+    }
+}
