@@ -1,20 +1,37 @@
 //! `baton-loadtest`: drives real `baton` processes (started with the testkit
 //! [`baton_testkit::Cluster`] on a fresh Postgres database and the local NATS, loopback
-//! only) and reports figures. Subcommand `cluster` measures (1) hand-off time per run on
-//! SIGTERM of the replica owning the most of N running runs, (2) adoption time per run
-//! after SIGKILL with a short lease TTL, and (3) SSE delivery latency across replicas.
-//! It prints progress, writes `cluster-<time>.json` and `.md` under `--out`, and exits
-//! non-zero when an invariant breaks (a run's versions not exactly 1..n, a client seeing
-//! a gap, or a run not taken over in time). Every loop is bounded in count and time.
+//! only, or given by URL) and reports figures. Subcommands:
+//!
+//! - `cluster` measures (1) hand-off time per run on SIGTERM of the replica owning the
+//!   most of N running runs, (2) adoption time per run after SIGKILL with a short lease
+//!   TTL, and (3) SSE delivery latency across replicas;
+//! - `steady` offers R reads/s + W writes/s on an open-loop timetable ([`open_loop`]) and
+//!   reports throughput and latency percentiles per operation;
+//! - `burst` adds aligned bursts of turn completions to that load and compares request
+//!   latency during the bursts with latency between them;
+//! - `append` measures the most durable single-event appends per second through the API
+//!   and through the store, each as a ratio to the same SQL driven directly.
+//!
+//! Each prints progress, writes `<scenario>-<time>.json` and `.md` under `--out`, and
+//! exits non-zero when an invariant breaks (a run's versions not exactly 1..n, a client
+//! seeing a gap, a write accepted but not stored, a run not taken over in time). Every
+//! loop is bounded in count and time.
 
+mod append;
+mod burst;
+mod client;
 mod fanout;
+mod host;
 mod kill;
+mod open_loop;
+mod report;
 mod stats;
+mod steady;
+mod target;
 
-use anyhow::Context;
 use clap::{Parser, Subcommand};
 use stats::{MD_HEADER, Progress};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Parser, Debug)]
@@ -28,6 +45,12 @@ struct Cli {
 enum Command {
     /// Hand-off on SIGTERM, adoption after SIGKILL, SSE latency across replicas.
     Cluster(ClusterArgs),
+    /// Open-loop reads and writes at fixed rates: throughput and latency per operation.
+    Steady(steady::SteadyArgs),
+    /// The steady load plus aligned bursts of turn completions.
+    Burst(burst::BurstArgs),
+    /// The most durable event appends per second: API, store and raw Postgres.
+    Append(append::AppendArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -69,8 +92,12 @@ struct ClusterArgs {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let Command::Cluster(args) = Cli::parse().command;
-    let failures = cluster(args).await?;
+    let failures = match Cli::parse().command {
+        Command::Cluster(args) => cluster(args).await?,
+        Command::Steady(args) => steady::run(args).await?,
+        Command::Burst(args) => burst::run(args).await?,
+        Command::Append(args) => append::run(args).await?,
+    };
     if failures > 0 {
         eprintln!("{failures} invariant failure(s)");
         std::process::exit(1);
@@ -87,16 +114,14 @@ fn env(pairs: &[(&str, String)]) -> Vec<(String, String)> {
 
 /// Runs the chosen scenarios, writes the reports and returns the number of failures.
 async fn cluster(args: ClusterArgs) -> anyhow::Result<usize> {
-    let bin = args.baton.clone().unwrap_or_else(default_baton);
-    anyhow::ensure!(bin.exists(), "no baton binary at {}", bin.display());
-    let bin = bin.canonicalize()?;
+    let bin = target::resolve_baton(args.baton.as_deref())?;
     let p = Progress::new();
     let deadline = Duration::from_secs(args.deadline_secs);
     let wants = |s: &str| args.only.iter().any(|o| o == s);
     let mut json = serde_json::json!({
         "started_at": chrono::Utc::now().to_rfc3339(),
         "baton": bin.display().to_string(),
-        "profile": if bin.components().any(|c| c.as_os_str() == "release") { "release" } else { "debug" },
+        "profile": target::profile_of(&bin),
         "cores": std::thread::available_parallelism().map_or(0, |n| n.get()),
     });
     let mut md = format!(
@@ -196,29 +221,7 @@ async fn cluster(args: ClusterArgs) -> anyhow::Result<usize> {
         md.push_str(&format!("- FAILURE: {f}\n"));
     }
     json["failures"] = serde_json::to_value(&failures)?;
-    write_reports(&args.out, &json, &md)?;
+    report::write(&args.out, "cluster", &json, &md)?;
     println!("{md}");
     Ok(failures.len())
-}
-
-fn default_baton() -> PathBuf {
-    let release = PathBuf::from("target/release/baton");
-    if release.exists() {
-        release
-    } else {
-        PathBuf::from("target/debug/baton")
-    }
-}
-
-fn write_reports(out: &Path, json: &serde_json::Value, md: &str) -> anyhow::Result<()> {
-    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
-    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
-    let base = out.join(format!("cluster-{stamp}"));
-    std::fs::write(
-        base.with_extension("json"),
-        serde_json::to_string_pretty(json)?,
-    )?;
-    std::fs::write(base.with_extension("md"), md)?;
-    eprintln!("reports: {}.json and .md", base.display());
-    Ok(())
 }

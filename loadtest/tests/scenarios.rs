@@ -1,0 +1,185 @@
+//! Short runs of the `steady`, `burst` and `append` scenarios (`--smoke`, a few seconds of
+//! load each) against a cluster the harness spawns on the test Postgres
+//! (`BATON_TEST_DATABASE_URL`, else 127.0.0.1:5432 as `postgres`) and the local NATS
+//! (`BATON_TEST_NATS_URL`, else 127.0.0.1:4222). Each must exit 0 and write a report
+//! whose figures are sane: operations completed, percentiles in order, no invariant
+//! failure. Nothing here asserts on speed.
+
+use anyhow::Context;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Bound on one scenario run, setup and checks included.
+const RUN_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// The `baton` binary of the same profile as this test, built first if missing (it
+/// belongs to another package, so cargo does not build it for these tests).
+fn baton() -> anyhow::Result<PathBuf> {
+    let harness = PathBuf::from(env!("CARGO_BIN_EXE_baton-loadtest"));
+    let bin = harness.with_file_name("baton");
+    if bin.exists() {
+        return Ok(bin);
+    }
+    let release = harness.parent().is_some_and(|d| d.ends_with("release"));
+    eprintln!("building {} for the scenario tests", bin.display());
+    let mut cargo = Command::new(env!("CARGO"));
+    cargo.args(["build", "--bin", "baton", "-p", "baton-server"]);
+    if release {
+        cargo.arg("--release");
+    }
+    let status = cargo.status().context("cannot run cargo")?;
+    anyhow::ensure!(status.success() && bin.exists(), "building baton failed");
+    Ok(bin)
+}
+
+/// Runs `baton-loadtest <args> --baton BIN --out DIR` and returns the JSON report it
+/// wrote; fails unless it exits 0 within [`RUN_TIMEOUT`].
+fn scenario(name: &str, args: &[&str]) -> anyhow::Result<Value> {
+    let out = tempfile::tempdir()?;
+    let bin = baton()?;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_baton-loadtest"))
+        .arg(name)
+        .args(args)
+        .arg("--baton")
+        .arg(&bin)
+        .arg("--out")
+        .arg(out.path())
+        .spawn()
+        .context("cannot start baton-loadtest")?;
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if started.elapsed() > RUN_TIMEOUT {
+            child.kill().ok();
+            child.wait().ok();
+            anyhow::bail!("{name} ran over {RUN_TIMEOUT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    anyhow::ensure!(status.success(), "{name} exited with {status}");
+    report(out.path(), name)
+}
+
+/// The one `<name>-*.json` report in `dir`, next to its `.md`.
+fn report(dir: &Path, name: &str) -> anyhow::Result<Value> {
+    let mut json = Vec::new();
+    let mut md = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let file = path
+            .file_name()
+            .and_then(|f| f.to_str())
+            .unwrap_or_default();
+        if file.starts_with(&format!("{name}-")) {
+            match path.extension().and_then(|e| e.to_str()) {
+                Some("json") => json.push(path.clone()),
+                Some("md") => md += 1,
+                _ => {}
+            }
+        }
+    }
+    anyhow::ensure!(json.len() == 1 && md == 1, "expected one report in {dir:?}");
+    let text = std::fs::read_to_string(&json[0])?;
+    Ok(serde_json::from_str(&text)?)
+}
+
+/// The percentiles of a latency summary are ordered and positive when it has samples.
+fn assert_ordered(what: &str, l: &Value) {
+    let f = |k: &str| l[k].as_f64().unwrap_or(f64::NAN);
+    let qs = [
+        f("p50_ms"),
+        f("p90_ms"),
+        f("p99_ms"),
+        f("p999_ms"),
+        f("max_ms"),
+    ];
+    assert!(
+        l["count"].as_u64().unwrap_or(0) > 0,
+        "{what}: no samples: {l}"
+    );
+    assert!(qs[0] > 0.0, "{what}: {l}");
+    assert!(
+        qs.windows(2).all(|w| w[0] <= w[1]),
+        "{what}: not ordered: {l}"
+    );
+}
+
+#[test]
+fn steady_smoke_completes_every_operation_and_keeps_the_invariants() -> anyhow::Result<()> {
+    let r = scenario("steady", &["--smoke"])?;
+    assert_eq!(r["scenario"], "steady");
+    let ops = r["ops"].as_object().context("ops")?;
+    for op in [
+        "get_run",
+        "list_messages",
+        "events_page",
+        "post_message",
+        "create_run",
+    ] {
+        let o = &ops[op];
+        assert!(o["ok"].as_u64().unwrap_or(0) > 0, "{op}: {o}");
+        assert!(o["ok_per_sec"].as_f64().unwrap_or(0.0) > 0.0, "{op}: {o}");
+        assert_ordered(op, &o["latency"]);
+    }
+    assert!(
+        r["checked"]["runs_checked"].as_u64().unwrap_or(0) >= 20,
+        "{r}"
+    );
+    assert_eq!(r["checked"]["failures"], serde_json::json!([]), "{r}");
+    Ok(())
+}
+
+#[test]
+fn burst_smoke_sees_its_bursts_and_keeps_the_invariants() -> anyhow::Result<()> {
+    let r = scenario("burst", &["--smoke"])?;
+    let bursts = r["bursts"]["each"].as_array().context("bursts")?;
+    assert_eq!(bursts.len(), 2, "{r}");
+    for b in bursts {
+        assert!(b["turns_completed"].as_u64().unwrap_or(0) > 0, "{b}");
+    }
+    let between = r["classes"]["between"].as_object().context("between")?;
+    assert!(
+        between.values().any(|o| o["ok"].as_u64().unwrap_or(0) > 0),
+        "{r}"
+    );
+    assert_eq!(r["checked"]["failures"], serde_json::json!([]), "{r}");
+    Ok(())
+}
+
+#[test]
+fn append_smoke_measures_every_path_with_a_ratio_to_raw() -> anyhow::Result<()> {
+    let r = scenario("append", &["--smoke"])?;
+    let phases = r["phases"].as_array().context("phases")?;
+    let paths: Vec<(&str, &str)> = phases
+        .iter()
+        .map(|p| {
+            (
+                p["shape"].as_str().unwrap_or_default(),
+                p["path"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    for want in [
+        ("create", "raw"),
+        ("create", "store"),
+        ("create", "api"),
+        ("message", "raw"),
+        ("message", "store"),
+        ("message", "api post_message"),
+    ] {
+        assert!(paths.contains(&want), "{want:?} missing: {paths:?}");
+    }
+    for p in phases {
+        assert!(p["ok"].as_u64().unwrap_or(0) > 0, "{p}");
+        assert_ordered(p["path"].as_str().unwrap_or_default(), &p["latency"]);
+        if p["path"] != "api post_message" {
+            assert!(p["ratio_to_raw"].as_f64().unwrap_or(0.0) > 0.0, "{p}");
+        }
+    }
+    assert_eq!(r["failures"], serde_json::json!([]), "{r}");
+    Ok(())
+}
