@@ -304,10 +304,6 @@ mod tests {
             Ok(())
         }
 
-        async fn find_api_key(&self, hash: &[u8]) -> Result<Option<ApiKey>, StoreError> {
-            Ok(self.lookup_api_key(hash).await?.map(|r| r.key))
-        }
-
         async fn lookup_api_key(&self, hash: &[u8]) -> Result<Option<ApiKeyRecord>, StoreError> {
             Ok(self
                 .keys()

@@ -492,12 +492,14 @@ pub trait TenantStore: Send + Sync {
         hash: &[u8],
         created_by: &str,
     ) -> Result<(), StoreError>;
-    /// The key whose token hashes to `hash`, whatever its state; callers check
-    /// expiry and revocation.
-    async fn find_api_key(&self, hash: &[u8]) -> Result<Option<ApiKey>, StoreError>;
-    /// Like [`TenantStore::find_api_key`], with the key's bookkeeping (its last use), in
-    /// the same single read: what authentication needs to decide whether to record a use.
+    /// The key whose token hashes to `hash`, whatever its state, with its bookkeeping
+    /// (creator, last use) in the same single read: what authentication needs to decide
+    /// whether to record a use. Callers check expiry and revocation.
     async fn lookup_api_key(&self, hash: &[u8]) -> Result<Option<ApiKeyRecord>, StoreError>;
+    /// [`TenantStore::lookup_api_key`] without the bookkeeping.
+    async fn find_api_key(&self, hash: &[u8]) -> Result<Option<ApiKey>, StoreError> {
+        Ok(self.lookup_api_key(hash).await?.map(|r| r.key))
+    }
     /// One of the tenant's keys, whatever its state; another tenant's is `None`.
     async fn get_api_key(
         &self,

@@ -21,8 +21,8 @@ macro_rules! impl_tenant_store {
             use $crate::plan::micros;
             use $crate::pools::{PoolKind, Scope};
             use $crate::rows::{
-                ApiKeyRecordRow, ApiKeyRow, TenantRow, api_key_columns, api_key_record_columns,
-                map_all, tenant_columns,
+                ApiKeyRecordRow, TenantRow, api_key_columns, api_key_record_columns, map_all,
+                tenant_columns,
             };
 
             #[async_trait]
@@ -133,24 +133,6 @@ macro_rules! impl_tenant_store {
                     .await
                     .map_err($classify)?;
                     tx.commit().await.map_err($classify)
-                }
-
-                async fn find_api_key(&self, hash: &[u8]) -> Result<Option<ApiKey>, StoreError> {
-                    let mut conn = self
-                        .pools
-                        .read(PoolKind::App, Scope::CrossTenant)
-                        .await
-                        .map_err($classify)?;
-                    let row: Option<ApiKeyRow> = sqlx::query_as(concat!(
-                        "SELECT ",
-                        api_key_columns!(),
-                        " FROM api_keys WHERE token_hash = $1"
-                    ))
-                    .bind(hash)
-                    .fetch_optional(&mut *conn)
-                    .await
-                    .map_err($classify)?;
-                    row.map(ApiKey::try_from).transpose()
                 }
 
                 async fn lookup_api_key(
