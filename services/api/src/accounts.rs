@@ -7,14 +7,9 @@
 //! attempt counts, before any password is checked; the buckets hold a minute's worth.
 //! Like the request limits, each replica counts its own attempts.
 
-use crate::limits::Exceeded;
+use crate::limits::{Buckets, Exceeded};
 use baton_core::users::{MAX_EMAIL_CHARS, Users};
-use governor::clock::{Clock, DefaultClock};
-use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
-use std::hash::Hash;
 use std::net::IpAddr;
-use std::num::NonZeroU32;
-use std::sync::Arc;
 
 /// The user and session use cases, and the login limits of this replica.
 #[derive(Clone)]
@@ -23,23 +18,19 @@ pub struct Accounts {
     pub login_limits: LoginLimits,
 }
 
-/// Keys a login limiter tracks before it forgets those whose bucket is full again: the
-/// emails tried are the client's choice, so their number must not grow without bound.
-const TRACKED: usize = 100_000;
-
 /// Login attempt limits per account and per source address; cheap to clone.
 #[derive(Clone, Default)]
 pub struct LoginLimits {
-    accounts: Option<Arc<DefaultKeyedRateLimiter<String>>>,
-    addresses: Option<Arc<DefaultKeyedRateLimiter<IpAddr>>>,
+    accounts: Buckets<String>,
+    addresses: Buckets<IpAddr>,
 }
 
 impl LoginLimits {
     /// Limits of `per_account` and `per_address` attempts a minute (0: none).
     pub fn new(per_account: u32, per_address: u32) -> Self {
         Self {
-            accounts: per_minute(per_account),
-            addresses: per_minute(per_address),
+            accounts: Buckets::per_minute(per_account),
+            addresses: Buckets::per_minute(per_address),
         }
     }
 
@@ -47,46 +38,16 @@ impl LoginLimits {
     /// counts as one shared address).
     pub fn check_address(&self, address: Option<IpAddr>) -> Result<(), Exceeded> {
         let key = address.map_or(IpAddr::from([0u8; 16]), address_key);
-        check(
-            self.addresses.as_deref(),
-            &key,
-            "login attempts from this address",
-        )
+        self.addresses
+            .check(&key, "login attempts from this address")
     }
 
     /// Counts an attempt on the account of `email` (normalized).
     pub fn check_account(&self, email: &str) -> Result<(), Exceeded> {
         // Longer emails belong to no account; their prefix is key enough.
         let key: String = email.chars().take(MAX_EMAIL_CHARS + 1).collect();
-        check(
-            self.accounts.as_deref(),
-            &key,
-            "login attempts on this account",
-        )
+        self.accounts.check(&key, "login attempts on this account")
     }
-}
-
-fn per_minute<K: Hash + Eq + Clone>(n: u32) -> Option<Arc<DefaultKeyedRateLimiter<K>>> {
-    NonZeroU32::new(n).map(|n| Arc::new(RateLimiter::keyed(Quota::per_minute(n))))
-}
-
-fn check<K: Hash + Eq + Clone>(
-    limiter: Option<&DefaultKeyedRateLimiter<K>>,
-    key: &K,
-    what: &'static str,
-) -> Result<(), Exceeded> {
-    let Some(limiter) = limiter else {
-        return Ok(());
-    };
-    let now = DefaultClock::default().now();
-    let checked = limiter.check_key(key);
-    if limiter.len() > TRACKED {
-        limiter.retain_recent();
-    }
-    checked.map_err(|not_until| Exceeded {
-        what,
-        wait: not_until.wait_time_from(now),
-    })
 }
 
 /// The address a login is counted under: IPv4 as is (also when mapped into IPv6), IPv6

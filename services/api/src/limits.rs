@@ -8,15 +8,72 @@
 use baton_core::{Principal, TenantId};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use std::hash::Hash;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Keys a limiter tracks before it forgets those whose bucket is full again, so the
+/// number of keys clients can make it hold stays bounded.
+const TRACKED: usize = 100_000;
+
+/// One keyed token bucket, or none (no limit); cheap to clone. Shared by the request
+/// limits here and the login limits (`accounts`).
+#[derive(Clone)]
+pub struct Buckets<K: Hash + Eq + Clone> {
+    limiter: Option<Arc<DefaultKeyedRateLimiter<K>>>,
+}
+
+impl<K: Hash + Eq + Clone> Default for Buckets<K> {
+    fn default() -> Self {
+        Self { limiter: None }
+    }
+}
+
+impl<K: Hash + Eq + Clone> Buckets<K> {
+    /// Buckets refilled by `quota`; `None` means no limit.
+    pub fn new(quota: Option<Quota>) -> Self {
+        Self {
+            limiter: quota.map(|q| Arc::new(RateLimiter::keyed(q))),
+        }
+    }
+
+    /// `n` per second with bursts of twice as many (0: no limit).
+    pub fn per_second(n: u32) -> Self {
+        let quota = NonZeroU32::new(n).and_then(|rate| {
+            let burst = NonZeroU32::new(n.saturating_mul(2))?;
+            Some(Quota::per_second(rate).allow_burst(burst))
+        });
+        Self::new(quota)
+    }
+
+    /// `n` per minute, a minute's worth in a burst (0: no limit).
+    pub fn per_minute(n: u32) -> Self {
+        Self::new(NonZeroU32::new(n).map(Quota::per_minute))
+    }
+
+    /// Counts one request of `key`; `what` names the budget in the refusal.
+    pub fn check(&self, key: &K, what: &'static str) -> Result<(), Exceeded> {
+        let Some(limiter) = &self.limiter else {
+            return Ok(());
+        };
+        let now = DefaultClock::default().now();
+        let checked = limiter.check_key(key);
+        if limiter.len() > TRACKED {
+            limiter.retain_recent();
+        }
+        checked.map_err(|not_until| Exceeded {
+            what,
+            wait: not_until.wait_time_from(now),
+        })
+    }
+}
+
 /// The limiters of one replica; cheap to clone.
 #[derive(Clone, Default)]
 pub struct RateLimits {
-    keys: Option<Arc<DefaultKeyedRateLimiter<String>>>,
-    tenants: Option<Arc<DefaultKeyedRateLimiter<TenantId>>>,
+    keys: Buckets<String>,
+    tenants: Buckets<TenantId>,
 }
 
 /// Which budget a request exceeded, and when to try again.
@@ -30,38 +87,16 @@ impl RateLimits {
     /// Limits of `per_key` and `per_tenant` requests per second (0: none).
     pub fn new(per_key: u32, per_tenant: u32) -> Self {
         Self {
-            keys: quota(per_key).map(|q| Arc::new(RateLimiter::keyed(q))),
-            tenants: quota(per_tenant).map(|q| Arc::new(RateLimiter::keyed(q))),
+            keys: Buckets::per_second(per_key),
+            tenants: Buckets::per_second(per_tenant),
         }
     }
 
     /// Counts one request of `caller` against its key's and its tenant's budgets.
     pub fn check(&self, caller: &Principal) -> Result<(), Exceeded> {
-        let now = DefaultClock::default().now();
-        if let Some(keys) = &self.keys
-            && let Err(not_until) = keys.check_key(&caller.actor)
-        {
-            return Err(Exceeded {
-                what: "this API key",
-                wait: not_until.wait_time_from(now),
-            });
-        }
-        if let Some(tenants) = &self.tenants
-            && let Err(not_until) = tenants.check_key(&caller.tenant)
-        {
-            return Err(Exceeded {
-                what: "this tenant",
-                wait: not_until.wait_time_from(now),
-            });
-        }
-        Ok(())
+        self.keys.check(&caller.actor, "this API key")?;
+        self.tenants.check(&caller.tenant, "this tenant")
     }
-}
-
-fn quota(per_second: u32) -> Option<Quota> {
-    let rate = NonZeroU32::new(per_second)?;
-    let burst = NonZeroU32::new(per_second.saturating_mul(2))?;
-    Some(Quota::per_second(rate).allow_burst(burst))
 }
 
 #[cfg(test)]
