@@ -6,7 +6,14 @@
 //! sends `Origin` with every cross-site `POST`, `PUT` or `DELETE`, so one that names
 //! neither an `http.allowed_origins` entry nor the API itself is refused before anything
 //! runs. CORS headers for the allowed origins come from [`cors`].
+//!
+//! In the embedded tier's local-owner mode, where requests without credentials act as the
+//! owner of the default tenant, the same checks are stricter: only requests addressed to a
+//! loopback name are served, and browsers may call only from loopback origins, whatever
+//! the method. This stops a web page that rebinds its own domain to 127.0.0.1 (DNS
+//! rebinding) or posts across sites from driving a local Baton.
 
+use crate::auth::AuthMode;
 use crate::error::{ApiError, Code};
 use crate::state::AppState;
 use axum::extract::{Request, State};
@@ -45,6 +52,33 @@ pub async fn guard(State(st): State<AppState>, req: Request, next: Next) -> Resp
                 .authority()
                 .map(|a| a.as_str().to_ascii_lowercase())
         });
+    if matches!(st.auth, AuthMode::LocalOwner { .. }) {
+        if !host.as_deref().is_some_and(is_loopback) {
+            return ApiError::new(
+                Code::HostNotAllowed,
+                "without authentication this server answers only requests addressed to \
+                 localhost, 127.0.0.1 or [::1]",
+            )
+            .into_response();
+        }
+        if let Some(origin) = req.headers().get(ORIGIN) {
+            let local = origin
+                .to_str()
+                .ok()
+                .and_then(|o| o.split_once("://"))
+                .is_some_and(|(scheme, rest)| {
+                    matches!(scheme, "http" | "https") && is_loopback(rest)
+                });
+            if !local {
+                return ApiError::new(
+                    Code::OriginNotAllowed,
+                    "without authentication this server accepts browser requests only from \
+                     loopback origins",
+                )
+                .into_response();
+            }
+        }
+    }
     // Probes come from the kubelet, addressed to the pod's IP: they answer whatever the Host.
     let probe = matches!(req.uri().path(), "/livez" | "/readyz");
     if !probe
@@ -80,15 +114,33 @@ pub async fn guard(State(st): State<AppState>, req: Request, next: Next) -> Resp
 /// `host` (maybe with a port) against the allowed hosts: an entry without a port allows
 /// the name on any port.
 fn host_allowed(http: &crate::HttpSettings, host: &str) -> bool {
-    let name = match host.strip_prefix('[') {
-        Some(rest) => rest
-            .split_once(']')
-            .map_or(host, |(ip, _)| &host[..ip.len() + 2]),
-        None => host.split(':').next().unwrap_or(host),
-    };
+    let name = host_name(host);
     http.allowed_hosts
         .iter()
         .any(|allowed| allowed == host || allowed == name)
+}
+
+/// The host of a `host[:port]` authority, an IPv6 address with its brackets.
+fn host_name(authority: &str) -> &str {
+    match authority.strip_prefix('[') {
+        Some(rest) => rest
+            .split_once(']')
+            .map_or(authority, |(ip, _)| &authority[..ip.len() + 2]),
+        None => authority.split(':').next().unwrap_or(authority),
+    }
+}
+
+/// `host[:port]` naming a loopback address.
+fn is_loopback(authority: &str) -> bool {
+    let host = host_name(authority);
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    bare.eq_ignore_ascii_case("localhost")
+        || bare
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// CORS for `origins`: preflights answered, credentials (the `Authorization` header)
@@ -115,4 +167,42 @@ pub fn cors(origins: &[String]) -> Option<CorsLayer> {
             .expose_headers([HeaderName::from_static("x-request-id"), RETRY_AFTER])
             .max_age(Duration::from_secs(600)),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{host_name, is_loopback};
+
+    #[test]
+    fn only_loopback_names_pass() {
+        for ok in [
+            "localhost",
+            "localhost:8080",
+            "127.0.0.1:1",
+            "127.1.2.3",
+            "[::1]:80",
+            "[::1]",
+            "LOCALHOST",
+        ] {
+            assert!(is_loopback(ok), "{ok}");
+        }
+        for bad in [
+            "evil.example",
+            "evil.example:8080",
+            "10.0.0.1",
+            "localhost.evil.example",
+            "[::2]",
+            "",
+        ] {
+            assert!(!is_loopback(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_host_name_drops_only_the_port() {
+        assert_eq!(host_name("api.example.com:8443"), "api.example.com");
+        assert_eq!(host_name("api.example.com"), "api.example.com");
+        assert_eq!(host_name("[::1]:80"), "[::1]");
+        assert_eq!(host_name("[::1]"), "[::1]");
+    }
 }

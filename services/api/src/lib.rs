@@ -9,7 +9,6 @@ mod browser;
 pub mod error;
 pub mod extract;
 pub mod limits;
-mod local;
 pub mod metrics;
 mod problem;
 pub mod routes;
@@ -190,10 +189,6 @@ pub fn router(state: AppState, extra: Router) -> Router {
         .method_not_allowed_fallback(|| async {
             ApiError::new(Code::MethodNotAllowed, "method not allowed on this route")
         })
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            local::guard,
-        ))
         .layer(axum::middleware::from_fn(metrics::track))
         .layer(axum::middleware::from_fn(trace_context))
         .with_state(state)
