@@ -66,7 +66,8 @@ pub fn init_serving(log: &LogConfig, replica: &str) -> anyhow::Result<Traces> {
         .build();
     let spans = tracing_opentelemetry::layer()
         .with_tracer(provider.tracer("baton"))
-        .with_filter(EnvFilter::new("info,baton=info"));
+        // Baton's own spans only (every baton_* crate): not the exporter's or the drivers'.
+        .with_filter(EnvFilter::new("off,baton=info"));
     let _ = tracing_subscriber::registry()
         .with(fmt_layer(log))
         .with(spans)
