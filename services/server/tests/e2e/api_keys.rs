@@ -4,7 +4,7 @@
 //! the next request on; viewers and members manage no keys; another tenant's key is 404;
 //! bad input is a 400 naming the field; and no token reaches the server's log.
 
-use crate::child::{Killed, wait_for_address};
+use crate::child::DebugServer;
 use crate::common::{Api, DEADLINE, TestApp, assert_problem};
 use baton_core::Role;
 use baton_testkit::api::Reply;
@@ -373,22 +373,8 @@ async fn bad_input_is_refused_naming_the_field() {
 #[tokio::test]
 async fn a_token_never_reaches_the_server_log() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let log = dir.path().join("baton.log");
-    let file = std::fs::File::create(&log).expect("log file");
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(dir.path().join("data"))
-        .current_dir(dir.path())
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("BATON_LOG__FILTER", "debug")
-        .env("BATON_LOG__FORMAT", "json")
-        .stdout(file.try_clone().expect("log file"))
-        .stderr(file)
-        .spawn()
-        .expect("spawn baton serve");
-    let mut child = Killed(child);
-    let base = wait_for_address(&log).await;
+    let mut server = DebugServer::start(dir.path()).await;
+    let base = server.base.clone();
     let local = Api::new(&base, None);
 
     let made = create(&local, json!({"name": "ci", "role": "admin"})).await;
@@ -401,8 +387,7 @@ async fn a_token_never_reaches_the_server_log() {
     assert_problem(&key.get("/v1/runs").await, 401, "unauthorized");
     create(&key, json!({"name": "x", "role": "nope"})).await;
 
-    child.stop();
-    let printed = std::fs::read_to_string(&log).expect("read log");
+    let printed = server.stop_and_read_log();
     assert!(
         printed.contains("finished processing request"),
         "debug logging was on: {printed}"

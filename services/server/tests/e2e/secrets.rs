@@ -3,7 +3,7 @@
 //! the embedded tier across a restart (its generated key is kept); and a value never
 //! reaches the server's log.
 
-use crate::child::{Killed, wait_for_address};
+use crate::child::DebugServer;
 use crate::common::{Api, TestApp, assert_problem};
 use baton_core::Role;
 use baton_testkit::ToolServer;
@@ -356,22 +356,8 @@ async fn a_ciphertext_moved_to_another_secret_fails_the_turn_as_unreadable() {
 #[tokio::test]
 async fn a_secret_value_never_reaches_the_server_log() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let log = dir.path().join("baton.log");
-    let file = std::fs::File::create(&log).expect("log file");
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(dir.path().join("data"))
-        .current_dir(dir.path())
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("BATON_LOG__FILTER", "debug")
-        .env("BATON_LOG__FORMAT", "json")
-        .stdout(file.try_clone().expect("log file"))
-        .stderr(file)
-        .spawn()
-        .expect("spawn baton serve");
-    let mut child = Killed(child);
-    let base = wait_for_address(&log).await;
+    let mut server = DebugServer::start(dir.path()).await;
+    let base = server.base.clone();
     let api = Api::new(&base, None);
     let chat = ChatServer::start().await;
     let tools = ToolServer::start().await;
@@ -388,8 +374,7 @@ async fn a_secret_value_never_reaches_the_server_log() {
     put(&api, "bad name", json!({"value": VALUE})).await;
     put(&api, "k", json!({"value": VALUE, "unknown": true})).await;
 
-    child.stop();
-    let printed = std::fs::read_to_string(&log).expect("read log");
+    let printed = server.stop_and_read_log();
     assert!(printed.contains("encryption keyring loaded"), "{printed}");
     assert!(
         printed.contains("finished processing request"),
