@@ -26,6 +26,7 @@
 //! takes the database's write lock up front so writers are serialized and never fail to
 //! upgrade a read lock.
 
+use baton_core::StoreError;
 use baton_events::TenantId;
 use sqlx::pool::PoolConnection;
 use sqlx::{AssertSqlSafe, Database, Pool, Postgres, SqlSafeStr, Sqlite, Transaction};
@@ -61,6 +62,9 @@ pub(crate) struct Pools<DB: Database> {
     app: Pool<DB>,
     control: Option<Pool<DB>>,
     checkpoint: Option<Pool<DB>>,
+    /// The adapter's classification of driver errors, applied to failures to get a
+    /// connection or begin its transaction.
+    classify: fn(sqlx::Error) -> StoreError,
 }
 
 // By hand: a derive would ask `DB: Clone`; the pools are handles to shared state.
@@ -70,26 +74,34 @@ impl<DB: Database> Clone for Pools<DB> {
             app: self.app.clone(),
             control: self.control.clone(),
             checkpoint: self.checkpoint.clone(),
+            classify: self.classify,
         }
     }
 }
 
 impl<DB: Database> Pools<DB> {
     /// Three pools.
-    pub(crate) fn new(app: Pool<DB>, control: Pool<DB>, checkpoint: Pool<DB>) -> Self {
+    pub(crate) fn new(
+        app: Pool<DB>,
+        control: Pool<DB>,
+        checkpoint: Pool<DB>,
+        classify: fn(sqlx::Error) -> StoreError,
+    ) -> Self {
         Pools {
             app,
             control: Some(control),
             checkpoint: Some(checkpoint),
+            classify,
         }
     }
 
     /// One pool for every kind of work.
-    pub(crate) fn single(app: Pool<DB>) -> Self {
+    pub(crate) fn single(app: Pool<DB>, classify: fn(sqlx::Error) -> StoreError) -> Self {
         Pools {
             app,
             control: None,
             checkpoint: None,
+            classify,
         }
     }
 
@@ -139,8 +151,10 @@ impl Pools<Postgres> {
         &self,
         kind: PoolKind,
         scope: Scope,
-    ) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
-        self.begin(kind, " READ ONLY", scope).await
+    ) -> Result<Transaction<'static, Postgres>, StoreError> {
+        self.begin(kind, " READ ONLY", scope)
+            .await
+            .map_err(self.classify)
     }
 
     /// A transaction on `kind`'s pool that sees and writes `scope`'s rows; it must be
@@ -149,8 +163,8 @@ impl Pools<Postgres> {
         &self,
         kind: PoolKind,
         scope: Scope,
-    ) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
-        self.begin(kind, "", scope).await
+    ) -> Result<Transaction<'static, Postgres>, StoreError> {
+        self.begin(kind, "", scope).await.map_err(self.classify)
     }
 
     /// Begins a transaction in `mode` with `scope` set on a live connection of `kind`'s
@@ -188,11 +202,12 @@ impl Pools<Postgres> {
         &self,
         tx: &mut <Postgres as Database>::Connection,
         scope: Scope,
-    ) -> Result<(), sqlx::Error> {
+    ) -> Result<(), StoreError> {
         // No arguments: sent as one simple query, both statements in one round trip.
         sqlx::Executor::execute(tx, AssertSqlSafe(set_local(scope)))
             .await
             .map(drop)
+            .map_err(self.classify)
     }
 }
 
@@ -235,8 +250,8 @@ impl Pools<Sqlite> {
         &self,
         kind: PoolKind,
         _scope: Scope,
-    ) -> Result<PoolConnection<Sqlite>, sqlx::Error> {
-        self.acquire(kind).await
+    ) -> Result<PoolConnection<Sqlite>, StoreError> {
+        self.acquire(kind).await.map_err(self.classify)
     }
 
     /// A transaction on `kind`'s pool holding the write lock; it must be committed.
@@ -244,9 +259,11 @@ impl Pools<Sqlite> {
         &self,
         kind: PoolKind,
         _scope: Scope,
-    ) -> Result<Transaction<'static, Sqlite>, sqlx::Error> {
-        let conn = self.acquire(kind).await?;
-        Transaction::begin(conn, Some(AssertSqlSafe("BEGIN IMMEDIATE").into_sql_str())).await
+    ) -> Result<Transaction<'static, Sqlite>, StoreError> {
+        let conn = self.acquire(kind).await.map_err(self.classify)?;
+        Transaction::begin(conn, Some(AssertSqlSafe("BEGIN IMMEDIATE").into_sql_str()))
+            .await
+            .map_err(self.classify)
     }
 
     /// Nothing to set: see [`Pools::rescope`] of Postgres.
@@ -254,7 +271,7 @@ impl Pools<Sqlite> {
         &self,
         _tx: &mut <Sqlite as Database>::Connection,
         _scope: Scope,
-    ) -> Result<(), sqlx::Error> {
+    ) -> Result<(), StoreError> {
         Ok(())
     }
 

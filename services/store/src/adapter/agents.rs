@@ -37,8 +37,7 @@ macro_rules! impl_agent_store {
                     let mut tx = self
                         .pools
                         .write(PoolKind::App, Scope::Tenant(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     sqlx::query(concat!(
                         "INSERT INTO agents (",
                         agent_columns!(),
@@ -75,8 +74,7 @@ macro_rules! impl_agent_store {
                     let mut tx = self
                         .pools
                         .write(PoolKind::App, Scope::Tenant(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     let updated = sqlx::query(
                         "UPDATE agents SET name = $1, instructions = $2, provider = $3, \
                          tools = $4, limits = $5, version = $6, updated_at = $7 \
@@ -123,8 +121,7 @@ macro_rules! impl_agent_store {
                     let mut conn = self
                         .pools
                         .read(PoolKind::App, Scope::Tenant(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     let row: Option<AgentRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         agent_columns!(),
@@ -148,8 +145,7 @@ macro_rules! impl_agent_store {
                     let mut conn = self
                         .pools
                         .read(PoolKind::App, Scope::Tenant(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     let row: Option<AgentRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         agent_version_columns!(),
@@ -175,8 +171,7 @@ macro_rules! impl_agent_store {
                     let mut conn = self
                         .pools
                         .read(PoolKind::App, Scope::Tenant(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     let mut q: QueryBuilder<$db> = QueryBuilder::new(concat!(
                         "SELECT ",
                         agent_columns!(),

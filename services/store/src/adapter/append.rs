@@ -36,8 +36,7 @@ macro_rules! impl_append {
                     let mut tx = self
                         .pools
                         .write(PoolKind::App, Scope::Tenant(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     if let Some(rec) = &req.idempotency
                         && let Err(e) = insert_idempotency(&mut tx, tenant, rec, &req).await
                     {
@@ -86,7 +85,7 @@ macro_rules! impl_append {
                     let scoped = self.pools.read(PoolKind::App, Scope::Tenant(tenant));
                     let mut conn = match scoped.await {
                         Ok(conn) => conn,
-                        Err(e) => return $classify(e),
+                        Err(e) => return e,
                     };
                     let actual: Result<Option<i64>, _> = sqlx::query_scalar(
                         "SELECT version FROM runs WHERE id = $1 AND tenant_id = $2",

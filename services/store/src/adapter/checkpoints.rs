@@ -30,8 +30,7 @@ macro_rules! impl_checkpoint_store {
                     let mut tx = self
                         .pools
                         .write(PoolKind::Checkpoint, Scope::Tenant(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     sqlx::query(
                         "INSERT INTO checkpoints (tenant_id, run_id, id, through_version, \
                          key_id, size, sha256, ciphertext, created_at) \
@@ -62,8 +61,7 @@ macro_rules! impl_checkpoint_store {
                     let mut conn = self
                         .pools
                         .read(PoolKind::Checkpoint, Scope::Tenant(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     let rows: Vec<CheckpointRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         checkpoint_columns!(),
@@ -88,8 +86,7 @@ macro_rules! impl_checkpoint_store {
                     let mut conn = self
                         .pools
                         .read(PoolKind::Checkpoint, Scope::Tenant(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     let rows: Vec<CheckpointMetaRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         checkpoint_columns!(),

@@ -45,7 +45,7 @@ macro_rules! impl_lease_store {
                         Some((tenant, _)) => (PoolKind::App, Scope::Tenant(tenant)),
                         None => (PoolKind::Control, Scope::CrossTenant),
                     };
-                    let mut tx = self.pools.write(kind, scope).await.map_err($classify)?;
+                    let mut tx = self.pools.write(kind, scope).await?;
                     // Runs with work to do (a turn in progress or a cancel pending, as in
                     // the `runs_needing_drive` partial index of migration 0001) and a free or expired lease.
                     let q = match only {
@@ -110,8 +110,7 @@ macro_rules! impl_lease_store {
                     let mut tx = self
                         .pools
                         .write(PoolKind::Control, Scope::CrossTenant)
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     let held: Vec<(Uuid, Uuid, i64)> = sqlx::query_as(
                         "UPDATE runs SET lease_expires_ms = $1 \
                          WHERE lease_owner = $2 AND lease_expires_ms <> 0 \
@@ -142,8 +141,7 @@ macro_rules! impl_lease_store {
                     let mut tx = self
                         .pools
                         .write(PoolKind::App, Scope::Tenant(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     let done = sqlx::query(
                         "UPDATE runs SET lease_owner = NULL, lease_expires_ms = NULL \
                          WHERE id = $1 AND tenant_id = $2 AND lease_owner = $3 \

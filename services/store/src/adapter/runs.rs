@@ -43,8 +43,7 @@ macro_rules! impl_run_store {
                     let mut conn = self
                         .pools
                         .read(PoolKind::App, Scope::Tenant(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     let rows: Vec<EventRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         event_columns!(),
@@ -70,8 +69,7 @@ macro_rules! impl_run_store {
                     let mut conn = self
                         .pools
                         .read(PoolKind::App, Scope::Tenant(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     let row: Option<RunRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         run_columns!(),
@@ -94,8 +92,7 @@ macro_rules! impl_run_store {
                     let mut conn = self
                         .pools
                         .read(PoolKind::App, Scope::Tenant(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     let mut q: QueryBuilder<$db> = QueryBuilder::new(concat!(
                         "SELECT ",
                         run_columns!(),
@@ -129,8 +126,7 @@ macro_rules! impl_run_store {
                     let mut conn = self
                         .pools
                         .read(PoolKind::App, Scope::Tenant(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     let rows: Vec<MessageRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         message_columns!(),
@@ -156,8 +152,7 @@ macro_rules! impl_run_store {
                     let mut conn = self
                         .pools
                         .read(PoolKind::App, Scope::Tenant(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     let row: Option<IdempotencyRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         idempotency_columns!(),
@@ -180,8 +175,7 @@ macro_rules! impl_run_store {
                     let mut conn = self
                         .pools
                         .read(PoolKind::App, Scope::Tenant(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     let rows: Vec<ReceiptRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         receipt_columns!(),
@@ -197,11 +191,7 @@ macro_rules! impl_run_store {
                 }
 
                 async fn ping(&self) -> Result<(), StoreError> {
-                    let mut conn = self
-                        .pools
-                        .read(PoolKind::App, Scope::NoTenant)
-                        .await
-                        .map_err($classify)?;
+                    let mut conn = self.pools.read(PoolKind::App, Scope::NoTenant).await?;
                     sqlx::query("SELECT 1")
                         .execute(&mut *conn)
                         .await

@@ -54,8 +54,7 @@ macro_rules! impl_sealed_store {
                     let mut conn = self
                         .pools
                         .read(PoolKind::App, scope(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     let mut usage: BTreeMap<String, KeyUsage> = BTreeMap::new();
                     for table in ["secrets", "checkpoints"] {
                         let mut q: QueryBuilder<$db> =
@@ -98,8 +97,7 @@ macro_rules! impl_sealed_store {
                     let mut conn = self
                         .pools
                         .read(PoolKind::App, scope(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     let mut q: QueryBuilder<$db> = QueryBuilder::new(
                         "SELECT tenant_id, name, key_id, ciphertext FROM secrets \
                          WHERE key_id <> ",
@@ -146,8 +144,7 @@ macro_rules! impl_sealed_store {
                     let mut conn = self
                         .pools
                         .read(PoolKind::App, scope(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     let mut q: QueryBuilder<$db> = QueryBuilder::new(
                         "SELECT tenant_id, run_id, id, key_id, ciphertext FROM checkpoints \
                          WHERE key_id <> ",
@@ -198,16 +195,14 @@ macro_rules! impl_sealed_store {
                     let mut tx = self
                         .pools
                         .write(PoolKind::App, Scope::Tenant(scoped_to))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     let mut written = Vec::with_capacity(swaps.len());
                     for s in swaps {
                         let tenant = tenant_of(&s.read.at);
                         if scoped_to != tenant {
                             self.pools
                                 .rescope(&mut tx, Scope::Tenant(tenant))
-                                .await
-                                .map_err($classify)?;
+                                .await?;
                             scoped_to = tenant;
                         }
                         let new = &s.sealed;

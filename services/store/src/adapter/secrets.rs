@@ -35,8 +35,7 @@ macro_rules! impl_secret_store {
                     let mut tx = self
                         .pools
                         .write(PoolKind::App, Scope::Tenant(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     let row: SecretMetaRow = sqlx::query_as(concat!(
                         "INSERT INTO secrets \
                          (tenant_id, name, key_id, ciphertext, created_at, updated_at) \
@@ -69,8 +68,7 @@ macro_rules! impl_secret_store {
                     let mut conn = self
                         .pools
                         .read(PoolKind::App, Scope::Tenant(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     let row: Option<SecretRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         secret_meta_columns!(),
@@ -94,8 +92,7 @@ macro_rules! impl_secret_store {
                     let mut conn = self
                         .pools
                         .read(PoolKind::App, Scope::Tenant(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     let mut q: QueryBuilder<$db> = QueryBuilder::new(concat!(
                         "SELECT ",
                         secret_meta_columns!(),
@@ -123,8 +120,7 @@ macro_rules! impl_secret_store {
                     let mut tx = self
                         .pools
                         .write(PoolKind::App, Scope::Tenant(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     let done =
                         sqlx::query("DELETE FROM secrets WHERE tenant_id = $1 AND name = $2")
                             .bind(tenant.as_uuid())

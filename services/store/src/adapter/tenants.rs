@@ -30,11 +30,7 @@ macro_rules! impl_tenant_store {
                 /// A taken name or id is `Conflict { expected: 0, actual: 0 }` ("already
                 /// exists").
                 async fn create_tenant(&self, tenant: &Tenant) -> Result<(), StoreError> {
-                    let mut tx = self
-                        .pools
-                        .write(PoolKind::App, Scope::NoTenant)
-                        .await
-                        .map_err($classify)?;
+                    let mut tx = self.pools.write(PoolKind::App, Scope::NoTenant).await?;
                     sqlx::query(concat!(
                         "INSERT INTO tenants (",
                         tenant_columns!(),
@@ -50,11 +46,7 @@ macro_rules! impl_tenant_store {
                 }
 
                 async fn get_tenant(&self, id: TenantId) -> Result<Option<Tenant>, StoreError> {
-                    let mut conn = self
-                        .pools
-                        .read(PoolKind::App, Scope::NoTenant)
-                        .await
-                        .map_err($classify)?;
+                    let mut conn = self.pools.read(PoolKind::App, Scope::NoTenant).await?;
                     let row: Option<TenantRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         tenant_columns!(),
@@ -71,11 +63,7 @@ macro_rules! impl_tenant_store {
                     &self,
                     name: &str,
                 ) -> Result<Option<Tenant>, StoreError> {
-                    let mut conn = self
-                        .pools
-                        .read(PoolKind::App, Scope::NoTenant)
-                        .await
-                        .map_err($classify)?;
+                    let mut conn = self.pools.read(PoolKind::App, Scope::NoTenant).await?;
                     let row: Option<TenantRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         tenant_columns!(),
@@ -111,8 +99,7 @@ macro_rules! impl_tenant_store {
                     let mut tx = self
                         .pools
                         .write(PoolKind::App, Scope::Tenant(key.tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     sqlx::query(concat!(
                         "INSERT INTO api_keys (",
                         api_key_columns!(),
@@ -139,11 +126,7 @@ macro_rules! impl_tenant_store {
                     &self,
                     hash: &[u8],
                 ) -> Result<Option<ApiKeyRecord>, StoreError> {
-                    let mut conn = self
-                        .pools
-                        .read(PoolKind::App, Scope::CrossTenant)
-                        .await
-                        .map_err($classify)?;
+                    let mut conn = self.pools.read(PoolKind::App, Scope::CrossTenant).await?;
                     let row: Option<ApiKeyRecordRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         api_key_record_columns!(),
@@ -165,8 +148,7 @@ macro_rules! impl_tenant_store {
                     let mut conn = self
                         .pools
                         .read(PoolKind::App, Scope::Tenant(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     let row: Option<ApiKeyRecordRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         api_key_record_columns!(),
@@ -192,8 +174,7 @@ macro_rules! impl_tenant_store {
                     let mut conn = self
                         .pools
                         .read(PoolKind::App, Scope::Tenant(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     let query = match before {
                         None => sqlx::query_as(concat!(
                             "SELECT ",
@@ -227,8 +208,7 @@ macro_rules! impl_tenant_store {
                     let mut tx = self
                         .pools
                         .write(PoolKind::App, Scope::Tenant(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     let done = sqlx::query(
                         "UPDATE api_keys SET revoked_at = $3 \
                          WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL",
@@ -257,8 +237,7 @@ macro_rules! impl_tenant_store {
                     let mut tx = self
                         .pools
                         .write(PoolKind::App, Scope::Tenant(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     let done = sqlx::query(
                         "UPDATE api_keys SET last_used_at = $3 \
                          WHERE tenant_id = $1 AND id = $2 \

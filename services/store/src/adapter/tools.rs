@@ -31,8 +31,7 @@ macro_rules! impl_tool_store {
                     let mut tx = self
                         .pools
                         .write(PoolKind::App, Scope::Tenant(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     sqlx::query(concat!(
                         "INSERT INTO tools (",
                         tool_columns!(),
@@ -59,8 +58,7 @@ macro_rules! impl_tool_store {
                     let mut conn = self
                         .pools
                         .read(PoolKind::App, Scope::Tenant(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     let row: Option<ToolRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         tool_columns!(),
@@ -84,8 +82,7 @@ macro_rules! impl_tool_store {
                     let mut conn = self
                         .pools
                         .read(PoolKind::App, Scope::Tenant(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     let mut q: QueryBuilder<$db> = QueryBuilder::new(concat!(
                         "SELECT ",
                         tool_columns!(),

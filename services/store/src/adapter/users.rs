@@ -81,11 +81,7 @@ macro_rules! impl_user_store {
                     user: &User,
                     password_hash: &str,
                 ) -> Result<(), StoreError> {
-                    let mut tx = self
-                        .pools
-                        .write(PoolKind::App, Scope::NoTenant)
-                        .await
-                        .map_err($classify)?;
+                    let mut tx = self.pools.write(PoolKind::App, Scope::NoTenant).await?;
                     sqlx::query(concat!(
                         "INSERT INTO users (",
                         user_columns!(),
@@ -106,11 +102,7 @@ macro_rules! impl_user_store {
                     &self,
                     email: &str,
                 ) -> Result<Option<UserCredentials>, StoreError> {
-                    let mut conn = self
-                        .pools
-                        .read(PoolKind::App, Scope::NoTenant)
-                        .await
-                        .map_err($classify)?;
+                    let mut conn = self.pools.read(PoolKind::App, Scope::NoTenant).await?;
                     let row: Option<UserCredentialsRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         user_columns!(),
@@ -124,11 +116,7 @@ macro_rules! impl_user_store {
                 }
 
                 async fn get_user(&self, id: Uuid) -> Result<Option<User>, StoreError> {
-                    let mut conn = self
-                        .pools
-                        .read(PoolKind::App, Scope::NoTenant)
-                        .await
-                        .map_err($classify)?;
+                    let mut conn = self.pools.read(PoolKind::App, Scope::NoTenant).await?;
                     let row: Option<UserRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         user_columns!(),
@@ -152,8 +140,7 @@ macro_rules! impl_user_store {
                     let mut tx = self
                         .pools
                         .write(PoolKind::App, Scope::Tenant(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     sqlx::query(
                         "INSERT INTO memberships (tenant_id, user_id, role, created_at) \
                          VALUES ($1, $2, $3, $4)",
@@ -177,8 +164,7 @@ macro_rules! impl_user_store {
                     let mut conn = self
                         .pools
                         .read(PoolKind::App, Scope::Tenant(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     let row: Option<MemberRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         member_columns!(),
@@ -203,8 +189,7 @@ macro_rules! impl_user_store {
                     let mut conn = self
                         .pools
                         .read(PoolKind::App, Scope::Tenant(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     let mut q: QueryBuilder<$db> = QueryBuilder::new(concat!(
                         "SELECT ",
                         member_columns!(),
@@ -236,8 +221,7 @@ macro_rules! impl_user_store {
                     let mut tx = self
                         .pools
                         .write(PoolKind::App, Scope::Tenant(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     let leaves_owner = to != Role::Owner;
                     if let Some(refused) =
                         refusal(&mut tx, tenant, user, from, leaves_owner).await?
@@ -268,8 +252,7 @@ macro_rules! impl_user_store {
                     let mut tx = self
                         .pools
                         .write(PoolKind::App, Scope::Tenant(tenant))
-                        .await
-                        .map_err($classify)?;
+                        .await?;
                     if let Some(refused) = refusal(&mut tx, tenant, user, from, true).await? {
                         let _ = tx.rollback().await;
                         return Ok(refused);
@@ -291,11 +274,7 @@ macro_rules! impl_user_store {
                     user: Uuid,
                     limit: u32,
                 ) -> Result<Vec<TenantRole>, StoreError> {
-                    let mut conn = self
-                        .pools
-                        .read(PoolKind::App, Scope::CrossTenant)
-                        .await
-                        .map_err($classify)?;
+                    let mut conn = self.pools.read(PoolKind::App, Scope::CrossTenant).await?;
                     let rows: Vec<TenantRoleRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         tenant_role_columns!(),
@@ -318,11 +297,7 @@ macro_rules! impl_user_store {
                     session: &Session,
                     hash: &[u8],
                 ) -> Result<(), StoreError> {
-                    let mut tx = self
-                        .pools
-                        .write(PoolKind::App, Scope::NoTenant)
-                        .await
-                        .map_err($classify)?;
+                    let mut tx = self.pools.write(PoolKind::App, Scope::NoTenant).await?;
                     sqlx::query("DELETE FROM sessions WHERE user_id = $1 AND expires_at < $2")
                         .bind(session.user)
                         .bind(micros(session.created_at))
@@ -347,11 +322,7 @@ macro_rules! impl_user_store {
                 }
 
                 async fn lookup_session(&self, hash: &[u8]) -> Result<Option<Session>, StoreError> {
-                    let mut conn = self
-                        .pools
-                        .read(PoolKind::App, Scope::NoTenant)
-                        .await
-                        .map_err($classify)?;
+                    let mut conn = self.pools.read(PoolKind::App, Scope::NoTenant).await?;
                     let row: Option<SessionRow> = sqlx::query_as(concat!(
                         "SELECT ",
                         session_columns!(),
@@ -370,11 +341,7 @@ macro_rules! impl_user_store {
                     id: Uuid,
                     at: DateTime<Utc>,
                 ) -> Result<bool, StoreError> {
-                    let mut tx = self
-                        .pools
-                        .write(PoolKind::App, Scope::NoTenant)
-                        .await
-                        .map_err($classify)?;
+                    let mut tx = self.pools.write(PoolKind::App, Scope::NoTenant).await?;
                     let done = sqlx::query(
                         "UPDATE sessions SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL",
                     )

@@ -134,7 +134,7 @@ impl PgStore {
         let control = pool(opts.control_pool_size).connect_lazy_with(connect.clone());
         let checkpoint = pool(opts.checkpoint_pool_size).connect_lazy_with(connect);
         Ok(PgStore {
-            pools: Pools::new(app, control, checkpoint),
+            pools: Pools::new(app, control, checkpoint, classify),
             role: Arc::new(role),
         })
     }
@@ -152,7 +152,7 @@ impl PgStore {
         kind: PoolKind,
         scope: Scope,
     ) -> Result<Transaction<'static, Postgres>, StoreError> {
-        self.pools.write(kind, scope).await.map_err(classify)
+        self.pools.write(kind, scope).await
     }
 
     /// The pools' state, for metrics.

@@ -46,7 +46,7 @@ impl SqliteStore {
         }
         let app = pool.connect_with(opts).await.map_err(classify)?;
         Ok(SqliteStore {
-            pools: Pools::single(app),
+            pools: Pools::single(app, classify),
         })
     }
 
