@@ -5,9 +5,10 @@
 //! [`Cluster::check_run_invariants`].
 
 use crate::stats::{Progress, Summary};
+use crate::takeover::{self, Taken};
 use anyhow::{Context, bail};
 use baton_testkit::{Api, Cluster};
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use futures::StreamExt;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -154,7 +155,7 @@ pub async fn run(bin: &Path, plan: &Plan, p: Progress) -> anyhow::Result<Outcome
     }
     let old_epoch: HashMap<uuid::Uuid, i64> = victim_runs.iter().copied().collect();
     let victim_ids: Vec<uuid::Uuid> = victim_runs.iter().map(|(r, _)| *r).collect();
-    let mut taken: HashMap<uuid::Uuid, (f64, String, String)> = HashMap::new();
+    let mut taken: HashMap<uuid::Uuid, Taken> = HashMap::new();
     let mut exit_ms = None;
     let mut last_said = Instant::now();
     while (taken.len() < victim_ids.len() || exit_ms.is_none())
@@ -163,15 +164,7 @@ pub async fn run(bin: &Path, plan: &Plan, p: Progress) -> anyhow::Result<Outcome
         if exit_ms.is_none() && !cluster.is_running(victim)? {
             exit_ms = Some(signalled.elapsed().as_secs_f64() * 1e3);
         }
-        for (run, at, data) in lease_events(&cluster, &victim_ids, "lease.acquired").await? {
-            let owner = data["owner"].as_str().unwrap_or_default();
-            let epoch = data["epoch"].as_i64().unwrap_or_default();
-            if owner != victim_id && epoch > old_epoch[&run] && !taken.contains_key(&run) {
-                let ms = (at - signalled_wall).num_microseconds().unwrap_or(0) as f64 / 1e3;
-                let reason = data["reason"].as_str().unwrap_or("?").to_string();
-                taken.insert(run, (ms, reason, owner.to_string()));
-            }
-        }
+        takeover::poll(&cluster, &victim_id, &old_epoch, signalled_wall, &mut taken).await?;
         if last_said.elapsed() >= Duration::from_secs(1) {
             last_said = Instant::now();
             p.say(format!(
@@ -189,7 +182,7 @@ pub async fn run(bin: &Path, plan: &Plan, p: Progress) -> anyhow::Result<Outcome
         victim_ids.len(),
         signalled.elapsed().as_secs_f64()
     ));
-    let released_drained = lease_events(&cluster, &victim_ids, "lease.released")
+    let released_drained = takeover::lease_events(&cluster, &victim_ids, "lease.released")
         .await?
         .iter()
         .filter(|(_, _, d)| d["reason"] == "drained")
@@ -215,11 +208,11 @@ pub async fn run(bin: &Path, plan: &Plan, p: Progress) -> anyhow::Result<Outcome
     }
     let mut reasons = BTreeMap::new();
     let mut new_owners = BTreeMap::new();
-    for (_, reason, owner) in taken.values() {
-        *reasons.entry(reason.clone()).or_default() += 1;
-        *new_owners.entry(owner.clone()).or_default() += 1;
+    for t in taken.values() {
+        *reasons.entry(t.reason.clone()).or_default() += 1;
+        *new_owners.entry(t.owner.clone()).or_default() += 1;
     }
-    let samples: Vec<f64> = taken.values().map(|(ms, _, _)| *ms).collect();
+    let samples: Vec<f64> = taken.values().map(|t| t.ms).collect();
     let outcome = Outcome {
         fault: plan.fault,
         replicas: plan.replicas,
@@ -241,22 +234,6 @@ pub async fn run(bin: &Path, plan: &Plan, p: Progress) -> anyhow::Result<Outcome
     };
     cluster.stop().await?;
     Ok(outcome)
-}
-
-/// Every `event_type` event of `runs`: (run, recorded_at, data).
-async fn lease_events(
-    cluster: &Cluster,
-    runs: &[uuid::Uuid],
-    event_type: &str,
-) -> anyhow::Result<Vec<(uuid::Uuid, DateTime<Utc>, serde_json::Value)>> {
-    sqlx::query_as(
-        "SELECT stream_id, recorded_at, data FROM events WHERE stream_id = ANY($1) AND type = $2",
-    )
-    .bind(runs)
-    .bind(event_type)
-    .fetch_all(cluster.pool().await?)
-    .await
-    .context("cannot read lease events")
 }
 
 /// The index of a harness replica identity `replica-<i>/<boot>`.

@@ -10,24 +10,39 @@
 //! - `burst` adds aligned bursts of turn completions to that load and compares request
 //!   latency during the bursts with latency between them;
 //! - `append` measures the most durable single-event appends per second through the API
-//!   and through the store, each as a ratio to the same SQL driven directly.
+//!   and through the store, each as a ratio to the same SQL driven directly;
+//! - `rolling-upgrade` replaces each replica in turn (SIGTERM, a new process) under the
+//!   `steady` load while A active runs call a mutation tool every turn and SSE watchers
+//!   follow them, resuming elsewhere with `Last-Event-ID`; reports hand-off times and
+//!   client-visible errors ([`upgrade`], [`faults`]);
+//! - `chaos` does K cycles of SIGKILL (then restart) or SIGSTOP (then SIGCONT) of a
+//!   random replica (seeded, `--seed` replays) under the same load; reports adoption
+//!   times ([`chaos`]).
 //!
-//! Each prints progress, writes `<scenario>-<time>.json` and `.md` under `--out`, and
-//! exits non-zero when an invariant breaks (a run's versions not exactly 1..n, a client
-//! seeing a gap, a write accepted but not stored, a run not taken over in time). Every
-//! loop is bounded in count and time.
+//! Each prints progress, writes `<scenario>-<time>.json` and `.md` under `--out` (the
+//! fault scenarios also a latency-over-time `.svg`, [`plot`]), and exits non-zero when
+//! an invariant breaks (a run's versions not exactly 1..n, a client seeing a gap or a
+//! repeat, a write accepted but not stored, a mutation run twice, a run not taken over
+//! in time). Every loop is bounded in count and time.
 
 mod append;
 mod burst;
+mod chaos;
 mod client;
+mod drivers;
 mod fanout;
+mod faults;
 mod host;
 mod kill;
 mod open_loop;
+mod plot;
 mod report;
 mod stats;
 mod steady;
+mod takeover;
 mod target;
+mod upgrade;
+mod watch;
 
 use clap::{Parser, Subcommand};
 use stats::{MD_HEADER, Progress};
@@ -51,6 +66,10 @@ enum Command {
     Burst(burst::BurstArgs),
     /// The most durable event appends per second: API, store and raw Postgres.
     Append(append::AppendArgs),
+    /// Replace every replica in turn (SIGTERM, new process) under load; hand-off times.
+    RollingUpgrade(upgrade::UpgradeArgs),
+    /// Random SIGKILL / SIGSTOP of replicas under load, with restarts; adoption times.
+    Chaos(chaos::ChaosArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -92,11 +111,23 @@ struct ClusterArgs {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let failures = match Cli::parse().command {
-        Command::Cluster(args) => cluster(args).await?,
-        Command::Steady(args) => steady::run(args).await?,
-        Command::Burst(args) => burst::run(args).await?,
-        Command::Append(args) => append::run(args).await?,
+    let scenario = async {
+        match Cli::parse().command {
+            Command::Cluster(args) => cluster(args).await,
+            Command::Steady(args) => steady::run(args).await,
+            Command::Burst(args) => burst::run(args).await,
+            Command::Append(args) => append::run(args).await,
+            Command::RollingUpgrade(args) => upgrade::run(args).await,
+            Command::Chaos(args) => chaos::run(args).await,
+        }
+    };
+    // Interrupted, the scenario is dropped: its cluster kills every replica it started
+    // (a stopped one too) before the harness exits.
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let failures = tokio::select! {
+        r = scenario => r?,
+        _ = tokio::signal::ctrl_c() => anyhow::bail!("interrupted"),
+        _ = term.recv() => anyhow::bail!("terminated"),
     };
     if failures > 0 {
         eprintln!("{failures} invariant failure(s)");

@@ -178,16 +178,28 @@ pub fn write(
     json: &serde_json::Value,
     md: &str,
 ) -> anyhow::Result<PathBuf> {
+    let base = base(out, name)?;
+    write_at(&base, json, md)?;
+    Ok(base)
+}
+
+/// `<out>/<name>-<time>`, the path of the reports without extension (for files that go
+/// beside them, such as a plot); creates `out`.
+pub fn base(out: &Path, name: &str) -> anyhow::Result<PathBuf> {
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
-    let base = out.join(format!("{name}-{stamp}"));
+    Ok(out.join(format!("{name}-{stamp}")))
+}
+
+/// Writes `<base>.json` and `<base>.md`.
+pub fn write_at(base: &Path, json: &serde_json::Value, md: &str) -> anyhow::Result<()> {
     let json_path = base.with_extension("json");
     std::fs::write(&json_path, serde_json::to_string_pretty(json)?)
         .with_context(|| format!("cannot write {}", json_path.display()))?;
     let md_path = base.with_extension("md");
     std::fs::write(&md_path, md).with_context(|| format!("cannot write {}", md_path.display()))?;
     eprintln!("reports: {}.json and .md", base.display());
-    Ok(base)
+    Ok(())
 }
 
 /// The fields every report starts with.

@@ -13,7 +13,7 @@ use crate::host;
 use crate::open_loop::{self, Class, Outcome, Plan, Slot};
 use crate::report;
 use crate::stats::Progress;
-use crate::target::{Target, TargetArgs};
+use crate::target::{Rotation, Target, TargetArgs};
 use anyhow::Context;
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -185,20 +185,38 @@ pub fn plan(args: &LoadArgs, secs: f64) -> Plan {
     }
 }
 
-/// The request for each slot of [`plan`]: class 0 reads, class 1 writes.
+/// The request for each slot of [`plan`]: class 0 reads, class 1 writes, round-robin
+/// over every replica of the target.
 pub fn requests(
     target: &Target,
     client: &Client,
     load: &Load,
     args: &LoadArgs,
 ) -> impl FnMut(Slot) -> (&'static str, BoxFuture<'static, Outcome>) + use<> {
-    let urls = target.urls.clone();
+    requests_on(Rotation::new(&target.urls), client, load, args)
+}
+
+/// Like [`requests`], round-robin over the replicas in `rotation` when each is due.
+pub fn requests_on(
+    rotation: Rotation,
+    client: &Client,
+    load: &Load,
+    args: &LoadArgs,
+) -> impl FnMut(Slot) -> (&'static str, BoxFuture<'static, Outcome>) + use<> {
     let (client, pool) = (client.clone(), load.pool.clone());
     let (accepted, created) = (load.accepted.clone(), load.created.clone());
     let (agent, share) = (load.agent.clone(), args.create_share);
     let mut posts: u64 = 0;
     move |slot| {
-        let base = urls[(slot.seq % urls.len() as u64) as usize].clone();
+        let Some(base) = rotation.pick(slot.seq) else {
+            let op = if slot.class == 0 {
+                "get_run"
+            } else {
+                "post_message"
+            };
+            let outcome = Outcome::Error("no_replica".into());
+            return (op, Box::pin(std::future::ready(outcome)));
+        };
         let c = client.clone();
         if slot.class == 0 {
             let run = pool[((slot.seq / 3) % pool.len() as u64) as usize];

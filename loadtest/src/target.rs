@@ -9,6 +9,7 @@ use anyhow::{Context, bail};
 use baton_testkit::Cluster;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
 
 /// Where the load goes.
 #[derive(clap::Args, Debug, Clone)]
@@ -32,7 +33,7 @@ pub struct TargetArgs {
     pub key: Option<String>,
 }
 
-fn parse_env(s: &str) -> Result<(String, String), String> {
+pub fn parse_env(s: &str) -> Result<(String, String), String> {
     s.split_once('=')
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .ok_or_else(|| format!("expected KEY=VALUE, got {s:?}"))
@@ -157,6 +158,20 @@ impl Target {
         Ok(n)
     }
 
+    /// The spawned cluster, to signal and restart its replicas; fails for `--url`.
+    pub fn cluster_mut(&mut self) -> anyhow::Result<&mut Cluster> {
+        self.cluster
+            .as_mut()
+            .context("this scenario signals replicas: it needs a spawned cluster, not --url")
+    }
+
+    /// Re-reads the base URLs of a spawned cluster (a restarted replica has a new port).
+    pub fn refresh_urls(&mut self) {
+        if let Some(c) = &self.cluster {
+            self.urls = (0..c.len()).map(|i| c.base_url(i).to_string()).collect();
+        }
+    }
+
     /// Stops a spawned cluster and drops its database.
     pub async fn stop(self) -> anyhow::Result<()> {
         match self.cluster {
@@ -217,5 +232,65 @@ pub fn profile_of(bin: &Path) -> &'static str {
         "release"
     } else {
         "debug"
+    }
+}
+
+/// The replicas that take new requests, by replica index, as a load balancer sees them:
+/// a replica about to be signalled leaves the rotation first and comes back (at its new
+/// address) once it listens again. Cheap to clone; every clone shares the table.
+#[derive(Debug, Clone)]
+pub struct Rotation(Arc<RwLock<Vec<Option<String>>>>);
+
+impl Rotation {
+    /// Every one of `urls` in rotation.
+    pub fn new(urls: &[String]) -> Self {
+        Rotation(Arc::new(RwLock::new(
+            urls.iter().cloned().map(Some).collect(),
+        )))
+    }
+
+    /// The base URL for request number `i`: round-robin over the replicas in rotation;
+    /// `None` when none is.
+    pub fn pick(&self, i: u64) -> Option<String> {
+        let table = self.0.read().unwrap_or_else(|e| e.into_inner());
+        let live: Vec<&String> = table.iter().flatten().collect();
+        if live.is_empty() {
+            return None;
+        }
+        Some(live[(i % live.len() as u64) as usize].clone())
+    }
+
+    /// Takes replica `i` out of the rotation.
+    pub fn remove(&self, i: usize) {
+        self.set(i, None);
+    }
+
+    /// Puts replica `i` (back) in the rotation at `url`, or takes it out.
+    pub fn set(&self, i: usize, url: Option<String>) {
+        let mut table = self.0.write().unwrap_or_else(|e| e.into_inner());
+        if table.len() <= i {
+            table.resize(i + 1, None);
+        }
+        table[i] = url;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rotation_skips_replicas_taken_out_and_takes_them_back() {
+        let r = Rotation::new(&["a".to_string(), "b".to_string(), "c".to_string()]);
+        let picks = |r: &Rotation| (0..3).filter_map(|i| r.pick(i)).collect::<Vec<_>>();
+        assert_eq!(picks(&r), ["a", "b", "c"]);
+        r.remove(1);
+        assert_eq!(picks(&r), ["a", "c", "a"]);
+        r.set(1, Some("b2".to_string()));
+        assert_eq!(picks(&r), ["a", "b2", "c"]);
+        for i in 0..3 {
+            r.remove(i);
+        }
+        assert_eq!(r.pick(0), None);
     }
 }

@@ -1,9 +1,10 @@
-//! Short runs of the `steady`, `burst` and `append` scenarios (`--smoke`, a few seconds of
-//! load each) against a cluster the harness spawns on the test Postgres
-//! (`BATON_TEST_DATABASE_URL`, else 127.0.0.1:5432 as `postgres`) and the local NATS
-//! (`BATON_TEST_NATS_URL`, else 127.0.0.1:4222). Each must exit 0 and write a report
-//! whose figures are sane: operations completed, percentiles in order, no invariant
-//! failure. Nothing here asserts on speed.
+//! Short runs of the `steady`, `burst`, `append`, `rolling-upgrade` and `chaos` scenarios
+//! (`--smoke`, a few seconds of load each) against a cluster the harness spawns on the
+//! test Postgres (`BATON_TEST_DATABASE_URL`, else 127.0.0.1:5432 as `postgres`) and the
+//! local NATS (`BATON_TEST_NATS_URL`, else 127.0.0.1:4222). Each must exit 0 and write a
+//! report whose figures are sane: operations completed, percentiles in order, no
+//! invariant failure (for the fault scenarios: no SSE gap, no duplicated mutation, no
+//! lost event), and the latency plot it links. Nothing here asserts on speed.
 
 use anyhow::Context;
 use serde_json::Value;
@@ -84,7 +85,20 @@ fn report(dir: &Path, name: &str) -> anyhow::Result<Value> {
     }
     anyhow::ensure!(json.len() == 1 && md == 1, "expected one report in {dir:?}");
     let text = std::fs::read_to_string(&json[0])?;
-    Ok(serde_json::from_str(&text)?)
+    let report: Value = serde_json::from_str(&text)?;
+    if let Some(plot) = report["plot"].as_str() {
+        let svg = std::fs::read_to_string(dir.join(plot)).context("the plot beside the report")?;
+        anyhow::ensure!(
+            svg.starts_with("<?xml") && svg.trim_end().ends_with("</svg>"),
+            "{plot} is not an SVG document"
+        );
+        let md = std::fs::read_to_string(json[0].with_extension("md"))?;
+        anyhow::ensure!(
+            md.contains(&format!("]({plot})")),
+            "the Markdown links {plot}"
+        );
+    }
+    Ok(report)
 }
 
 /// The percentiles of a latency summary are ordered and positive when it has samples.
@@ -181,5 +195,87 @@ fn append_smoke_measures_every_path_with_a_ratio_to_raw() -> anyhow::Result<()> 
         }
     }
     assert_eq!(r["failures"], serde_json::json!([]), "{r}");
+    Ok(())
+}
+
+/// What both fault scenarios must show: every invariant at zero, mutations made and
+/// streamed, every watcher at its run's last version, and the plot.
+fn assert_fault_invariants_hold(r: &Value) {
+    for k in [
+        "sse_gaps",
+        "sse_repeats",
+        "sse_missing",
+        "duplicated_mutations",
+        "duplicated_writes",
+        "lost_events",
+        "other_failures",
+    ] {
+        assert_eq!(r["invariants"][k], 0, "{k}: {}", r["invariants"]);
+    }
+    assert_eq!(r["failures"], serde_json::json!([]), "{r}");
+    let m = &r["mutations"];
+    assert!(m["calls"].as_u64().unwrap_or(0) > 0, "{m}");
+    assert_eq!(m["calls"], m["intents"], "one call per receipt: {m}");
+    let sse = &r["sse"];
+    assert!(sse["events"].as_u64().unwrap_or(0) > 0, "{sse}");
+    assert_eq!(sse["finished"], sse["watchers"], "{sse}");
+    let active = &r["active"];
+    assert!(
+        active["turns_accepted"].as_u64().unwrap_or(0) > active["runs"].as_u64().unwrap_or(0),
+        "every run took more than its first turn: {active}"
+    );
+    assert!(
+        r["ops"]["get_run"]["ok"].as_u64().unwrap_or(0) > 0,
+        "{}",
+        r["ops"]
+    );
+    assert!(
+        r["plot"].as_str().is_some_and(|p| p.ends_with(".svg")),
+        "{r}"
+    );
+}
+
+#[test]
+fn rolling_upgrade_smoke_replaces_every_replica_without_gaps_duplicates_or_losses()
+-> anyhow::Result<()> {
+    let r = scenario("rolling-upgrade", &["--smoke"])?;
+    assert_fault_invariants_hold(&r);
+    let steps = r["fault"]["steps"].as_array().context("steps")?;
+    assert_eq!(steps.len(), 3, "{r}");
+    let mut held = 0;
+    for s in steps {
+        assert_eq!(s["exit_status"], "exit status: 0", "a clean drain: {s}");
+        assert_eq!(s["taken_over"], s["held"], "{s}");
+        held += s["held"].as_u64().unwrap_or(0);
+    }
+    assert_eq!(r["fault"]["handoff"]["count"], held, "{r}");
+    // Every replica was replaced, so every watcher lost its stream at least once.
+    let sse = &r["sse"];
+    assert!(
+        sse["resumes"].as_u64().unwrap_or(0) >= sse["watchers"].as_u64().unwrap_or(u64::MAX),
+        "{sse}"
+    );
+    let markers = r["markers"].as_array().context("markers")?;
+    assert!(
+        markers.len() >= 6,
+        "SIGTERM and restart of each replica: {markers:?}"
+    );
+    Ok(())
+}
+
+#[test]
+fn chaos_smoke_kills_and_pauses_replicas_without_gaps_duplicates_or_losses() -> anyhow::Result<()> {
+    let r = scenario("chaos", &["--smoke", "--seed", "7", "--kinds", "kill,stop"])?;
+    assert_fault_invariants_hold(&r);
+    assert_eq!(r["fault"]["seed"], 7);
+    let cycles = r["fault"]["cycles"].as_array().context("cycles")?;
+    assert_eq!(cycles.len(), 2, "{r}");
+    let mut held = 0;
+    for c in cycles {
+        assert!(c["kind"] == "kill" || c["kind"] == "stop", "{c}");
+        assert_eq!(c["adopted"], c["held"], "{c}");
+        held += c["held"].as_u64().unwrap_or(0);
+    }
+    assert_eq!(r["fault"]["adoption"]["count"], held, "{r}");
     Ok(())
 }
