@@ -13,7 +13,7 @@
 
 use crate::error::{ApiError, Code};
 use crate::state::AppState;
-use axum::extract::FromRequestParts;
+use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use baton_core::api_keys;
@@ -22,6 +22,7 @@ use baton_core::users::{Session, SessionError};
 use baton_core::{Principal, Role, TenantId, keys};
 use chrono::{DateTime, Utc};
 use std::collections::HashSet;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard};
 use uuid::Uuid;
 
@@ -46,7 +47,9 @@ impl FromRequestParts<AppState> for Caller {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let identity = identify(parts, state).await?;
         let requested = requested_tenant(parts)?;
-        let caller = identity.principal(state, requested).await?;
+        let caller = identity
+            .principal(state, requested, peer_address(parts))
+            .await?;
         state
             .limits
             .check(&caller)
@@ -71,11 +74,12 @@ pub enum Identity {
 
 impl Identity {
     /// The principal acting in `requested` (the `Baton-Tenant` header), or in the
-    /// identity's only tenant without one.
+    /// identity's only tenant without one, calling from `source`.
     pub async fn principal(
         &self,
         state: &AppState,
         requested: Option<TenantId>,
+        source: Option<IpAddr>,
     ) -> Result<Principal, ApiError> {
         let own = |tenant: TenantId, role: Role, actor: String| {
             if requested.is_some_and(|t| t != tenant) {
@@ -89,6 +93,7 @@ impl Identity {
                 tenant,
                 role,
                 actor,
+                source,
             })
         };
         match self {
@@ -101,7 +106,7 @@ impl Identity {
             Identity::Session(session) => state
                 .accounts
                 .users
-                .principal(session, requested)
+                .principal(session, requested, source)
                 .await
                 .map_err(session_error),
         }
@@ -119,7 +124,7 @@ impl FromRequestParts<AppState> for Identified {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let identity = identify(parts, state).await?;
         if !matches!(identity, Identity::Session(_)) {
-            let caller = identity.principal(state, None).await?;
+            let caller = identity.principal(state, None, peer_address(parts)).await?;
             state
                 .limits
                 .check(&caller)
@@ -127,6 +132,15 @@ impl FromRequestParts<AppState> for Identified {
         }
         Ok(Identified(identity))
     }
+}
+
+/// The address of the connection's peer, when the server was started with it (it always
+/// is; a router served without it, as in some tests, has none).
+pub fn peer_address(parts: &Parts) -> Option<IpAddr> {
+    parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(addr)| addr.ip())
 }
 
 /// The tenant the `Baton-Tenant` header names, if it is there.

@@ -32,7 +32,8 @@ use utoipa_axum::routes;
     info(title = "Baton API", description = "Durable control plane for AI agent runs."),
     tags(
         (name = "agents"), (name = "tools"), (name = "runs"), (name = "secrets"),
-        (name = "api-keys"), (name = "members"), (name = "sessions"), (name = "health")
+        (name = "api-keys"), (name = "members"), (name = "audit"), (name = "sessions"),
+        (name = "health")
     ),
     security(("bearer" = [])),
     modifiers(&BearerAuth)
@@ -142,6 +143,7 @@ fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(routes::api_keys::revoke))
         .routes(routes!(routes::members::add, routes::members::list))
         .routes(routes!(routes::members::set_role, routes::members::remove))
+        .routes(routes!(routes::audit::list))
         .routes(routes!(routes::sessions::login))
         .routes(routes!(routes::sessions::logout))
         .routes(routes!(routes::sessions::me))
@@ -393,6 +395,7 @@ mod tests {
             "/v1/runs/{run_id}/events",
             "/v1/secrets",
             "/v1/api-keys",
+            "/v1/audit",
         ];
         for (method, path, op) in operations() {
             if !pages.contains(&path.as_str()) || method != "GET" {

@@ -109,6 +109,7 @@ mod tests {
             tenant,
             role: Role::Member,
             actor: format!("key:{key}"),
+            source: None,
         }
     }
 

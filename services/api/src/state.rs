@@ -49,6 +49,8 @@ pub struct AppState {
     pub checkpoints: Checkpoints,
     /// Write-only for clients; the engine reads values through its own `SecretReader`.
     pub secrets: Secrets,
+    /// The tenant's audit stream, for its admins.
+    pub audit: baton_core::audit::Audit,
     /// The tenant's records per encryption key, and reseals run on this replica.
     pub encryption: baton_core::rotation::EncryptionKeys,
     pub tenants: Arc<dyn TenantStore>,

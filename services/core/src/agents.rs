@@ -1,6 +1,7 @@
 //! Agent use cases: create, update, get, list. Agents are versioned rows, not streams:
 //! an update stores a new version and a run keeps the version it started with.
 
+use crate::audit::{AuditAction, AuditEntry};
 use crate::auth::{Action, Principal};
 use crate::error::CoreError;
 use crate::model::{Agent, AgentLimits, OpenAiSpec, ProviderSpec, ScriptedReply};
@@ -9,6 +10,7 @@ use crate::ports::{AgentStore, Clock, ToolStore};
 use crate::validate;
 use baton_events::{AgentId, TenantId, ToolId};
 use serde::Deserialize;
+use serde_json::json;
 use std::sync::Arc;
 
 pub const MAX_NAME_CHARS: usize = 200;
@@ -60,7 +62,14 @@ impl Agents {
             created_at: now,
             updated_at: now,
         };
-        self.store.create_agent(p.tenant, &agent).await?;
+        let audit = AuditEntry::by(
+            p,
+            now,
+            AuditAction::AgentCreated,
+            agent.id.to_string(),
+            json!({"name": agent.name, "version": agent.version}),
+        );
+        self.store.create_agent(p.tenant, &agent, &audit).await?;
         Ok(agent)
     }
 
@@ -86,7 +95,14 @@ impl Agents {
             updated_at: self.clock.now(),
             ..current
         };
-        self.store.update_agent(p.tenant, &agent).await?;
+        let audit = AuditEntry::by(
+            p,
+            agent.updated_at,
+            AuditAction::AgentUpdated,
+            agent.id.to_string(),
+            json!({"name": agent.name, "version": agent.version}),
+        );
+        self.store.update_agent(p.tenant, &agent, &audit).await?;
         Ok(agent)
     }
 

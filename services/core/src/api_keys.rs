@@ -8,6 +8,7 @@
 //! once per [`LAST_USE_INTERVAL`] per key ([`use_worth_recording`]), so authentication
 //! does not turn every read into a write.
 
+use crate::audit::{AuditAction, AuditEntry};
 use crate::auth::{Action, Principal, Role};
 use crate::error::CoreError;
 use crate::keys;
@@ -129,8 +130,20 @@ impl ApiKeys {
             expires_at,
             revoked_at: None,
         };
+        let audit = AuditEntry::by(
+            p,
+            now,
+            AuditAction::ApiKeyCreated,
+            key.id.to_string(),
+            serde_json::json!({
+                "name": key.name,
+                "prefix": keys::shown_prefix(&key.prefix),
+                "role": key.role,
+                "expires_at": key.expires_at,
+            }),
+        );
         self.store
-            .create_api_key_by(&key, &issued.hash, &p.actor)
+            .create_api_key_by(&key, &issued.hash, &audit)
             .await?;
         let record = ApiKeyRecord {
             key,
@@ -176,9 +189,15 @@ impl ApiKeys {
         if !p.may_grant(record.key.role) {
             return Err(CoreError::Forbidden(revoke_above_own(record.key.role)));
         }
-        self.store
-            .revoke_api_key(p.tenant, id, self.clock.now())
-            .await?;
+        let now = self.clock.now();
+        let audit = AuditEntry::by(
+            p,
+            now,
+            AuditAction::ApiKeyRevoked,
+            id.to_string(),
+            serde_json::json!({"name": record.key.name, "role": record.key.role}),
+        );
+        self.store.revoke_api_key(p.tenant, id, now, &audit).await?;
         Ok(())
     }
 }
@@ -279,7 +298,12 @@ mod tests {
             Ok(None)
         }
 
-        async fn create_api_key(&self, key: &ApiKey, hash: &[u8]) -> Result<(), StoreError> {
+        async fn create_api_key(
+            &self,
+            key: &ApiKey,
+            hash: &[u8],
+            _: &AuditEntry,
+        ) -> Result<(), StoreError> {
             let record = ApiKeyRecord {
                 key: key.clone(),
                 created_by: None,
@@ -293,11 +317,11 @@ mod tests {
             &self,
             key: &ApiKey,
             hash: &[u8],
-            created_by: &str,
+            audit: &AuditEntry,
         ) -> Result<(), StoreError> {
             let record = ApiKeyRecord {
                 key: key.clone(),
-                created_by: Some(created_by.into()),
+                created_by: Some(audit.actor.clone()),
                 last_used_at: None,
             };
             self.keys().push((record, hash.to_vec()));
@@ -346,6 +370,7 @@ mod tests {
             tenant: TenantId,
             id: Uuid,
             at: DateTime<Utc>,
+            _: &AuditEntry,
         ) -> Result<bool, StoreError> {
             let mut keys = self.keys();
             let row = keys.iter_mut().find(|(r, _)| {
@@ -396,6 +421,7 @@ mod tests {
             tenant,
             role,
             actor: format!("key:{}", Uuid::now_v7()),
+            source: None,
         }
     }
 

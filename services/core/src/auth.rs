@@ -64,6 +64,9 @@ pub enum Action {
     ManageMembers,
     /// Make a member an owner, or change or remove an owner's membership.
     ManageOwners,
+    /// Read the tenant's audit stream: who changed its members, keys, secrets, agents
+    /// and tools, when and from where.
+    ReadAudit,
 }
 
 impl Action {
@@ -80,7 +83,8 @@ impl Action {
             | Action::ManageSecrets
             | Action::ManageEncryption
             | Action::ManageApiKeys
-            | Action::ManageMembers => Role::Admin,
+            | Action::ManageMembers
+            | Action::ReadAudit => Role::Admin,
             Action::ManageOwners => Role::Owner,
         }
     }
@@ -101,6 +105,7 @@ impl Action {
             Action::ManageApiKeys => "manage API keys",
             Action::ManageMembers => "manage members",
             Action::ManageOwners => "manage owners",
+            Action::ReadAudit => "read the audit stream",
         }
     }
 }
@@ -113,6 +118,9 @@ pub struct Principal {
     /// Stable actor label recorded in event metadata: `key:<id>`, `user:<id>` (a login
     /// session) or `local`.
     pub actor: String,
+    /// The address of the client's connection, for the audit stream; none when the
+    /// caller is not a network client.
+    pub source: Option<std::net::IpAddr>,
 }
 
 impl Principal {
@@ -140,6 +148,7 @@ mod tests {
             tenant: TenantId::new(),
             role,
             actor: "test".into(),
+            source: None,
         }
     }
 

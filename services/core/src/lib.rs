@@ -6,6 +6,7 @@
 
 pub mod agents;
 pub mod api_keys;
+pub mod audit;
 pub mod auth;
 pub mod crypto;
 pub mod error;

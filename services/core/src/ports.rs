@@ -3,6 +3,7 @@
 //! touches tenant data takes the [`TenantId`] first and must never return another
 //! tenant's rows.
 
+use crate::audit::{AuditEntry, AuditQuery};
 use crate::auth::Role;
 use crate::error::StoreError;
 use crate::model::{Agent, ApiKey, Message, Receipt, RunStatus, RunSummary, Tenant, Tool};
@@ -207,13 +208,27 @@ pub trait LeaseStore: Send + Sync {
 }
 
 /// Agent definitions, every version kept: a run uses the version it started with.
+///
+/// Every method that changes something takes the [`AuditEntry`] recording the change and
+/// writes it in the same transaction, only when the change is written (so for the other
+/// stores below).
 #[async_trait]
 pub trait AgentStore: Send + Sync {
     /// Stores version 1 (`agent.version` must be 1).
-    async fn create_agent(&self, tenant: TenantId, agent: &Agent) -> Result<(), StoreError>;
+    async fn create_agent(
+        &self,
+        tenant: TenantId,
+        agent: &Agent,
+        audit: &AuditEntry,
+    ) -> Result<(), StoreError>;
     /// Stores `agent` as its new current version, which must be exactly one above the
     /// current one (`Conflict` otherwise: another update won).
-    async fn update_agent(&self, tenant: TenantId, agent: &Agent) -> Result<(), StoreError>;
+    async fn update_agent(
+        &self,
+        tenant: TenantId,
+        agent: &Agent,
+        audit: &AuditEntry,
+    ) -> Result<(), StoreError>;
     /// The current version.
     async fn get_agent(&self, tenant: TenantId, id: AgentId) -> Result<Option<Agent>, StoreError>;
     /// One stored version.
@@ -236,7 +251,12 @@ pub trait AgentStore: Send + Sync {
 /// duplicate).
 #[async_trait]
 pub trait ToolStore: Send + Sync {
-    async fn create_tool(&self, tenant: TenantId, tool: &Tool) -> Result<(), StoreError>;
+    async fn create_tool(
+        &self,
+        tenant: TenantId,
+        tool: &Tool,
+        audit: &AuditEntry,
+    ) -> Result<(), StoreError>;
     async fn get_tool(&self, tenant: TenantId, id: ToolId) -> Result<Option<Tool>, StoreError>;
     /// Tools newest first, older than `before` when given.
     async fn list_tools(
@@ -288,6 +308,7 @@ pub trait SecretStore: Send + Sync {
         name: &str,
         sealed: &crate::crypto::Sealed,
         at: DateTime<Utc>,
+        audit: &AuditEntry,
     ) -> Result<SecretMeta, StoreError>;
 
     async fn get_secret(
@@ -305,8 +326,13 @@ pub trait SecretStore: Send + Sync {
         limit: u32,
     ) -> Result<Vec<SecretMeta>, StoreError>;
 
-    /// Deletes the secret; returns whether it existed.
-    async fn delete_secret(&self, tenant: TenantId, name: &str) -> Result<bool, StoreError>;
+    /// Deletes the secret; returns whether it existed (the entry is written only then).
+    async fn delete_secret(
+        &self,
+        tenant: TenantId,
+        name: &str,
+        audit: &AuditEntry,
+    ) -> Result<bool, StoreError>;
 }
 
 /// What may be shown of a checkpoint: never its contents.
@@ -481,16 +507,20 @@ pub trait TenantStore: Send + Sync {
     /// The tenant with this exact name, if any (used for the embedded tier's default).
     async fn find_tenant_by_name(&self, name: &str) -> Result<Option<Tenant>, StoreError>;
     /// Stores a key nobody in the tenant created (`created_by` stays empty): the owner key
-    /// that bootstraps a tenant.
-    async fn create_api_key(&self, key: &ApiKey, hash: &[u8]) -> Result<(), StoreError>;
-    /// Stores a key created through the API by the actor `created_by` (an empty one is
-    /// stored as no creator). A reused id or hash is `Conflict`, an unknown tenant
-    /// `NotFound`.
+    /// that bootstraps a tenant, audited as the operator's.
+    async fn create_api_key(
+        &self,
+        key: &ApiKey,
+        hash: &[u8],
+        audit: &AuditEntry,
+    ) -> Result<(), StoreError>;
+    /// Stores a key created through the API by the entry's actor (its `created_by`). A
+    /// reused id or hash is `Conflict`, an unknown tenant `NotFound`.
     async fn create_api_key_by(
         &self,
         key: &ApiKey,
         hash: &[u8],
-        created_by: &str,
+        audit: &AuditEntry,
     ) -> Result<(), StoreError>;
     /// The key whose token hashes to `hash`, whatever its state, with its bookkeeping
     /// (creator, last use) in the same single read: what authentication needs to decide
@@ -522,6 +552,7 @@ pub trait TenantStore: Send + Sync {
         tenant: TenantId,
         id: uuid::Uuid,
         at: DateTime<Utc>,
+        audit: &AuditEntry,
     ) -> Result<bool, StoreError>;
     /// Records a use of the key at `at`, only if its last recorded use is older than
     /// `stale_before` (or there is none): one conditional write, so replicas racing to
@@ -590,6 +621,7 @@ pub trait UserStore: Send + Sync {
         &self,
         tenant: TenantId,
         member: &crate::users::Member,
+        audit: &AuditEntry,
     ) -> Result<(), StoreError>;
     /// The tenant's membership of the user; `None` when it is not one (or the tenant is
     /// another's).
@@ -615,6 +647,7 @@ pub trait UserStore: Send + Sync {
         user: uuid::Uuid,
         from: Role,
         to: Role,
+        audit: &AuditEntry,
     ) -> Result<MemberChange, StoreError>;
     /// Removes the membership if its role is still `from`; removing the last owner is
     /// refused as [`MemberChange::LastOwner`].
@@ -623,6 +656,7 @@ pub trait UserStore: Send + Sync {
         tenant: TenantId,
         user: uuid::Uuid,
         from: Role,
+        audit: &AuditEntry,
     ) -> Result<MemberChange, StoreError>;
     /// The user's memberships with their tenants' names, in tenant id order, at most
     /// `limit`.
@@ -648,6 +682,22 @@ pub trait UserStore: Send + Sync {
     /// Marks the session revoked at `at` unless it already is. Returns whether this call
     /// revoked it. Authentication reads the session on every request, so it fails at once.
     async fn revoke_session(&self, id: uuid::Uuid, at: DateTime<Utc>) -> Result<bool, StoreError>;
+}
+
+/// The per-tenant audit stream ([`crate::audit`]). The changes it records write their
+/// entries themselves, through the ports above; this appends an entry of its own (what no
+/// single transaction changes, such as a reseal) and reads the stream.
+#[async_trait]
+pub trait AuditStore: Send + Sync {
+    /// Appends one entry to the tenant's stream. A reused id is `Conflict`, an unknown
+    /// tenant `NotFound`.
+    async fn append_audit(&self, tenant: TenantId, entry: &AuditEntry) -> Result<(), StoreError>;
+    /// The tenant's entries, newest first (by id), filtered and paged by `query`.
+    async fn list_audit(
+        &self,
+        tenant: TenantId,
+        query: &AuditQuery,
+    ) -> Result<Vec<AuditEntry>, StoreError>;
 }
 
 /// A live feed of one run's durable events, bounded: when the subscriber falls behind

@@ -13,10 +13,11 @@
 //! [`EncryptionKeys`] is the tenant admin's side: the tenant's records per key, and a
 //! reseal of the tenant's records run in the background on one replica.
 
+use crate::audit::{AuditAction, AuditEntry};
 use crate::auth::{Action, Principal};
 use crate::crypto::{CryptoError, Keyring};
 use crate::error::{CoreError, StoreError};
-use crate::ports::{Clock, KeyUsage, SealedRecord, SealedRef, SealedStore, SealedSwap};
+use crate::ports::{AuditStore, Clock, KeyUsage, SealedRecord, SealedRef, SealedStore, SealedSwap};
 use baton_events::TenantId;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -463,10 +464,12 @@ pub struct TenantKeys {
 }
 
 /// The tenant admin's use cases: the tenant's key usage, and reseals of its records run in
-/// the background, at most one per tenant at a time on a replica.
+/// the background, at most one per tenant at a time on a replica. A reseal's start and end
+/// go to the tenant's audit stream.
 #[derive(Clone)]
 pub struct EncryptionKeys {
     pub rotation: Rotation,
+    pub audit: Arc<dyn AuditStore>,
     pub clock: Arc<dyn Clock>,
     jobs: Arc<Mutex<HashMap<TenantId, ResealJob>>>,
 }
@@ -477,12 +480,19 @@ pub struct ResealTask {
     keys: EncryptionKeys,
     tenant: TenantId,
     batch: u32,
+    /// The audit entry of the start, made for whoever asked.
+    started: AuditEntry,
 }
 
 impl EncryptionKeys {
-    pub fn new(rotation: Rotation, clock: Arc<dyn Clock>) -> EncryptionKeys {
+    pub fn new(
+        rotation: Rotation,
+        audit: Arc<dyn AuditStore>,
+        clock: Arc<dyn Clock>,
+    ) -> EncryptionKeys {
         EncryptionKeys {
             rotation,
+            audit,
             clock,
             jobs: Arc::default(),
         }
@@ -533,10 +543,18 @@ impl EncryptionKeys {
             unreadable: Vec::new(),
         };
         jobs.insert(p.tenant, job.clone());
+        let started = AuditEntry::by(
+            p,
+            job.started_at,
+            AuditAction::ResealStarted,
+            job.active_key.clone(),
+            serde_json::json!({"batch": batch}),
+        );
         let task = ResealTask {
             keys: self.clone(),
             tenant: p.tenant,
             batch,
+            started,
         };
         Ok((job, Some(task)))
     }
@@ -544,6 +562,12 @@ impl EncryptionKeys {
     fn jobs(&self) -> MutexGuard<'_, HashMap<TenantId, ResealJob>> {
         // A panic while holding the lock leaves a map that is still whole.
         self.jobs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    async fn record(&self, tenant: TenantId, entry: &AuditEntry) {
+        if let Err(e) = self.audit.append_audit(tenant, entry).await {
+            tracing::warn!(error = %e, action = entry.action.as_str(), "audit entry not written");
+        }
     }
 
     fn update(&self, tenant: TenantId, change: impl FnOnce(&mut ResealJob)) {
@@ -555,14 +579,18 @@ impl EncryptionKeys {
 
 impl ResealTask {
     /// Runs the reseal to its end, recording its progress for [`EncryptionKeys::status`];
-    /// `stop` ends it early (at a batch boundary), as a replica's shutdown does.
+    /// `stop` ends it early (at a batch boundary), as a replica's shutdown does. Its start
+    /// and its end are appended to the tenant's audit stream (a failed append is logged:
+    /// the reseal changes no record's contents, so it goes on).
     #[tracing::instrument(name = "keys.reseal", skip_all, fields(tenant = %self.tenant))]
     pub async fn run(self, stop: impl Fn() -> bool + Send + Sync) {
         let ResealTask {
             keys,
             tenant,
             batch,
+            started,
         } = self;
+        keys.record(tenant, &started).await;
         let opts = ResealOptions {
             tenant: Some(tenant),
             batch,
@@ -603,6 +631,20 @@ impl ResealTask {
                     job.finished_at = Some(now);
                 });
             }
+        }
+        let ended = keys
+            .jobs()
+            .get(&tenant)
+            .map(|job| serde_json::json!({"state": job.state, "progress": job.progress}));
+        if let Some(details) = ended {
+            let entry = AuditEntry {
+                id: uuid::Uuid::now_v7(),
+                at: now,
+                action: AuditAction::ResealEnded,
+                details,
+                ..started
+            };
+            keys.record(tenant, &entry).await;
         }
     }
 }

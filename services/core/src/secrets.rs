@@ -6,6 +6,7 @@
 //! envelope with associated data binding the tenant and the name, so a ciphertext copied to
 //! another name or tenant does not open. No message here carries a value.
 
+use crate::audit::{AuditAction, AuditEntry};
 use crate::auth::{Action, Principal};
 use crate::crypto::{Aad, CryptoError, Keyring};
 use crate::error::{CoreError, StoreError};
@@ -44,9 +45,18 @@ impl Secrets {
             .keyring
             .seal(&Aad::secret(p.tenant, name), value.as_bytes())
             .map_err(|e| CoreError::Internal(format!("sealing secret {name:?} failed: {e}")))?;
+        let now = self.clock.now();
+        // The key id only: what the value is sealed under, never the value.
+        let audit = AuditEntry::by(
+            p,
+            now,
+            AuditAction::SecretPut,
+            name,
+            serde_json::json!({"key_id": sealed.key_id}),
+        );
         Ok(self
             .store
-            .put_secret(p.tenant, name, &sealed, self.clock.now())
+            .put_secret(p.tenant, name, &sealed, now, &audit)
             .await?)
     }
 
@@ -78,7 +88,14 @@ impl Secrets {
     pub async fn delete(&self, p: &Principal, name: &str) -> Result<(), CoreError> {
         p.require(Action::ManageSecrets)?;
         check_name("name", name)?;
-        if self.store.delete_secret(p.tenant, name).await? {
+        let audit = AuditEntry::by(
+            p,
+            self.clock.now(),
+            AuditAction::SecretDeleted,
+            name,
+            serde_json::json!({}),
+        );
+        if self.store.delete_secret(p.tenant, name, &audit).await? {
             Ok(())
         } else {
             Err(CoreError::NotFound("secret"))
@@ -170,6 +187,7 @@ mod tests {
             name: &str,
             sealed: &Sealed,
             at: DateTime<Utc>,
+            _: &AuditEntry,
         ) -> Result<SecretMeta, StoreError> {
             let mut rows = self.rows();
             let created_at = rows
@@ -214,7 +232,12 @@ mod tests {
                 .collect())
         }
 
-        async fn delete_secret(&self, tenant: TenantId, name: &str) -> Result<bool, StoreError> {
+        async fn delete_secret(
+            &self,
+            tenant: TenantId,
+            name: &str,
+            _: &AuditEntry,
+        ) -> Result<bool, StoreError> {
             Ok(self.rows().remove(&(tenant, name.to_string())).is_some())
         }
     }
@@ -232,6 +255,7 @@ mod tests {
             tenant,
             role,
             actor: "test".into(),
+            source: None,
         }
     }
 

@@ -2,6 +2,7 @@
 //! whole before it is stored: its name, its input schema (it must compile as a JSON
 //! schema), its timeout and how it is carried out.
 
+use crate::audit::{AuditAction, AuditEntry};
 use crate::auth::{Action, Principal};
 use crate::error::CoreError;
 use crate::model::{SecretHeader, Tool, ToolKindSpec};
@@ -73,7 +74,14 @@ impl Tools {
             created_at: now,
             updated_at: now,
         };
-        match self.store.create_tool(p.tenant, &tool).await {
+        let audit = AuditEntry::by(
+            p,
+            now,
+            AuditAction::ToolCreated,
+            tool.id.to_string(),
+            serde_json::json!({"name": tool.name, "effect": tool.effect}),
+        );
+        match self.store.create_tool(p.tenant, &tool, &audit).await {
             Err(crate::StoreError::Conflict { .. }) => Err(CoreError::AlreadyExists(format!(
                 "a tool named {:?} already exists",
                 tool.name

@@ -12,6 +12,7 @@
 //! members ([`Members`]) up to their own role: only owners make owners or touch an owner's
 //! membership, and the last owner can be neither removed nor demoted.
 
+use crate::audit::{AuditAction, AuditEntry};
 use crate::auth::{Action, Principal, Role};
 use crate::error::CoreError;
 use crate::keys;
@@ -413,12 +414,13 @@ impl Users {
     }
 
     /// The principal of a session's user in `tenant` (the `Baton-Tenant` header), with its
-    /// membership's role. Without a tenant, the user's only tenant; a user of several must
-    /// name one.
+    /// membership's role, calling from `source`. Without a tenant, the user's only tenant;
+    /// a user of several must name one.
     pub async fn principal(
         &self,
         session: &Session,
         tenant: Option<TenantId>,
+        source: Option<std::net::IpAddr>,
     ) -> Result<Principal, SessionError> {
         let (tenant, role) = match tenant {
             Some(tenant) => {
@@ -442,6 +444,7 @@ impl Users {
             tenant,
             role,
             actor: format!("user:{}", session.user),
+            source,
         })
     }
 
@@ -516,7 +519,14 @@ impl Members {
             role: new.role,
             created_at: self.clock.now(),
         };
-        match self.store.add_member(p.tenant, &member).await {
+        let audit = AuditEntry::by(
+            p,
+            member.created_at,
+            AuditAction::MemberAdded,
+            member.user_id.to_string(),
+            serde_json::json!({"email": member.email, "role": member.role}),
+        );
+        match self.store.add_member(p.tenant, &member, &audit).await {
             Ok(()) => Ok(member),
             Err(crate::StoreError::Conflict { .. }) => Err(CoreError::AlreadyExists(
                 "the user is a member of this tenant already".into(),
@@ -563,9 +573,16 @@ impl Members {
         if current.role == role {
             return Ok(current);
         }
+        let audit = AuditEntry::by(
+            p,
+            self.clock.now(),
+            AuditAction::MemberRoleChanged,
+            user.to_string(),
+            serde_json::json!({"email": current.email, "from": current.role, "to": role}),
+        );
         let outcome = self
             .store
-            .change_member_role(p.tenant, user, current.role, role)
+            .change_member_role(p.tenant, user, current.role, role, &audit)
             .await?;
         settled(outcome)?;
         Ok(Member { role, ..current })
@@ -577,9 +594,16 @@ impl Members {
         p.require(Action::ManageMembers)?;
         let current = self.member(p, user).await?;
         may_manage(p, current.role)?;
+        let audit = AuditEntry::by(
+            p,
+            self.clock.now(),
+            AuditAction::MemberRemoved,
+            user.to_string(),
+            serde_json::json!({"email": current.email, "role": current.role}),
+        );
         settled(
             self.store
-                .remove_member(p.tenant, user, current.role)
+                .remove_member(p.tenant, user, current.role, &audit)
                 .await?,
         )
     }
@@ -731,6 +755,7 @@ mod tests {
             tenant: TenantId::new(),
             role,
             actor: "test".into(),
+            source: None,
         }
     }
 

@@ -46,6 +46,7 @@ async fn world(buffer: usize, bus_publishes: bool) -> (World, RunId) {
         tenant: tenant.id,
         role: Role::Owner,
         actor: "t".into(),
+        source: None,
     };
     let agents = Agents {
         store: Arc::new(store.clone()),

@@ -70,6 +70,7 @@ async fn world(lossy: bool) -> World {
         tenant: tenant.id,
         role: Role::Owner,
         actor: "t".into(),
+        source: None,
     };
     let runs = Runs {
         log: EventLog {

@@ -98,6 +98,7 @@ impl Bench {
                 tenant: tenant.id,
                 role: Role::Owner,
                 actor: "bench".into(),
+                source: None,
             },
             _engine: engine,
         }

@@ -40,6 +40,8 @@ pub struct Stores {
     pub sealed: Arc<dyn baton_core::ports::SealedStore>,
     pub tenants: Arc<dyn TenantStore>,
     pub users: Arc<dyn UserStore>,
+    /// The per-tenant audit stream.
+    pub audit: Arc<dyn baton_core::ports::AuditStore>,
     closer: Closer,
 }
 
@@ -143,6 +145,7 @@ pub async fn open_stores(storage: &Storage) -> anyhow::Result<Stores> {
                 secrets: s.clone(),
                 checkpoints: s.clone(),
                 sealed: s.clone(),
+                audit: s.clone(),
                 tenants: s.clone(),
                 users: s,
                 closer: Closer::Sqlite(store),
@@ -175,6 +178,7 @@ pub async fn open_stores(storage: &Storage) -> anyhow::Result<Stores> {
                 secrets: s.clone(),
                 checkpoints: s.clone(),
                 sealed: s.clone(),
+                audit: s.clone(),
                 tenants: s.clone(),
                 users: s,
                 closer: Closer::Pg(store),
@@ -334,6 +338,7 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
             store: stores.sealed.clone(),
             keyring: keyring.clone(),
         },
+        stores.audit.clone(),
         clock.clone(),
     );
     let log = EventLog {
@@ -382,6 +387,9 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
             clock,
         },
         secrets,
+        audit: baton_core::audit::Audit {
+            store: stores.audit.clone(),
+        },
         encryption,
         checkpoints: Checkpoints {
             store: stores.checkpoints.clone(),

@@ -4,6 +4,7 @@
 use crate::app;
 use crate::config::{self, CliOverrides, Config, Sources};
 use anyhow::Context;
+use baton_core::audit::{AuditAction, AuditEntry};
 use baton_core::model::{ApiKey, Tenant};
 use baton_core::ports::{Clock, SystemClock};
 use baton_core::users::Member;
@@ -238,7 +239,16 @@ async fn create_tenant(config: &Config, name: &str) -> anyhow::Result<()> {
         expires_at: None,
         revoked_at: None,
     };
-    stores.tenants.create_api_key(&key, &issued.hash).await?;
+    let audit = AuditEntry::operator(
+        now,
+        AuditAction::ApiKeyCreated,
+        key.id.to_string(),
+        serde_json::json!({"name": key.name, "prefix": keys::shown_prefix(&key.prefix), "role": key.role}),
+    );
+    stores
+        .tenants
+        .create_api_key(&key, &issued.hash, &audit)
+        .await?;
     stores.close().await;
     println!("tenant_id: {}", tenant.id);
     println!("api_key:   {}", issued.token);
@@ -286,7 +296,13 @@ async fn create_user(
         role,
         created_at: SystemClock.now(),
     };
-    stores.users.add_member(tenant.id, &member).await?;
+    let audit = AuditEntry::operator(
+        member.created_at,
+        AuditAction::MemberAdded,
+        member.user_id.to_string(),
+        serde_json::json!({"email": member.email, "role": member.role}),
+    );
+    stores.users.add_member(tenant.id, &member, &audit).await?;
     stores.close().await;
     println!("user_id:   {}", user.id);
     println!("email:     {}", user.email);

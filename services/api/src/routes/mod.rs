@@ -3,6 +3,7 @@
 pub mod actions;
 pub mod agents;
 pub mod api_keys;
+pub mod audit;
 pub mod encryption;
 pub mod events;
 pub mod health;

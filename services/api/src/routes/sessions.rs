@@ -11,13 +11,13 @@ use crate::auth::{Identified, Identity};
 use crate::error::{ApiError, ApiResult, Code, Problem};
 use crate::extract::ApiJson;
 use crate::state::AppState;
-use axum::extract::{ConnectInfo, FromRequestParts, State};
+use axum::extract::{FromRequestParts, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use baton_core::users::{LoggedIn, Login, LoginError, TenantRole, User, normalize_email};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 
 /// The address of the connection's peer, when the server was started with it.
 pub struct Peer(pub Option<IpAddr>);
@@ -26,11 +26,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Peer {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        let ip = parts
-            .extensions
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|ConnectInfo(addr)| addr.ip());
-        Ok(Peer(ip))
+        Ok(Peer(crate::auth::peer_address(parts)))
     }
 }
 
@@ -115,7 +111,7 @@ pub async fn me(
             }
         }
         other => {
-            let p = other.principal(&st, None).await?;
+            let p = other.principal(&st, None, None).await?;
             let tenant = st
                 .tenants
                 .get_tenant(p.tenant)

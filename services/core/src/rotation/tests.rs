@@ -20,6 +20,31 @@ type Hook = Box<dyn FnOnce(&mut Rows) + Send>;
 struct Memory {
     rows: Mutex<Rows>,
     before_swap: Mutex<Option<Hook>>,
+    audit: Mutex<Vec<(TenantId, AuditEntry)>>,
+}
+
+#[async_trait]
+impl AuditStore for Memory {
+    async fn append_audit(&self, tenant: TenantId, entry: &AuditEntry) -> Result<(), StoreError> {
+        self.audit
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((tenant, entry.clone()));
+        Ok(())
+    }
+
+    async fn list_audit(
+        &self,
+        tenant: TenantId,
+        _: &crate::audit::AuditQuery,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        let entries = self.audit.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(entries
+            .iter()
+            .filter(|(t, _)| *t == tenant)
+            .map(|(_, e)| e.clone())
+            .collect())
+    }
 }
 
 impl Memory {
@@ -446,6 +471,7 @@ fn principal(tenant: TenantId, role: Role) -> Principal {
         tenant,
         role,
         actor: "test".into(),
+        source: None,
     }
 }
 
@@ -454,6 +480,7 @@ async fn admins_see_and_reseal_their_tenant_one_job_at_a_time() {
     let (store, a, _, _) = world();
     let keys = EncryptionKeys::new(
         rotation(store.clone(), ring(&["old", "new"], "new")),
+        store.clone(),
         Arc::new(SystemClock),
     );
     for role in [Role::Viewer, Role::Member] {
@@ -491,6 +518,24 @@ async fn admins_see_and_reseal_their_tenant_one_job_at_a_time() {
     assert!(job.finished_at.is_some() && job.unreadable.is_empty());
     let new = after.keys.iter().find(|k| k.key_id == "new").expect("new");
     assert_eq!((new.secrets, new.checkpoints), (2, 1));
+    // The start and the end are in the tenant's audit stream, by the admin.
+    let audit = store
+        .list_audit(a, &crate::audit::AuditQuery::default())
+        .await
+        .expect("audit");
+    let seen: Vec<_> = audit
+        .iter()
+        .map(|e| (e.action, e.actor.as_str(), e.target.as_str()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (AuditAction::ResealStarted, "test", "new"),
+            (AuditAction::ResealEnded, "test", "new")
+        ]
+    );
+    assert_eq!(audit[1].details["state"], "done");
+    assert_eq!(audit[1].details["progress"]["secrets"]["resealed"], 2);
 
     // Stopped at once: the next start is a new job.
     let (_, task) = keys.start_reseal(&admin, None).expect("start");

@@ -95,6 +95,7 @@ pub async fn world_with(opts: EngineOptions) -> World {
             tenant: tenant.id,
             role: Role::Owner,
             actor: "test".into(),
+            source: None,
         },
     }
 }

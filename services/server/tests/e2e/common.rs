@@ -1,6 +1,7 @@
 //! `TestApp`: one app per test, handing out clients of the shared typed API client
 //! (`baton_testkit::api`), re-exported here for the test modules.
 
+use baton_core::audit::{AuditAction, AuditEntry};
 use baton_core::model::{ApiKey, Tenant};
 use baton_core::ports::{Clock, SystemClock};
 use baton_core::{Role, TenantId, keys};
@@ -79,6 +80,11 @@ impl TestApp {
         }
     }
 
+    /// The running app's stores.
+    pub fn stores(&self) -> &app::Stores {
+        &self.running.as_ref().expect("running").stores
+    }
+
     /// A client without credentials (the local owner in the embedded tier).
     pub fn anonymous(&self) -> Api {
         Api::new(&self.base, None)
@@ -119,7 +125,11 @@ impl TestApp {
         };
         stores
             .tenants
-            .create_api_key(&key, &issued.hash)
+            .create_api_key(
+                &key,
+                &issued.hash,
+                &operator(AuditAction::ApiKeyCreated, key.id),
+            )
             .await
             .expect("key");
         issued.token
@@ -219,4 +229,15 @@ fn unlimited(mut config: Config) -> Config {
     config.http.key_rate_limit = 0;
     config.http.tenant_rate_limit = 0;
     config
+}
+
+/// The audit entry of a change a test makes directly in the store, as the command line
+/// would.
+pub fn operator(action: AuditAction, target: impl ToString) -> AuditEntry {
+    AuditEntry::operator(
+        SystemClock.now(),
+        action,
+        target.to_string(),
+        serde_json::json!({}),
+    )
 }

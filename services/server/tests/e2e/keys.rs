@@ -8,7 +8,8 @@
 //! database whose keyring each test chooses, restarted with another keyring as an operator
 //! rolls replicas, and `baton keys` as a child process with the same configuration.
 
-use crate::common::{Api, assert_problem};
+use crate::common::{Api, assert_problem, operator};
+use baton_core::audit::AuditAction;
 use baton_core::crypto::Keyring;
 use baton_core::model::{ApiKey, Tenant};
 use baton_core::ports::{Clock, SystemClock};
@@ -100,7 +101,11 @@ pub async fn client(app: &RunningApp, tenant: TenantId, role: Role) -> Api {
     };
     app.stores
         .tenants
-        .create_api_key(&key, &issued.hash)
+        .create_api_key(
+            &key,
+            &issued.hash,
+            &operator(AuditAction::ApiKeyCreated, key.id),
+        )
         .await
         .expect("key");
     Api::new(&base(app), Some(issued.token))

@@ -5,6 +5,7 @@
 mod actions;
 mod api_guide;
 mod api_keys;
+mod audit;
 mod bad_input;
 mod binary;
 mod browser;

@@ -189,6 +189,7 @@ const ROUTES: &[Row] = &[
     row("GET", "/v1/members", key(ManageMembers, Role::Admin), &[200], Scoped),
     row("PUT", "/v1/members/{user_id}", key(ManageMembers, Role::Admin), &[200], NotFound),
     row("DELETE", "/v1/members/{user_id}", key(ManageMembers, Role::Admin), &[204], NotFound),
+    row("GET", "/v1/audit", key(ReadAudit, Role::Admin), &[200], Scoped),
 ];
 
 const ROLES: [Role; 4] = [Role::Viewer, Role::Member, Role::Admin, Role::Owner];
@@ -211,12 +212,13 @@ fn all_actions() -> Vec<Action> {
         ManageApiKeys,
         ManageMembers,
         ManageOwners,
+        ReadAudit,
     ];
     for a in all {
         match a {
             ReadAgents | ManageAgents | ReadRuns | CreateRuns | PostMessages | CancelRuns
             | ResolveActions | ReadTools | ManageTools | ManageSecrets | ManageEncryption
-            | ManageApiKeys | ManageMembers | ManageOwners => {}
+            | ManageApiKeys | ManageMembers | ManageOwners | ReadAudit => {}
         }
     }
     all.to_vec()
@@ -785,7 +787,7 @@ fn request(row: &Row, src: Src, nonce: &str) -> Req {
             row.path.to_string(),
             Some(json!({"name": format!("{nonce} key"), "role": "viewer"})),
         ),
-        ("GET", "/v1/api-keys") => (row.path.to_string(), None),
+        ("GET", "/v1/api-keys" | "/v1/audit") => (row.path.to_string(), None),
         ("POST", "/v1/login") => (
             row.path.to_string(),
             Some(json!({"email": format!("{nonce}@nobody.example"), "password": "matrix"})),

@@ -8,8 +8,9 @@
 //! The app is started here rather than through `TestApp`: these tests create users
 //! directly in its store, and set the password and login settings they need.
 
-use crate::common::{Api, assert_problem};
+use crate::common::{Api, assert_problem, operator};
 use baton_core::Role;
+use baton_core::audit::AuditAction;
 use baton_core::model::{ApiKey, Tenant};
 use baton_core::ports::{Clock, SystemClock};
 use baton_core::users::{Member, PasswordParams, User};
@@ -131,7 +132,11 @@ impl App {
         };
         self.stores()
             .tenants
-            .create_api_key(&key, &issued.hash)
+            .create_api_key(
+                &key,
+                &issued.hash,
+                &operator(AuditAction::ApiKeyCreated, key.id),
+            )
             .await
             .expect("key");
         issued.token
@@ -158,7 +163,7 @@ impl App {
         };
         self.stores()
             .users
-            .add_member(tenant, &m)
+            .add_member(tenant, &m, &operator(AuditAction::MemberAdded, m.user_id))
             .await
             .expect("member");
     }

@@ -11,6 +11,7 @@ macro_rules! impl_agent_store {
         const _: () = {
             use async_trait::async_trait;
             use baton_core::StoreError;
+            use baton_core::audit::AuditEntry;
             use baton_core::model::Agent;
             use baton_core::ports::AgentStore;
             use baton_events::{AgentId, TenantId};
@@ -32,6 +33,7 @@ macro_rules! impl_agent_store {
                     &self,
                     tenant: TenantId,
                     agent: &Agent,
+                    audit: &AuditEntry,
                 ) -> Result<(), StoreError> {
                     let json = AgentJson::of(agent)?;
                     let mut tx = self
@@ -57,6 +59,7 @@ macro_rules! impl_agent_store {
                     .await
                     .map_err($classify)?;
                     keep_version(&mut tx, tenant, agent.id).await?;
+                    Self::write_audit(&mut tx, tenant, audit).await?;
                     tx.commit().await.map_err($classify)
                 }
 
@@ -68,6 +71,7 @@ macro_rules! impl_agent_store {
                     &self,
                     tenant: TenantId,
                     agent: &Agent,
+                    audit: &AuditEntry,
                 ) -> Result<(), StoreError> {
                     let json = AgentJson::of(agent)?;
                     let expected = agent.version - 1;
@@ -109,6 +113,7 @@ macro_rules! impl_agent_store {
                         });
                     }
                     keep_version(&mut tx, tenant, agent.id).await?;
+                    Self::write_audit(&mut tx, tenant, audit).await?;
                     tx.commit().await.map_err($classify)
                 }
 

@@ -2,8 +2,8 @@
 //! the append transaction (`append.rs`) with its receipts projection (`receipts.rs`),
 //! `LeaseStore` (`leases.rs`), `AgentStore` (`agents.rs`), `ToolStore` (`tools.rs`),
 //! `SecretStore` (`secrets.rs`), `SealedStore` for key rotation (`sealed.rs`),
-//! `TenantStore` (`tenants.rs`) and `UserStore`
-//! (`users.rs`), plus the part of
+//! `TenantStore` (`tenants.rs`), `UserStore` (`users.rs`) and `AuditStore` (`audit.rs`,
+//! with the insert every audited change makes in its transaction), plus the part of
 //! driver-error classification common to both.
 //!
 //! Each port is a `macro_rules!` that an adapter expands with [`impl_ports!`], so every
@@ -25,6 +25,7 @@
 
 mod agents;
 mod append;
+mod audit;
 mod checkpoints;
 mod leases;
 mod receipts;
@@ -37,6 +38,7 @@ mod users;
 
 pub(crate) use agents::impl_agent_store;
 pub(crate) use append::impl_append;
+pub(crate) use audit::impl_audit_store;
 pub(crate) use checkpoints::impl_checkpoint_store;
 pub(crate) use leases::impl_lease_store;
 pub(crate) use receipts::receipts_projection;
@@ -50,7 +52,8 @@ pub(crate) use users::impl_user_store;
 use baton_core::StoreError;
 
 /// Implements `RunStore`, `LeaseStore`, `AgentStore`, `ToolStore`, `SecretStore`,
-/// `CheckpointStore`, `SealedStore`, `TenantStore` and `UserStore` for an adapter's store,
+/// `CheckpointStore`, `SealedStore`, `TenantStore`, `UserStore` and `AuditStore` for an
+/// adapter's store,
 /// which must have a `pools` field holding its `crate::pools::Pools<db>`.
 ///
 /// - `store`: the store type; `db`: its `sqlx::Database`.
@@ -79,6 +82,7 @@ macro_rules! impl_ports {
         $crate::adapter::impl_sealed_store!($store, $db, $classify);
         $crate::adapter::impl_tenant_store!($store, $classify);
         $crate::adapter::impl_user_store!($store, $db, $classify, $lock_run);
+        $crate::adapter::impl_audit_store!($store, $db, $classify);
     };
 }
 pub(crate) use impl_ports;

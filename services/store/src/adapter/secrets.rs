@@ -9,6 +9,7 @@ macro_rules! impl_secret_store {
         const _: () = {
             use async_trait::async_trait;
             use baton_core::StoreError;
+            use baton_core::audit::AuditEntry;
             use baton_core::crypto::Sealed;
             use baton_core::ports::{SealedSecret, SecretMeta, SecretStore};
             use baton_events::TenantId;
@@ -30,6 +31,7 @@ macro_rules! impl_secret_store {
                     name: &str,
                     sealed: &Sealed,
                     at: DateTime<Utc>,
+                    audit: &AuditEntry,
                 ) -> Result<SecretMeta, StoreError> {
                     let at = micros(at);
                     let mut tx = self
@@ -55,6 +57,7 @@ macro_rules! impl_secret_store {
                     .fetch_one(&mut *tx)
                     .await
                     .map_err($classify)?;
+                    Self::write_audit(&mut tx, tenant, audit).await?;
                     tx.commit().await.map_err($classify)?;
                     Ok(row.into())
                 }
@@ -116,6 +119,7 @@ macro_rules! impl_secret_store {
                     &self,
                     tenant: TenantId,
                     name: &str,
+                    audit: &AuditEntry,
                 ) -> Result<bool, StoreError> {
                     let mut tx = self
                         .pools
@@ -128,8 +132,12 @@ macro_rules! impl_secret_store {
                             .execute(&mut *tx)
                             .await
                             .map_err($classify)?;
+                    let deleted = done.rows_affected() > 0;
+                    if deleted {
+                        Self::write_audit(&mut tx, tenant, audit).await?;
+                    }
                     tx.commit().await.map_err($classify)?;
-                    Ok(done.rows_affected() > 0)
+                    Ok(deleted)
                 }
             }
         };

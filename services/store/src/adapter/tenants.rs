@@ -13,6 +13,7 @@ macro_rules! impl_tenant_store {
         const _: () = {
             use async_trait::async_trait;
             use baton_core::StoreError;
+            use baton_core::audit::AuditEntry;
             use baton_core::model::{ApiKey, Tenant};
             use baton_core::ports::{ApiKeyRecord, TenantStore};
             use baton_events::TenantId;
@@ -24,6 +25,43 @@ macro_rules! impl_tenant_store {
                 ApiKeyRecordRow, TenantRow, api_key_columns, api_key_record_columns, map_all,
                 tenant_columns,
             };
+
+            /// Stores the key with its creator (`None`: made outside the API) and its
+            /// audit entry, in one transaction. A reused id or hash is `Conflict`, an
+            /// unknown tenant `NotFound`.
+            async fn insert_api_key(
+                store: &$store,
+                key: &ApiKey,
+                hash: &[u8],
+                created_by: Option<&str>,
+                audit: &AuditEntry,
+            ) -> Result<(), StoreError> {
+                let mut tx = store
+                    .pools
+                    .write(PoolKind::App, Scope::Tenant(key.tenant))
+                    .await?;
+                sqlx::query(concat!(
+                    "INSERT INTO api_keys (",
+                    api_key_columns!(),
+                    ", token_hash, created_by) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+                ))
+                .bind(key.id)
+                .bind(key.tenant.as_uuid())
+                .bind(&key.name)
+                .bind(&key.prefix)
+                .bind(key.role.as_str())
+                .bind(micros(key.created_at))
+                .bind(key.expires_at.map(micros))
+                .bind(key.revoked_at.map(micros))
+                .bind(hash)
+                .bind(created_by)
+                .execute(&mut *tx)
+                .await
+                .map_err($classify)?;
+                <$store>::write_audit(&mut tx, key.tenant, audit).await?;
+                tx.commit().await.map_err($classify)
+            }
 
             #[async_trait]
             impl TenantStore for $store {
@@ -78,48 +116,26 @@ macro_rules! impl_tenant_store {
 
                 /// A reused token hash is `Conflict { expected: 0, actual: 0 }`; an unknown
                 /// tenant is `NotFound`.
+                #[tracing::instrument(name = "store.create_api_key", skip_all)]
                 async fn create_api_key(
                     &self,
                     key: &ApiKey,
                     hash: &[u8],
+                    audit: &AuditEntry,
                 ) -> Result<(), StoreError> {
-                    // An empty creator is stored as NULL: no actor made this key.
-                    self.create_api_key_by(key, hash, "").await
+                    insert_api_key(self, key, hash, None, audit).await
                 }
 
-                /// As [`create_api_key`](TenantStore::create_api_key), recording its creator
-                /// (an empty `created_by` records none).
+                /// As [`create_api_key`](TenantStore::create_api_key), recording the
+                /// entry's actor as its creator.
                 #[tracing::instrument(name = "store.create_api_key", skip_all)]
                 async fn create_api_key_by(
                     &self,
                     key: &ApiKey,
                     hash: &[u8],
-                    created_by: &str,
+                    audit: &AuditEntry,
                 ) -> Result<(), StoreError> {
-                    let mut tx = self
-                        .pools
-                        .write(PoolKind::App, Scope::Tenant(key.tenant))
-                        .await?;
-                    sqlx::query(concat!(
-                        "INSERT INTO api_keys (",
-                        api_key_columns!(),
-                        ", token_hash, created_by) \
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($10, ''))"
-                    ))
-                    .bind(key.id)
-                    .bind(key.tenant.as_uuid())
-                    .bind(&key.name)
-                    .bind(&key.prefix)
-                    .bind(key.role.as_str())
-                    .bind(micros(key.created_at))
-                    .bind(key.expires_at.map(micros))
-                    .bind(key.revoked_at.map(micros))
-                    .bind(hash)
-                    .bind(created_by)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err($classify)?;
-                    tx.commit().await.map_err($classify)
+                    insert_api_key(self, key, hash, Some(&audit.actor), audit).await
                 }
 
                 async fn lookup_api_key(
@@ -204,6 +220,7 @@ macro_rules! impl_tenant_store {
                     tenant: TenantId,
                     id: Uuid,
                     at: DateTime<Utc>,
+                    audit: &AuditEntry,
                 ) -> Result<bool, StoreError> {
                     let mut tx = self
                         .pools
@@ -219,8 +236,12 @@ macro_rules! impl_tenant_store {
                     .execute(&mut *tx)
                     .await
                     .map_err($classify)?;
+                    let revoked = done.rows_affected() > 0;
+                    if revoked {
+                        Self::write_audit(&mut tx, tenant, audit).await?;
+                    }
                     tx.commit().await.map_err($classify)?;
-                    Ok(done.rows_affected() > 0)
+                    Ok(revoked)
                 }
 
                 /// The condition makes the write happen once per interval however many

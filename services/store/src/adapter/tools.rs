@@ -9,6 +9,7 @@ macro_rules! impl_tool_store {
         const _: () = {
             use async_trait::async_trait;
             use baton_core::StoreError;
+            use baton_core::audit::AuditEntry;
             use baton_core::model::Tool;
             use baton_core::ports::ToolStore;
             use baton_events::{TenantId, ToolId};
@@ -27,6 +28,7 @@ macro_rules! impl_tool_store {
                     &self,
                     tenant: TenantId,
                     tool: &Tool,
+                    audit: &AuditEntry,
                 ) -> Result<(), StoreError> {
                     let mut tx = self
                         .pools
@@ -46,6 +48,7 @@ macro_rules! impl_tool_store {
                     .execute(&mut *tx)
                     .await
                     .map_err($classify)?;
+                    Self::write_audit(&mut tx, tenant, audit).await?;
                     tx.commit().await.map_err($classify)
                 }
 

@@ -16,6 +16,7 @@ macro_rules! impl_user_store {
     ($store:ty, $db:ty, $classify:path, $lock:literal) => {
         const _: () = {
             use async_trait::async_trait;
+            use baton_core::audit::AuditEntry;
             use baton_core::ports::{MemberChange, UserCredentials, UserStore};
             use baton_core::users::{Member, Session, TenantRole, User};
             use baton_core::{Role, StoreError};
@@ -136,6 +137,7 @@ macro_rules! impl_user_store {
                     &self,
                     tenant: TenantId,
                     member: &Member,
+                    audit: &AuditEntry,
                 ) -> Result<(), StoreError> {
                     let mut tx = self
                         .pools
@@ -152,6 +154,7 @@ macro_rules! impl_user_store {
                     .execute(&mut *tx)
                     .await
                     .map_err($classify)?;
+                    Self::write_audit(&mut tx, tenant, audit).await?;
                     tx.commit().await.map_err($classify)
                 }
 
@@ -217,6 +220,7 @@ macro_rules! impl_user_store {
                     user: Uuid,
                     from: Role,
                     to: Role,
+                    audit: &AuditEntry,
                 ) -> Result<MemberChange, StoreError> {
                     let mut tx = self
                         .pools
@@ -238,6 +242,7 @@ macro_rules! impl_user_store {
                     .execute(&mut *tx)
                     .await
                     .map_err($classify)?;
+                    Self::write_audit(&mut tx, tenant, audit).await?;
                     tx.commit().await.map_err($classify)?;
                     Ok(MemberChange::Done)
                 }
@@ -248,6 +253,7 @@ macro_rules! impl_user_store {
                     tenant: TenantId,
                     user: Uuid,
                     from: Role,
+                    audit: &AuditEntry,
                 ) -> Result<MemberChange, StoreError> {
                     let mut tx = self
                         .pools
@@ -263,6 +269,7 @@ macro_rules! impl_user_store {
                         .execute(&mut *tx)
                         .await
                         .map_err($classify)?;
+                    Self::write_audit(&mut tx, tenant, audit).await?;
                     tx.commit().await.map_err($classify)?;
                     Ok(MemberChange::Done)
                 }

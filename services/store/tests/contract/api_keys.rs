@@ -39,7 +39,7 @@ pub async fn api_keys_keep_their_creator_and_list_newest_first<S: Store>(s: &S) 
     let t = tenant(s).await;
     let bootstrap = key(t, "owner key", Role::Owner);
     let bootstrap_hash = hash();
-    s.create_api_key(&bootstrap, &bootstrap_hash)
+    s.create_api_key(&bootstrap, &bootstrap_hash, &audited())
         .await
         .expect("create");
     let creator = format!("key:{}", bootstrap.id);
@@ -49,7 +49,7 @@ pub async fn api_keys_keep_their_creator_and_list_newest_first<S: Store>(s: &S) 
             expires_at: Some(now() + Duration::days(7)),
             ..key(t, name, role)
         };
-        s.create_api_key_by(&k, &hash(), &creator)
+        s.create_api_key_by(&k, &hash(), &audited_by(&creator))
             .await
             .expect("create");
         made.push(record(&k, Some(&creator)));
@@ -76,14 +76,20 @@ pub async fn api_keys_keep_their_creator_and_list_newest_first<S: Store>(s: &S) 
 
     // A reused hash or id is a conflict; a key of no tenant is not found.
     let dup = s
-        .create_api_key_by(&key(t, "twin", Role::Viewer), &bootstrap_hash, &creator)
+        .create_api_key_by(
+            &key(t, "twin", Role::Viewer),
+            &bootstrap_hash,
+            &audited_by(&creator),
+        )
         .await;
     assert!(
         matches!(dup, Err(baton_core::StoreError::Conflict { .. })),
         "{dup:?}"
     );
     let orphan = key(TenantId::new(), "orphan", Role::Viewer);
-    let unknown = s.create_api_key_by(&orphan, &hash(), &creator).await;
+    let unknown = s
+        .create_api_key_by(&orphan, &hash(), &audited_by(&creator))
+        .await;
     assert!(
         matches!(unknown, Err(baton_core::StoreError::NotFound)),
         "{unknown:?}"
@@ -93,7 +99,7 @@ pub async fn api_keys_keep_their_creator_and_list_newest_first<S: Store>(s: &S) 
 pub async fn another_tenants_api_keys_are_invisible_and_untouchable<S: Store>(s: &S) {
     let (mine, other) = (tenant(s).await, tenant(s).await);
     let k = key(mine, "ci", Role::Admin);
-    s.create_api_key_by(&k, &hash(), "local")
+    s.create_api_key_by(&k, &hash(), &audited_by("local"))
         .await
         .expect("create");
     let at = now();
@@ -105,7 +111,11 @@ pub async fn another_tenants_api_keys_are_invisible_and_untouchable<S: Store>(s:
             .expect("list")
             .is_empty()
     );
-    assert!(!s.revoke_api_key(other, k.id, at).await.expect("revoke"));
+    assert!(
+        !s.revoke_api_key(other, k.id, at, &audited())
+            .await
+            .expect("revoke")
+    );
     let stale = at + Duration::seconds(1);
     assert!(
         !s.touch_api_key(other, k.id, at, stale)
@@ -121,17 +131,27 @@ pub async fn a_key_is_revoked_once_and_keeps_its_first_revocation<S: Store>(s: &
     let t = tenant(s).await;
     let (k, h) = (key(t, "ci", Role::Member), hash());
     let keep = key(t, "keep", Role::Member);
-    s.create_api_key_by(&k, &h, "local").await.expect("create");
-    s.create_api_key_by(&keep, &hash(), "local")
+    s.create_api_key_by(&k, &h, &audited_by("local"))
+        .await
+        .expect("create");
+    s.create_api_key_by(&keep, &hash(), &audited_by("local"))
         .await
         .expect("create");
 
     let first = now();
-    assert!(s.revoke_api_key(t, k.id, first).await.expect("revoke"));
-    let later = first + Duration::minutes(5);
-    assert!(!s.revoke_api_key(t, k.id, later).await.expect("again"));
     assert!(
-        !s.revoke_api_key(t, Uuid::now_v7(), later)
+        s.revoke_api_key(t, k.id, first, &audited())
+            .await
+            .expect("revoke")
+    );
+    let later = first + Duration::minutes(5);
+    assert!(
+        !s.revoke_api_key(t, k.id, later, &audited())
+            .await
+            .expect("again")
+    );
+    assert!(
+        !s.revoke_api_key(t, Uuid::now_v7(), later, &audited())
             .await
             .expect("unknown")
     );
@@ -157,7 +177,9 @@ async fn last_used<S: Store>(s: &S, hash: &[u8]) -> Option<DateTime<Utc>> {
 pub async fn a_use_is_recorded_only_when_the_last_one_is_stale<S: Store>(s: &S) {
     let t = tenant(s).await;
     let (k, h) = (key(t, "ci", Role::Member), hash());
-    s.create_api_key_by(&k, &h, "local").await.expect("create");
+    s.create_api_key_by(&k, &h, &audited_by("local"))
+        .await
+        .expect("create");
     assert_eq!(last_used(s, &h).await, None);
 
     // A whole second, then times with 3 and 6 fraction digits: however a time is written,
@@ -205,7 +227,7 @@ pub async fn a_use_is_recorded_only_when_the_last_one_is_stale<S: Store>(s: &S) 
 pub async fn racing_replicas_record_one_use<S: Store>(s: &S) {
     let t = tenant(s).await;
     let k = key(t, "busy", Role::Viewer);
-    s.create_api_key_by(&k, &hash(), "local")
+    s.create_api_key_by(&k, &hash(), &audited_by("local"))
         .await
         .expect("create");
     let at: DateTime<Utc> = now();

@@ -12,7 +12,7 @@ pub async fn agents_round_trip_and_list_newest_first<S: Store>(s: &S) {
     let mut made = Vec::new();
     for name in ["one", "two", "three"] {
         let a = agent(t, name);
-        s.create_agent(t, &a).await.expect("create");
+        s.create_agent(t, &a, &audited()).await.expect("create");
         made.push(a);
     }
     for a in &made {
@@ -23,13 +23,13 @@ pub async fn agents_round_trip_and_list_newest_first<S: Store>(s: &S) {
     let rest = s.list_agents(t, Some(made[1].id), 2).await.expect("list");
     assert_eq!(rest, vec![made[0].clone()]);
 
-    let again = s.create_agent(t, &made[0]).await;
+    let again = s.create_agent(t, &made[0], &audited()).await;
     assert!(
         matches!(again, Err(StoreError::Conflict { .. })),
         "{again:?}"
     );
     let orphan = agent(TenantId::new(), "orphan");
-    let unknown = s.create_agent(orphan.tenant, &orphan).await;
+    let unknown = s.create_agent(orphan.tenant, &orphan, &audited()).await;
     assert!(matches!(unknown, Err(StoreError::NotFound)), "{unknown:?}");
 }
 
@@ -69,7 +69,9 @@ pub async fn tenants_and_api_keys_round_trip<S: Store>(s: &S) {
         revoked_at: None,
     };
     let hash = vec![7u8; 32];
-    s.create_api_key(&key, &hash).await.expect("create key");
+    s.create_api_key(&key, &hash, &audited())
+        .await
+        .expect("create key");
     assert_eq!(
         s.find_api_key(&hash).await.expect("find"),
         Some(key.clone())
@@ -83,7 +85,7 @@ pub async fn tenants_and_api_keys_round_trip<S: Store>(s: &S) {
         revoked_at: Some(now()),
         ..key.clone()
     };
-    s.create_api_key(&revoked, &[9u8; 32])
+    s.create_api_key(&revoked, &[9u8; 32], &audited())
         .await
         .expect("create key");
     assert_eq!(
@@ -95,14 +97,14 @@ pub async fn tenants_and_api_keys_round_trip<S: Store>(s: &S) {
         id: uuid::Uuid::now_v7(),
         ..key.clone()
     };
-    let dup = s.create_api_key(&reused, &hash).await;
+    let dup = s.create_api_key(&reused, &hash, &audited()).await;
     assert!(matches!(dup, Err(StoreError::Conflict { .. })), "{dup:?}");
     let orphan = ApiKey {
         id: uuid::Uuid::now_v7(),
         tenant: TenantId::new(),
         ..key
     };
-    let unknown = s.create_api_key(&orphan, &[10u8; 32]).await;
+    let unknown = s.create_api_key(&orphan, &[10u8; 32], &audited()).await;
     assert!(matches!(unknown, Err(StoreError::NotFound)), "{unknown:?}");
 }
 
@@ -118,7 +120,7 @@ pub async fn agent_versions_are_kept_and_updates_must_follow_the_current_one<S: 
         },
         ..agent(t, "helper")
     };
-    s.create_agent(t, &v1).await.expect("create");
+    s.create_agent(t, &v1, &audited()).await.expect("create");
     assert_eq!(s.get_agent(t, v1.id).await.expect("get"), Some(v1.clone()));
     assert_eq!(
         s.get_agent_version(t, v1.id, 1).await.expect("version"),
@@ -144,7 +146,7 @@ pub async fn agent_versions_are_kept_and_updates_must_follow_the_current_one<S: 
         updated_at: v1.updated_at + chrono::Duration::seconds(5),
         ..v1.clone()
     };
-    s.update_agent(t, &v2).await.expect("update");
+    s.update_agent(t, &v2, &audited()).await.expect("update");
     assert_eq!(s.get_agent(t, v1.id).await.expect("get"), Some(v2.clone()));
     assert_eq!(
         s.get_agent_version(t, v1.id, 2).await.expect("version"),
@@ -168,7 +170,7 @@ pub async fn agent_versions_are_kept_and_updates_must_follow_the_current_one<S: 
         name: "late".into(),
         ..v2.clone()
     };
-    let lost = s.update_agent(t, &stale).await;
+    let lost = s.update_agent(t, &stale, &audited()).await;
     assert!(
         matches!(
             lost,
@@ -186,6 +188,7 @@ pub async fn agent_versions_are_kept_and_updates_must_follow_the_current_one<S: 
                 version: 4,
                 ..v2.clone()
             },
+            &audited(),
         )
         .await;
     assert!(
@@ -208,7 +211,7 @@ pub async fn agent_versions_are_kept_and_updates_must_follow_the_current_one<S: 
         version: 2,
         ..agent(t, "nobody")
     };
-    let unknown = s.update_agent(t, &missing).await;
+    let unknown = s.update_agent(t, &missing, &audited()).await;
     assert!(matches!(unknown, Err(StoreError::NotFound)), "{unknown:?}");
 
     // Another tenant can neither read nor change any version.
@@ -221,6 +224,7 @@ pub async fn agent_versions_are_kept_and_updates_must_follow_the_current_one<S: 
                 version: 3,
                 ..v2.clone()
             },
+            &audited(),
         )
         .await;
     assert!(matches!(foreign, Err(StoreError::NotFound)), "{foreign:?}");
@@ -252,7 +256,7 @@ pub async fn tools_round_trip_list_newest_first_and_are_unique_by_name<S: Store>
         ..tool(t, "ask_user")
     });
     for tool in &made {
-        s.create_tool(t, tool).await.expect("create");
+        s.create_tool(t, tool, &audited()).await.expect("create");
     }
     for tool in &made {
         assert_eq!(
@@ -266,7 +270,7 @@ pub async fn tools_round_trip_list_newest_first_and_are_unique_by_name<S: Store>
     let rest = s.list_tools(t, Some(made[1].id), 2).await.expect("list");
     assert_eq!(rest, vec![made[0].clone()]);
 
-    let same_name = s.create_tool(t, &tool(t, "search")).await;
+    let same_name = s.create_tool(t, &tool(t, "search"), &audited()).await;
     assert!(
         matches!(
             same_name,
@@ -284,6 +288,7 @@ pub async fn tools_round_trip_list_newest_first_and_are_unique_by_name<S: Store>
                 name: "renamed".into(),
                 ..made[0].clone()
             },
+            &audited(),
         )
         .await;
     assert!(
@@ -299,14 +304,16 @@ pub async fn tools_round_trip_list_newest_first_and_are_unique_by_name<S: Store>
     assert_eq!(s.list_tools(t, None, 10).await.expect("list").len(), 3);
 
     let orphan = tool(TenantId::new(), "orphan");
-    let unknown = s.create_tool(orphan.tenant, &orphan).await;
+    let unknown = s.create_tool(orphan.tenant, &orphan, &audited()).await;
     assert!(matches!(unknown, Err(StoreError::NotFound)), "{unknown:?}");
 }
 
 pub async fn another_tenants_tools_are_invisible_and_their_names_free<S: Store>(s: &S) {
     let (owner, other) = (tenant(s).await, tenant(s).await);
     let mine = tool(owner, "search");
-    s.create_tool(owner, &mine).await.expect("create");
+    s.create_tool(owner, &mine, &audited())
+        .await
+        .expect("create");
     assert_eq!(s.get_tool(other, mine.id).await.expect("get"), None);
     assert!(
         s.list_tools(other, None, 10)
@@ -316,7 +323,7 @@ pub async fn another_tenants_tools_are_invisible_and_their_names_free<S: Store>(
     );
 
     let theirs = tool(other, "search");
-    s.create_tool(other, &theirs)
+    s.create_tool(other, &theirs, &audited())
         .await
         .expect("same name, other tenant");
     assert_eq!(
@@ -332,7 +339,7 @@ pub async fn another_tenants_tools_are_invisible_and_their_names_free<S: Store>(
 pub async fn concurrent_agent_updates_have_exactly_one_winner<S: Store>(s: &S) {
     let t = tenant(s).await;
     let v1 = agent(t, "contested");
-    s.create_agent(t, &v1).await.expect("create");
+    s.create_agent(t, &v1, &audited()).await.expect("create");
     let mut tasks = Vec::new();
     for i in 0..8 {
         let (s, v1) = (s.clone(), v1.clone());
@@ -342,7 +349,7 @@ pub async fn concurrent_agent_updates_have_exactly_one_winner<S: Store>(s: &S) {
                 version: 2,
                 ..v1
             };
-            s.update_agent(t, &v2).await.map(|()| v2)
+            s.update_agent(t, &v2, &audited()).await.map(|()| v2)
         }));
     }
     let mut winners = Vec::new();

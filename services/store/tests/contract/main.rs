@@ -5,6 +5,7 @@
 //! row-level security.
 
 mod api_keys;
+mod audit;
 mod checkpoints;
 mod directory;
 mod idempotency;
@@ -55,6 +56,9 @@ macro_rules! contract {
 }
 
 contract!(
+    audit::changes_and_their_entries_commit_together,
+    audit::the_stream_pages_filters_and_stays_in_its_tenant,
+    audit::entries_are_never_rewritten_or_deleted,
     streams::a_new_stream_reads_back_in_order,
     streams::a_new_stream_must_start_with_run_created,
     streams::an_append_at_a_stale_version_is_a_conflict_and_writes_nothing,

@@ -29,7 +29,7 @@ use uuid::Uuid;
 
 /// Every table that holds tenant rows. `every_table_with_a_tenant_column_is_covered`
 /// keeps this list complete.
-const TENANT_TABLES: [&str; 12] = [
+const TENANT_TABLES: [&str; 13] = [
     "api_keys",
     "agents",
     "agent_versions",
@@ -42,6 +42,7 @@ const TENANT_TABLES: [&str; 12] = [
     "secrets",
     "checkpoints",
     "memberships",
+    "audit_log",
 ];
 
 /// Rows of `tenant` in every tenant table, written through the ports.
@@ -56,13 +57,13 @@ async fn populate(s: &PgStore, tenant: TenantId) {
         expires_at: None,
         revoked_at: None,
     };
-    s.create_api_key(&key, Uuid::new_v4().as_bytes())
+    s.create_api_key(&key, Uuid::new_v4().as_bytes(), &audited())
         .await
         .expect("api key");
-    s.create_agent(tenant, &agent(tenant, "support"))
+    s.create_agent(tenant, &agent(tenant, "support"), &audited())
         .await
         .expect("agent");
-    s.create_tool(tenant, &tool(tenant, "lookup"))
+    s.create_tool(tenant, &tool(tenant, "lookup"), &audited())
         .await
         .expect("tool");
     // A run in its first turn has events and a message; a tool intent with an
@@ -92,7 +93,7 @@ async fn populate(s: &PgStore, tenant: TenantId) {
         key_id: "k1".into(),
         bytes: vec![1, 2, 3],
     };
-    s.put_secret(tenant, "openai_key", &sealed, now())
+    s.put_secret(tenant, "openai_key", &sealed, now(), &audited())
         .await
         .expect("secret");
     let checkpoint = StoredCheckpoint {
@@ -123,7 +124,9 @@ async fn populate(s: &PgStore, tenant: TenantId) {
         role: Role::Owner,
         created_at: now(),
     };
-    s.add_member(tenant, &member).await.expect("member");
+    s.add_member(tenant, &member, &audited())
+        .await
+        .expect("member");
 }
 
 /// Two tenants with rows everywhere, checked on a connection that bypasses row-level

@@ -22,7 +22,7 @@ fn sealed(key_id: &str, fill: u8) -> Sealed {
 }
 
 async fn put<S: Store>(s: &S, t: TenantId, name: &str, key_id: &str, fill: u8) -> SealedRef {
-    s.put_secret(t, name, &sealed(key_id, fill), now())
+    s.put_secret(t, name, &sealed(key_id, fill), now(), &audited())
         .await
         .expect("put secret");
     SealedRef::Secret {
@@ -246,10 +246,14 @@ pub async fn a_swap_writes_only_the_rows_that_still_hold_what_was_read<S: Store 
 
     // Between read and write: a client puts `rewritten` again, another deletes `deleted`.
     let later = sealed("old", 42);
-    s.put_secret(a, "rewritten", &later, now())
+    s.put_secret(a, "rewritten", &later, now(), &audited())
         .await
         .expect("put");
-    assert!(s.delete_secret(a, "deleted").await.expect("delete"));
+    assert!(
+        s.delete_secret(a, "deleted", &audited())
+            .await
+            .expect("delete")
+    );
 
     let swaps: Vec<SealedSwap> = read
         .iter()

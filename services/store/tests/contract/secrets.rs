@@ -25,7 +25,7 @@ pub async fn a_secret_round_trips_sealed_bytes_and_metadata<S: Store>(s: &S) {
     let at = now();
     let value = sealed("k1", 7);
     let meta = s
-        .put_secret(t, "openai_key", &value, at)
+        .put_secret(t, "openai_key", &value, at, &audited())
         .await
         .expect("put");
     let expected = SecretMeta {
@@ -49,13 +49,13 @@ pub async fn a_secret_round_trips_sealed_bytes_and_metadata<S: Store>(s: &S) {
 pub async fn putting_a_taken_name_replaces_the_value_and_keeps_created_at<S: Store>(s: &S) {
     let t = tenant(s).await;
     let first_at = now();
-    s.put_secret(t, "token", &sealed("old", 1), first_at)
+    s.put_secret(t, "token", &sealed("old", 1), first_at, &audited())
         .await
         .expect("put");
     let later = first_at + Duration::seconds(5);
     let replacement = sealed("new", 2);
     let meta = s
-        .put_secret(t, "token", &replacement, later)
+        .put_secret(t, "token", &replacement, later, &audited())
         .await
         .expect("put again");
     assert_eq!(meta.key_id, "new");
@@ -76,7 +76,7 @@ pub async fn secrets_list_as_metadata_in_name_order_with_a_cursor<S: Store>(s: &
         .enumerate()
     {
         let key = format!("key{i}");
-        s.put_secret(t, name, &sealed(&key, i as u8), at)
+        s.put_secret(t, name, &sealed(&key, i as u8), at, &audited())
             .await
             .expect("put");
     }
@@ -101,21 +101,33 @@ pub async fn secrets_list_as_metadata_in_name_order_with_a_cursor<S: Store>(s: &
 
 pub async fn delete_reports_whether_the_secret_existed<S: Store>(s: &S) {
     let t = tenant(s).await;
-    s.put_secret(t, "gone", &sealed("k", 3), now())
+    s.put_secret(t, "gone", &sealed("k", 3), now(), &audited())
         .await
         .expect("put");
-    s.put_secret(t, "kept", &sealed("k", 4), now())
+    s.put_secret(t, "kept", &sealed("k", 4), now(), &audited())
         .await
         .expect("put");
-    assert!(s.delete_secret(t, "gone").await.expect("delete"));
-    assert!(!s.delete_secret(t, "gone").await.expect("delete again"));
-    assert!(!s.delete_secret(t, "never").await.expect("delete unknown"));
+    assert!(
+        s.delete_secret(t, "gone", &audited())
+            .await
+            .expect("delete")
+    );
+    assert!(
+        !s.delete_secret(t, "gone", &audited())
+            .await
+            .expect("delete again")
+    );
+    assert!(
+        !s.delete_secret(t, "never", &audited())
+            .await
+            .expect("delete unknown")
+    );
     assert_eq!(s.get_secret(t, "gone").await.expect("get"), None);
     let left = s.list_secrets(t, None, 10).await.expect("list");
     assert_eq!(left.len(), 1);
     assert_eq!(left[0].name, "kept");
     // The name is free again.
-    s.put_secret(t, "gone", &sealed("k", 5), now())
+    s.put_secret(t, "gone", &sealed("k", 5), now(), &audited())
         .await
         .expect("put again");
 }
@@ -125,7 +137,7 @@ pub async fn another_tenant_can_neither_read_list_nor_delete_a_secret<S: Store>(
     let mallory = tenant(s).await;
     let at = now();
     let value = sealed("k", 9);
-    s.put_secret(alice, "shared_name", &value, at)
+    s.put_secret(alice, "shared_name", &value, at, &audited())
         .await
         .expect("put");
 
@@ -138,7 +150,7 @@ pub async fn another_tenant_can_neither_read_list_nor_delete_a_secret<S: Store>(
         vec![]
     );
     assert!(
-        !s.delete_secret(mallory, "shared_name")
+        !s.delete_secret(mallory, "shared_name", &audited())
             .await
             .expect("delete")
     );
@@ -146,7 +158,7 @@ pub async fn another_tenant_can_neither_read_list_nor_delete_a_secret<S: Store>(
     // Mallory's secret of the same name is hers alone and leaves Alice's untouched.
     let later = at + Duration::seconds(1);
     let hers = s
-        .put_secret(mallory, "shared_name", &sealed("m", 1), later)
+        .put_secret(mallory, "shared_name", &sealed("m", 1), later, &audited())
         .await
         .expect("put");
     assert_eq!(hers.created_at, later, "a new row, not Alice's");
@@ -158,7 +170,7 @@ pub async fn another_tenant_can_neither_read_list_nor_delete_a_secret<S: Store>(
     assert_eq!(alices.ciphertext, value.bytes);
     assert_eq!(alices.meta.updated_at, at);
     assert!(
-        s.delete_secret(mallory, "shared_name")
+        s.delete_secret(mallory, "shared_name", &audited())
             .await
             .expect("delete")
     );
@@ -172,7 +184,13 @@ pub async fn another_tenant_can_neither_read_list_nor_delete_a_secret<S: Store>(
 
 pub async fn a_secret_of_an_unknown_tenant_is_not_found<S: Store>(s: &S) {
     let unknown = s
-        .put_secret(TenantId::new(), "orphan", &sealed("k", 0), now())
+        .put_secret(
+            TenantId::new(),
+            "orphan",
+            &sealed("k", 0),
+            now(),
+            &audited(),
+        )
         .await;
     assert!(matches!(unknown, Err(StoreError::NotFound)), "{unknown:?}");
 }

@@ -2,6 +2,7 @@
 //! per test), raw-row access the ports do not offer, and builders for events and requests.
 
 use async_trait::async_trait;
+use baton_core::audit::{AuditAction, AuditEntry};
 use baton_core::model::{
     Agent, AgentLimits, ProviderSpec, Receipt, RunSummary, ScriptedReply, Tenant, Tool,
     ToolKindSpec,
@@ -29,6 +30,7 @@ pub trait Store:
     + SecretStore
     + baton_core::ports::CheckpointStore
     + TenantStore
+    + baton_core::ports::AuditStore
     + Raw
     + Clone
     + 'static
@@ -42,6 +44,7 @@ impl<
         + SecretStore
         + baton_core::ports::CheckpointStore
         + TenantStore
+        + baton_core::ports::AuditStore
         + Raw
         + Clone
         + 'static,
@@ -64,7 +67,17 @@ pub trait Raw: Send + Sync {
         receipt: ReceiptId,
         body: Value,
     );
+
+    /// Tries to rewrite and then to delete the tenant's audit entries, as a statement of
+    /// the application could: the rows each changed, or the error that refused it.
+    async fn tamper_with_audit(&self, tenant: TenantId) -> [Result<u64, sqlx::Error>; 2];
 }
+
+/// The statements of [`Raw::tamper_with_audit`].
+const TAMPER_AUDIT: [&str; 2] = [
+    "UPDATE audit_log SET actor = 'someone else' WHERE tenant_id = $1",
+    "DELETE FROM audit_log WHERE tenant_id = $1",
+];
 
 pub struct RawEvent {
     pub version: i64,
@@ -146,6 +159,23 @@ impl Raw for PgStore {
         raw_receipt_body!(&mut *tx, tenant, run, receipt, body);
         tx.commit().await.expect("commit receipt body");
     }
+
+    async fn tamper_with_audit(&self, tenant: TenantId) -> [Result<u64, sqlx::Error>; 2] {
+        let mut done = Vec::new();
+        for statement in TAMPER_AUDIT {
+            let mut tx = scoped(self, tenant).await;
+            let changed = sqlx::query(statement)
+                .bind(tenant.as_uuid())
+                .execute(&mut *tx)
+                .await
+                .map(|r| r.rows_affected());
+            if changed.is_ok() {
+                tx.commit().await.expect("commit");
+            }
+            done.push(changed);
+        }
+        done.try_into().expect("two results")
+    }
 }
 
 async fn scoped(s: &PgStore, tenant: TenantId) -> sqlx::Transaction<'static, sqlx::Postgres> {
@@ -168,6 +198,19 @@ impl Raw for SqliteStore {
         body: Value,
     ) {
         raw_receipt_body!(self.pool(), tenant, run, receipt, body);
+    }
+
+    async fn tamper_with_audit(&self, tenant: TenantId) -> [Result<u64, sqlx::Error>; 2] {
+        let mut done = Vec::new();
+        for statement in TAMPER_AUDIT {
+            let changed = sqlx::query(statement)
+                .bind(tenant.as_uuid())
+                .execute(self.pool())
+                .await
+                .map(|r| r.rows_affected());
+            done.push(changed);
+        }
+        done.try_into().expect("two results")
     }
 }
 
@@ -217,6 +260,24 @@ pub async fn sqlite_memory() -> SqliteStore {
 
 pub fn now() -> DateTime<Utc> {
     SystemClock.now()
+}
+
+/// An audit entry for a change whose entry the test does not look at.
+pub fn audited() -> AuditEntry {
+    audited_by(baton_core::audit::OPERATOR)
+}
+
+/// An audit entry of a change made by `actor`.
+pub fn audited_by(actor: &str) -> AuditEntry {
+    AuditEntry {
+        actor: actor.to_string(),
+        ..AuditEntry::operator(
+            now(),
+            AuditAction::AgentCreated,
+            "test",
+            serde_json::json!({}),
+        )
+    }
 }
 
 /// A tenant of its own for the calling test.

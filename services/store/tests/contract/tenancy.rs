@@ -21,7 +21,9 @@ pub async fn another_tenants_data_is_invisible<S: Store>(s: &S) {
     req.idempotency = Some(record("req-owner", json!(1)));
     append_ok(s, owner, req).await;
     let agent = agent(owner, "private");
-    s.create_agent(owner, &agent).await.expect("agent");
+    s.create_agent(owner, &agent, &audited())
+        .await
+        .expect("agent");
 
     assert_eq!(s.get_run(other, run).await.expect("get"), None);
     assert!(

@@ -36,7 +36,9 @@ async fn join<S: UserStore>(s: &S, tenant: TenantId, u: &User, role: Role) -> Me
         role,
         created_at: now(),
     };
-    s.add_member(tenant, &m).await.expect("add member");
+    s.add_member(tenant, &m, &audited())
+        .await
+        .expect("add member");
     m
 }
 
@@ -92,12 +94,12 @@ pub async fn memberships_stay_within_their_tenant<S: Store + UserStore>(s: &S) {
             .is_empty()
     );
     let changed = s
-        .change_member_role(other, u.id, Role::Admin, Role::Viewer)
+        .change_member_role(other, u.id, Role::Admin, Role::Viewer, &audited())
         .await
         .expect("change");
     assert_eq!(changed, MemberChange::NotFound);
     let removed = s
-        .remove_member(other, u.id, Role::Admin)
+        .remove_member(other, u.id, Role::Admin, &audited())
         .await
         .expect("remove");
     assert_eq!(removed, MemberChange::NotFound);
@@ -125,18 +127,18 @@ pub async fn memberships_stay_within_their_tenant<S: Store + UserStore>(s: &S) {
     );
 
     // A membership twice is a conflict; one of an unknown tenant or user is not found.
-    let again = s.add_member(mine, &m).await;
+    let again = s.add_member(mine, &m, &audited()).await;
     assert!(
         matches!(again, Err(StoreError::Conflict { .. })),
         "{again:?}"
     );
-    let nowhere = s.add_member(TenantId::new(), &m).await;
+    let nowhere = s.add_member(TenantId::new(), &m, &audited()).await;
     assert!(matches!(nowhere, Err(StoreError::NotFound)), "{nowhere:?}");
     let nobody = Member {
         user_id: Uuid::now_v7(),
         ..m
     };
-    let nobody = s.add_member(mine, &nobody).await;
+    let nobody = s.add_member(mine, &nobody, &audited()).await;
     assert!(matches!(nobody, Err(StoreError::NotFound)), "{nobody:?}");
 }
 
@@ -166,25 +168,30 @@ pub async fn the_last_owner_is_neither_removed_nor_demoted<S: Store + UserStore>
     join(s, t, &b, Role::Admin).await;
 
     for to in [Role::Admin, Role::Member, Role::Viewer] {
-        let r = s.change_member_role(t, a.id, Role::Owner, to).await;
+        let r = s
+            .change_member_role(t, a.id, Role::Owner, to, &audited())
+            .await;
         assert_eq!(r.expect("change"), MemberChange::LastOwner, "{to:?}");
     }
-    let r = s.remove_member(t, a.id, Role::Owner).await.expect("remove");
+    let r = s
+        .remove_member(t, a.id, Role::Owner, &audited())
+        .await
+        .expect("remove");
     assert_eq!(r, MemberChange::LastOwner);
     // Staying an owner is no demotion.
     let r = s
-        .change_member_role(t, a.id, Role::Owner, Role::Owner)
+        .change_member_role(t, a.id, Role::Owner, Role::Owner, &audited())
         .await;
     assert_eq!(r.expect("change"), MemberChange::Done);
     assert_eq!(role_of(s, t, &a).await, Some(Role::Owner));
 
     // A change decided against a role the member no longer has writes nothing.
     let r = s
-        .change_member_role(t, b.id, Role::Member, Role::Viewer)
+        .change_member_role(t, b.id, Role::Member, Role::Viewer, &audited())
         .await;
     assert_eq!(r.expect("change"), MemberChange::Stale);
     let r = s
-        .remove_member(t, b.id, Role::Member)
+        .remove_member(t, b.id, Role::Member, &audited())
         .await
         .expect("remove");
     assert_eq!(r, MemberChange::Stale);
@@ -192,20 +199,23 @@ pub async fn the_last_owner_is_neither_removed_nor_demoted<S: Store + UserStore>
 
     // With a second owner, the first may go.
     let r = s
-        .change_member_role(t, b.id, Role::Admin, Role::Owner)
+        .change_member_role(t, b.id, Role::Admin, Role::Owner, &audited())
         .await;
     assert_eq!(r.expect("promote"), MemberChange::Done);
     let r = s
-        .change_member_role(t, a.id, Role::Owner, Role::Member)
+        .change_member_role(t, a.id, Role::Owner, Role::Member, &audited())
         .await;
     assert_eq!(r.expect("demote"), MemberChange::Done);
     let r = s
-        .remove_member(t, a.id, Role::Member)
+        .remove_member(t, a.id, Role::Member, &audited())
         .await
         .expect("remove");
     assert_eq!(r, MemberChange::Done);
     assert_eq!(role_of(s, t, &a).await, None);
-    let r = s.remove_member(t, b.id, Role::Owner).await.expect("remove");
+    let r = s
+        .remove_member(t, b.id, Role::Owner, &audited())
+        .await
+        .expect("remove");
     assert_eq!(r, MemberChange::LastOwner, "b is the last owner now");
 }
 
@@ -215,9 +225,10 @@ pub async fn two_owners_demoting_each_other_at_once_leave_one<S: Store + UserSto
         let (a, b) = (someone(s).await, someone(s).await);
         join(s, t, &a, Role::Owner).await;
         join(s, t, &b, Role::Owner).await;
+        let (ea, eb) = (audited(), audited());
         let (ra, rb) = tokio::join!(
-            s.change_member_role(t, a.id, Role::Owner, Role::Member),
-            s.remove_member(t, b.id, Role::Owner),
+            s.change_member_role(t, a.id, Role::Owner, Role::Member, &ea),
+            s.remove_member(t, b.id, Role::Owner, &eb),
         );
         let mut outcomes = [ra.expect("demote a"), rb.expect("remove b")];
         outcomes.sort_by_key(|o| format!("{o:?}"));
