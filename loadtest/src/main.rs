@@ -17,7 +17,13 @@
 //!   client-visible errors ([`upgrade`], [`faults`]);
 //! - `chaos` does K cycles of SIGKILL (then restart) or SIGSTOP (then SIGCONT) of a
 //!   random replica (seeded, `--seed` replays) under the same load; reports adoption
-//!   times ([`chaos`]).
+//!   times ([`chaos`]);
+//! - `fanout` spreads S SSE subscribers over the replicas and R runs while messages are
+//!   posted on an open-loop timetable; reports delivery latency (recorded -> client)
+//!   overall, same-replica and cross-replica, the replicas' memory per open stream, the
+//!   subscribers closed for falling behind, and, as the raw reference measured in the
+//!   same run, the NATS publish -> subscribe hop ([`fanout`]). `cluster --only sse` uses
+//!   the same measurement.
 //!
 //! Each prints progress, writes `<scenario>-<time>.json` and `.md` under `--out` (the
 //! fault scenarios also a latency-over-time `.svg`, [`plot`]), and exits non-zero when
@@ -70,6 +76,9 @@ enum Command {
     RollingUpgrade(upgrade::UpgradeArgs),
     /// Random SIGKILL / SIGSTOP of replicas under load, with restarts; adoption times.
     Chaos(chaos::ChaosArgs),
+    /// SSE subscribers over the replicas under open-loop posts: delivery latency, memory
+    /// per stream, subscribers closed for falling behind.
+    Fanout(fanout::FanoutArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -95,7 +104,7 @@ struct ClusterArgs {
     /// SSE clients (one run each) on replica B.
     #[arg(long, default_value_t = 20)]
     sse_runs: usize,
-    /// Messages (turns) posted on replica A per SSE run.
+    /// Messages (turns) posted on replica A per SSE run (two per second).
     #[arg(long, default_value_t = 25)]
     sse_messages: usize,
     /// Bound on each phase (creating runs, leasing, take-over, streaming), in seconds.
@@ -119,6 +128,7 @@ async fn main() -> anyhow::Result<()> {
             Command::Append(args) => append::run(args).await,
             Command::RollingUpgrade(args) => upgrade::run(args).await,
             Command::Chaos(args) => chaos::run(args).await,
+            Command::Fanout(args) => fanout::run(args).await,
         }
     };
     // Interrupted, the scenario is dropped: its cluster kills every replica it started
@@ -226,22 +236,50 @@ async fn cluster(args: ClusterArgs) -> anyhow::Result<usize> {
         json[name] = serde_json::to_value(&o)?;
     }
     if wants("sse") {
+        // Every client on B, every post on A, each run posted to twice a second.
+        let target = target::Target::start(&target::TargetArgs {
+            baton: Some(bin.clone()),
+            replicas: 2,
+            replica_env: Vec::new(),
+            url: Vec::new(),
+            key: None,
+        })
+        .await?;
         let plan = fanout::Plan {
             runs: args.sse_runs,
-            messages: args.sse_messages,
+            subscribers: args.sse_runs,
+            subscribe_on: vec![1],
+            write_on: vec![0],
+            rate: 2.0 * args.sse_runs as f64,
+            warmup: Duration::ZERO,
+            duration: Duration::from_secs_f64(args.sse_messages as f64 / 2.0),
+            request_timeout: Duration::from_secs(30),
+            max_in_flight: 256,
             deadline,
+            idle: Duration::from_secs(60),
+            nats_url: None,
+            raw_secs: 0.0,
+            raw_rate: None,
         };
-        let o = fanout::run(&bin, &plan, p).await?;
+        let measured = fanout::measure(&target, &plan, p).await;
+        target.stop().await?;
+        let o = measured?;
         p.say(format!("sse: {}", serde_json::to_string(&o.cross_replica)?));
-        md.push_str(&o.cross_replica.md_row("SSE commit on A -> client on B"));
-        md.push('\n');
-        md.push_str(&o.same_replica.md_row("SSE commit on B -> client on B"));
-        md.push('\n');
+        for (what, l) in [
+            ("SSE commit on A -> client on B", &o.cross_replica),
+            ("SSE commit on B -> client on B", &o.same_replica),
+        ] {
+            md.push_str(&format!(
+                "| {what} | {} | {:.1} | {:.1} | {:.1} | {:.1} |\n",
+                l.count, l.p50_ms, l.p90_ms, l.p99_ms, l.max_ms
+            ));
+        }
         notes.push_str(&format!(
-            "- sse: {} runs x {} messages, events by writer {:?}, {} failures\n",
+            "- sse: {} runs, {} posts/s on A for {:.0} s, {} events received on B, {} failures\n",
             o.runs,
-            o.messages_per_run,
-            o.events_by_writer,
+            o.rate_per_sec,
+            o.duration_secs,
+            o.checks.events_received,
             o.failures.len()
         ));
         failures.extend(o.failures.iter().cloned());

@@ -78,6 +78,14 @@ impl Hdr {
         self.0.saturating_record(us);
     }
 
+    /// Adds every sample of `other`.
+    pub fn add(&mut self, other: &Hdr) {
+        // Both were built by `Hdr::new` with the same bounds, which is all `add` needs.
+        self.0
+            .add(&other.0)
+            .expect("histograms with the same bounds add up");
+    }
+
     /// The summary; all zero when nothing was recorded.
     pub fn percentiles(&self) -> Percentiles {
         if self.0.is_empty() {

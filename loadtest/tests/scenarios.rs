@@ -1,10 +1,12 @@
-//! Short runs of the `steady`, `burst`, `append`, `rolling-upgrade` and `chaos` scenarios
+//! Short runs of the `steady`, `burst`, `append`, `rolling-upgrade`, `chaos` and `fanout`
+//! scenarios
 //! (`--smoke`, a few seconds of load each) against a cluster the harness spawns on the
 //! test Postgres (`BATON_TEST_DATABASE_URL`, else 127.0.0.1:5432 as `postgres`) and the
 //! local NATS (`BATON_TEST_NATS_URL`, else 127.0.0.1:4222). Each must exit 0 and write a
 //! report whose figures are sane: operations completed, percentiles in order, no
 //! invariant failure (for the fault scenarios: no SSE gap, no duplicated mutation, no
-//! lost event), and the latency plot it links. Nothing here asserts on speed.
+//! lost event; for `fanout`: no gap, repeat or missing version at any subscriber), and
+//! the latency plot it links. Nothing here asserts on speed.
 
 use anyhow::Context;
 use serde_json::Value;
@@ -277,5 +279,32 @@ fn chaos_smoke_kills_and_pauses_replicas_without_gaps_duplicates_or_losses() -> 
         held += c["held"].as_u64().unwrap_or(0);
     }
     assert_eq!(r["fault"]["adoption"]["count"], held, "{r}");
+    Ok(())
+}
+
+#[test]
+fn fanout_smoke_delivers_every_version_to_every_subscriber_and_sizes_the_streams()
+-> anyhow::Result<()> {
+    let r = scenario("fanout", &["--smoke"])?;
+    let o = &r["outcome"];
+    let c = &o["checks"];
+    for k in ["gaps", "repeats", "missing", "malformed", "unfinished"] {
+        assert_eq!(c[k], 0, "{k}: {c}");
+    }
+    assert!(c["events_received"].as_u64().unwrap_or(0) > 0, "{c}");
+    assert_eq!(c["runs_checked"], 4, "{c}");
+    assert_eq!(r["failures"], serde_json::json!([]), "{r}");
+    assert_eq!(
+        o["subscribers_by_replica"],
+        serde_json::json!([8, 8]),
+        "{o}"
+    );
+    assert_ordered("delivery", &o["delivery"]);
+    assert_ordered("cross_replica", &o["cross_replica"]);
+    assert_ordered("same_replica", &o["same_replica"]);
+    assert!(o["bytes_per_connection"].is_f64(), "{o}");
+    assert_eq!(o["memory"].as_array().map(Vec::len), Some(2), "{o}");
+    assert!(o["closed_slow"].is_u64(), "{o}");
+    assert_ordered("raw_nats_quiet", &o["raw_nats_quiet"]["latency"]);
     Ok(())
 }
