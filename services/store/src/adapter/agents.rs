@@ -15,13 +15,10 @@ macro_rules! impl_agent_store {
             use baton_core::model::Agent;
             use baton_core::ports::AgentStore;
             use baton_events::{AgentId, TenantId};
-            use sqlx::QueryBuilder;
             use sqlx::types::Json;
             use $crate::plan::micros;
             use $crate::pools::{PoolKind, Scope};
-            use $crate::rows::{
-                AgentJson, AgentRow, agent_columns, agent_version_columns, map_all,
-            };
+            use $crate::rows::{AgentJson, AgentRow, agent_columns, agent_version_columns};
 
             type Connection = <$db as sqlx::Database>::Connection;
 
@@ -123,21 +120,12 @@ macro_rules! impl_agent_store {
                     tenant: TenantId,
                     id: AgentId,
                 ) -> Result<Option<Agent>, StoreError> {
-                    let mut conn = self
-                        .pools
-                        .read(PoolKind::App, Scope::Tenant(tenant))
-                        .await?;
-                    let row: Option<AgentRow> = sqlx::query_as(concat!(
-                        "SELECT ",
-                        agent_columns!(),
-                        " FROM agents WHERE tenant_id = $1 AND id = $2"
-                    ))
-                    .bind(tenant.as_uuid())
-                    .bind(id.as_uuid())
-                    .fetch_optional(&mut *conn)
+                    self.one_by_id::<AgentRow, _>(
+                        tenant,
+                        concat!("SELECT ", agent_columns!(), " FROM agents"),
+                        id.as_uuid(),
+                    )
                     .await
-                    .map_err($classify)?;
-                    row.map(Agent::try_from).transpose()
                 }
 
                 #[tracing::instrument(name = "store.get_agent_version", skip_all)]
@@ -173,27 +161,14 @@ macro_rules! impl_agent_store {
                     before: Option<AgentId>,
                     limit: u32,
                 ) -> Result<Vec<Agent>, StoreError> {
-                    let mut conn = self
-                        .pools
-                        .read(PoolKind::App, Scope::Tenant(tenant))
-                        .await?;
-                    let mut q: QueryBuilder<$db> = QueryBuilder::new(concat!(
-                        "SELECT ",
-                        agent_columns!(),
-                        " FROM agents WHERE tenant_id = "
-                    ));
-                    q.push_bind(tenant.as_uuid());
-                    if let Some(before) = before {
-                        q.push(" AND id < ").push_bind(before.as_uuid());
-                    }
-                    q.push(" ORDER BY id DESC LIMIT ")
-                        .push_bind(i64::from(limit));
-                    let rows: Vec<AgentRow> = q
-                        .build_query_as()
-                        .fetch_all(&mut *conn)
-                        .await
-                        .map_err($classify)?;
-                    map_all(rows)
+                    self.newest_first::<AgentRow, _>(
+                        tenant,
+                        concat!("SELECT ", agent_columns!(), " FROM agents"),
+                        None,
+                        before.map(|b| b.as_uuid()),
+                        limit,
+                    )
+                    .await
                 }
             }
 

@@ -16,11 +16,10 @@ macro_rules! impl_audit_store {
             use baton_core::audit::{AuditEntry, AuditQuery};
             use baton_core::ports::AuditStore;
             use baton_events::TenantId;
-            use sqlx::QueryBuilder;
             use sqlx::types::Json;
             use $crate::plan::micros;
             use $crate::pools::{PoolKind, Scope};
-            use $crate::rows::{AuditRow, audit_columns, map_all};
+            use $crate::rows::{AuditRow, audit_columns};
 
             type Connection = <$db as sqlx::Database>::Connection;
 
@@ -74,30 +73,14 @@ macro_rules! impl_audit_store {
                     tenant: TenantId,
                     query: &AuditQuery,
                 ) -> Result<Vec<AuditEntry>, StoreError> {
-                    let mut conn = self
-                        .pools
-                        .read(PoolKind::App, Scope::Tenant(tenant))
-                        .await?;
-                    let mut q: QueryBuilder<$db> = QueryBuilder::new(concat!(
-                        "SELECT ",
-                        audit_columns!(),
-                        " FROM audit_log WHERE tenant_id = "
-                    ));
-                    q.push_bind(tenant.as_uuid());
-                    if let Some(action) = query.action {
-                        q.push(" AND action = ").push_bind(action.as_str());
-                    }
-                    if let Some(before) = query.before {
-                        q.push(" AND id < ").push_bind(before);
-                    }
-                    q.push(" ORDER BY id DESC LIMIT ")
-                        .push_bind(i64::from(query.limit));
-                    let rows: Vec<AuditRow> = q
-                        .build_query_as()
-                        .fetch_all(&mut *conn)
-                        .await
-                        .map_err($classify)?;
-                    map_all(rows)
+                    self.newest_first::<AuditRow, _>(
+                        tenant,
+                        concat!("SELECT ", audit_columns!(), " FROM audit_log"),
+                        query.action.map(|a| ("action", a.as_str())),
+                        query.before,
+                        query.limit,
+                    )
+                    .await
                 }
             }
         };

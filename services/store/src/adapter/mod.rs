@@ -28,6 +28,7 @@ mod append;
 mod audit;
 mod checkpoints;
 mod leases;
+mod lookups;
 mod receipts;
 mod runs;
 mod sealed;
@@ -41,6 +42,7 @@ pub(crate) use append::impl_append;
 pub(crate) use audit::impl_audit_store;
 pub(crate) use checkpoints::impl_checkpoint_store;
 pub(crate) use leases::impl_lease_store;
+pub(crate) use lookups::impl_lookups;
 pub(crate) use receipts::receipts_projection;
 pub(crate) use runs::impl_run_store;
 pub(crate) use sealed::impl_sealed_store;
@@ -72,6 +74,7 @@ macro_rules! impl_ports {
         lock_run: $lock_run:literal,
         skip_locked: $skip_locked:literal $(,)?
     ) => {
+        $crate::adapter::impl_lookups!($store, $db, $classify);
         $crate::adapter::impl_run_store!($store, $db, $classify);
         $crate::adapter::impl_append!($store, $db, $classify, $lock_run);
         $crate::adapter::impl_lease_store!($store, $classify, $skip_locked);

@@ -14,7 +14,6 @@ macro_rules! impl_run_store {
                 AppendOutcome, AppendRequest, IdempotencyRecord, RunListQuery, RunStore,
             };
             use baton_events::{Envelope, RunId, TenantId};
-            use sqlx::QueryBuilder;
             use $crate::pools::{PoolKind, Scope};
             use $crate::rows::{
                 EventRow, IdempotencyRow, MessageRow, ReceiptRow, RunRow, event_columns,
@@ -66,21 +65,12 @@ macro_rules! impl_run_store {
                     tenant: TenantId,
                     run: RunId,
                 ) -> Result<Option<RunSummary>, StoreError> {
-                    let mut conn = self
-                        .pools
-                        .read(PoolKind::App, Scope::Tenant(tenant))
-                        .await?;
-                    let row: Option<RunRow> = sqlx::query_as(concat!(
-                        "SELECT ",
-                        run_columns!(),
-                        " FROM runs WHERE id = $1 AND tenant_id = $2"
-                    ))
-                    .bind(run.as_uuid())
-                    .bind(tenant.as_uuid())
-                    .fetch_optional(&mut *conn)
+                    self.one_by_id::<RunRow, _>(
+                        tenant,
+                        concat!("SELECT ", run_columns!(), " FROM runs"),
+                        run.as_uuid(),
+                    )
                     .await
-                    .map_err($classify)?;
-                    row.map(RunSummary::try_from).transpose()
                 }
 
                 #[tracing::instrument(name = "store.list_runs", skip_all)]
@@ -89,30 +79,14 @@ macro_rules! impl_run_store {
                     tenant: TenantId,
                     query: &RunListQuery,
                 ) -> Result<Vec<RunSummary>, StoreError> {
-                    let mut conn = self
-                        .pools
-                        .read(PoolKind::App, Scope::Tenant(tenant))
-                        .await?;
-                    let mut q: QueryBuilder<$db> = QueryBuilder::new(concat!(
-                        "SELECT ",
-                        run_columns!(),
-                        " FROM runs WHERE tenant_id = "
-                    ));
-                    q.push_bind(tenant.as_uuid());
-                    if let Some(status) = query.status {
-                        q.push(" AND status = ").push_bind(status.as_str());
-                    }
-                    if let Some(before) = query.before {
-                        q.push(" AND id < ").push_bind(before.as_uuid());
-                    }
-                    q.push(" ORDER BY id DESC LIMIT ")
-                        .push_bind(i64::from(query.limit));
-                    let rows: Vec<RunRow> = q
-                        .build_query_as()
-                        .fetch_all(&mut *conn)
-                        .await
-                        .map_err($classify)?;
-                    map_all(rows)
+                    self.newest_first::<RunRow, _>(
+                        tenant,
+                        concat!("SELECT ", run_columns!(), " FROM runs"),
+                        query.status.map(|s| ("status", s.as_str())),
+                        query.before.map(|b| b.as_uuid()),
+                        query.limit,
+                    )
+                    .await
                 }
 
                 #[tracing::instrument(name = "store.list_messages", skip_all)]

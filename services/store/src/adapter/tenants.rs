@@ -22,8 +22,7 @@ macro_rules! impl_tenant_store {
             use $crate::plan::micros;
             use $crate::pools::{PoolKind, Scope};
             use $crate::rows::{
-                ApiKeyRecordRow, TenantRow, api_key_columns, api_key_record_columns, map_all,
-                tenant_columns,
+                ApiKeyRecordRow, TenantRow, api_key_columns, api_key_record_columns, tenant_columns,
             };
 
             /// Stores the key with its creator (`None`: made outside the API) and its
@@ -161,21 +160,12 @@ macro_rules! impl_tenant_store {
                     tenant: TenantId,
                     id: Uuid,
                 ) -> Result<Option<ApiKeyRecord>, StoreError> {
-                    let mut conn = self
-                        .pools
-                        .read(PoolKind::App, Scope::Tenant(tenant))
-                        .await?;
-                    let row: Option<ApiKeyRecordRow> = sqlx::query_as(concat!(
-                        "SELECT ",
-                        api_key_record_columns!(),
-                        " FROM api_keys WHERE tenant_id = $1 AND id = $2"
-                    ))
-                    .bind(tenant.as_uuid())
-                    .bind(id)
-                    .fetch_optional(&mut *conn)
+                    self.one_by_id::<ApiKeyRecordRow, _>(
+                        tenant,
+                        concat!("SELECT ", api_key_record_columns!(), " FROM api_keys"),
+                        id,
+                    )
                     .await
-                    .map_err($classify)?;
-                    row.map(ApiKeyRecord::try_from).transpose()
                 }
 
                 /// Ids are UUIDv7, so id order is creation order; both databases compare
@@ -187,31 +177,14 @@ macro_rules! impl_tenant_store {
                     before: Option<Uuid>,
                     limit: u32,
                 ) -> Result<Vec<ApiKeyRecord>, StoreError> {
-                    let mut conn = self
-                        .pools
-                        .read(PoolKind::App, Scope::Tenant(tenant))
-                        .await?;
-                    let query = match before {
-                        None => sqlx::query_as(concat!(
-                            "SELECT ",
-                            api_key_record_columns!(),
-                            " FROM api_keys WHERE tenant_id = $1 ORDER BY id DESC LIMIT $2"
-                        ))
-                        .bind(tenant.as_uuid())
-                        .bind(i64::from(limit)),
-                        Some(before) => sqlx::query_as(concat!(
-                            "SELECT ",
-                            api_key_record_columns!(),
-                            " FROM api_keys WHERE tenant_id = $1 AND id < $3 \
-                              ORDER BY id DESC LIMIT $2"
-                        ))
-                        .bind(tenant.as_uuid())
-                        .bind(i64::from(limit))
-                        .bind(before),
-                    };
-                    let rows: Vec<ApiKeyRecordRow> =
-                        query.fetch_all(&mut *conn).await.map_err($classify)?;
-                    map_all(rows)
+                    self.newest_first::<ApiKeyRecordRow, _>(
+                        tenant,
+                        concat!("SELECT ", api_key_record_columns!(), " FROM api_keys"),
+                        None,
+                        before,
+                        limit,
+                    )
+                    .await
                 }
 
                 #[tracing::instrument(name = "store.revoke_api_key", skip_all)]

@@ -13,11 +13,10 @@ macro_rules! impl_tool_store {
             use baton_core::model::Tool;
             use baton_core::ports::ToolStore;
             use baton_events::{TenantId, ToolId};
-            use sqlx::QueryBuilder;
             use sqlx::types::Json;
             use $crate::plan::micros;
             use $crate::pools::{PoolKind, Scope};
-            use $crate::rows::{ToolRow, map_all, tool_columns, tool_json};
+            use $crate::rows::{ToolRow, tool_columns, tool_json};
 
             #[async_trait]
             impl ToolStore for $store {
@@ -58,21 +57,12 @@ macro_rules! impl_tool_store {
                     tenant: TenantId,
                     id: ToolId,
                 ) -> Result<Option<Tool>, StoreError> {
-                    let mut conn = self
-                        .pools
-                        .read(PoolKind::App, Scope::Tenant(tenant))
-                        .await?;
-                    let row: Option<ToolRow> = sqlx::query_as(concat!(
-                        "SELECT ",
-                        tool_columns!(),
-                        " FROM tools WHERE tenant_id = $1 AND id = $2"
-                    ))
-                    .bind(tenant.as_uuid())
-                    .bind(id.as_uuid())
-                    .fetch_optional(&mut *conn)
+                    self.one_by_id::<ToolRow, _>(
+                        tenant,
+                        concat!("SELECT ", tool_columns!(), " FROM tools"),
+                        id.as_uuid(),
+                    )
                     .await
-                    .map_err($classify)?;
-                    row.map(Tool::try_from).transpose()
                 }
 
                 #[tracing::instrument(name = "store.list_tools", skip_all)]
@@ -82,27 +72,14 @@ macro_rules! impl_tool_store {
                     before: Option<ToolId>,
                     limit: u32,
                 ) -> Result<Vec<Tool>, StoreError> {
-                    let mut conn = self
-                        .pools
-                        .read(PoolKind::App, Scope::Tenant(tenant))
-                        .await?;
-                    let mut q: QueryBuilder<$db> = QueryBuilder::new(concat!(
-                        "SELECT ",
-                        tool_columns!(),
-                        " FROM tools WHERE tenant_id = "
-                    ));
-                    q.push_bind(tenant.as_uuid());
-                    if let Some(before) = before {
-                        q.push(" AND id < ").push_bind(before.as_uuid());
-                    }
-                    q.push(" ORDER BY id DESC LIMIT ")
-                        .push_bind(i64::from(limit));
-                    let rows: Vec<ToolRow> = q
-                        .build_query_as()
-                        .fetch_all(&mut *conn)
-                        .await
-                        .map_err($classify)?;
-                    map_all(rows)
+                    self.newest_first::<ToolRow, _>(
+                        tenant,
+                        concat!("SELECT ", tool_columns!(), " FROM tools"),
+                        None,
+                        before.map(|b| b.as_uuid()),
+                        limit,
+                    )
+                    .await
                 }
             }
         };
