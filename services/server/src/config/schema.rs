@@ -202,7 +202,10 @@ pub struct DatabaseSection {
     /// Connection budget of one replica: `app_pool + control_pool + checkpoint_pool` must not
     /// exceed it.
     pub max_connections: u32,
-    /// Statement timeout in milliseconds, set on every Postgres connection. Greater than 0.
+    /// Statement timeout in milliseconds, set on every Postgres connection; it also bounds
+    /// how long a transaction may sit idle between statements (Postgres then ends the
+    /// session and frees its locks, so a frozen replica cannot keep its runs from being
+    /// adopted: keep it below `cluster.lease_ttl_ms`). Greater than 0.
     pub statement_timeout_ms: u64,
     /// Milliseconds a request waits for a free pooled connection before it fails with
     /// `503 unavailable`. Greater than 0.

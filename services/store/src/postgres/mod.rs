@@ -41,7 +41,12 @@ pub struct PgOptions {
     pub control_pool_size: u32,
     /// Connections for checkpoint writes, so a burst of checkpoints never delays requests.
     pub checkpoint_pool_size: u32,
-    /// Server-side limit on any one statement (`statement_timeout`).
+    /// Server-side limit on any one statement (`statement_timeout`), and on how long a
+    /// transaction may sit idle between its statements
+    /// (`idle_in_transaction_session_timeout`): Postgres ends a session that leaves a
+    /// transaction open longer, which frees the row locks it holds. A replica frozen
+    /// mid-transaction (SIGSTOP, a paused VM) would otherwise keep its runs' rows locked,
+    /// and the lease claims, which skip locked rows, would never adopt those runs.
     pub statement_timeout: Duration,
     /// How long to wait for a connection, new or pooled, before reporting `Unavailable`.
     pub acquire_timeout: Duration,
@@ -104,7 +109,13 @@ impl PgStore {
         let timeout_ms = opts.statement_timeout.as_millis().max(1);
         let mut connect = PgConnectOptions::from_str(&opts.url)
             .map_err(|e| StoreError::Other(format!("invalid Postgres DSN: {e}")))?
-            .options([("statement_timeout", format!("{timeout_ms}ms"))])
+            .options([
+                ("statement_timeout", format!("{timeout_ms}ms")),
+                (
+                    "idle_in_transaction_session_timeout",
+                    format!("{timeout_ms}ms"),
+                ),
+            ])
             .application_name("baton");
         if login_must_switch(&connect, opts.acquire_timeout).await? {
             connect = connect.options([("role", APP_ROLE)]);

@@ -2,12 +2,13 @@
 //! adapter — Postgres (a fresh database per test), SQLite (a temporary file per test)
 //! and SQLite in memory — so the adapters cannot drift apart. Each case is its own test,
 //! so `cargo nextest` runs them in parallel. `rls` holds the Postgres-only checks of
-//! row-level security.
+//! row-level security, `frozen` the Postgres-only bound on idle transactions.
 
 mod api_keys;
 mod audit;
 mod checkpoints;
 mod directory;
+mod frozen;
 mod idempotency;
 mod leases;
 mod receipts;
