@@ -148,15 +148,16 @@ pub fn svg(
         TOP + ph / 2.0,
         TOP + ph / 2.0
     );
+    // Labels run down from the plot's top edge, right of their line: never over the title.
     for m in markers {
         let xx = x(m.t);
         let _ = writeln!(
             s,
-            r##"<g class="marker"><line x1="{xx:.1}" y1="{TOP}" x2="{xx:.1}" y2="{:.1}" stroke="#d62728" stroke-dasharray="4 3"/><text x="{:.1}" y="{:.1}" fill="#d62728" transform="rotate(-90 {:.1} {:.1})">{}</text></g>"##,
+            r##"<g class="marker"><line x1="{xx:.1}" y1="{TOP}" x2="{xx:.1}" y2="{:.1}" stroke="#d62728" stroke-dasharray="4 3"/><text x="{:.1}" y="{:.1}" fill="#d62728" font-size="10" text-anchor="end" transform="rotate(-90 {:.1} {:.1})">{}</text></g>"##,
             TOP + ph,
-            xx + 3.0,
+            xx + 11.0,
             TOP + 4.0,
-            xx + 3.0,
+            xx + 11.0,
             TOP + 4.0,
             esc(&m.label)
         );
