@@ -22,6 +22,11 @@ pub struct UpgradeArgs {
     /// Seconds between one replica rejoining and the next one's SIGTERM.
     #[arg(long, default_value_t = 5.0)]
     pub pause_secs: f64,
+    /// Seconds between taking a replica out of the rotation and its SIGTERM, as the
+    /// chart's preStop sleep gives load balancers: requests already sent to it are read
+    /// before it stops reading new ones. 0 signals at once.
+    #[arg(long, default_value_t = 1.0)]
+    pub leave_secs: f64,
 }
 
 /// One replica's replacement.
@@ -45,8 +50,10 @@ pub async fn run(mut args: UpgradeArgs) -> anyhow::Result<usize> {
         args.fault.smoke();
         args.fault.duration_secs = 12.0;
         args.pause_secs = 1.0;
+        args.leave_secs = 0.3;
     }
     let pause = Duration::from_secs_f64(args.pause_secs);
+    let leave = Duration::from_secs_f64(args.leave_secs);
     let deadline = args.fault.deadline();
     let replicas = args.fault.replicas;
     faults::run("rolling-upgrade", &args.fault, async move |env: &mut Env<'_>| {
@@ -57,7 +64,7 @@ pub async fn run(mut args: UpgradeArgs) -> anyhow::Result<usize> {
             if i > 0 {
                 tokio::time::sleep(pause).await;
             }
-            let (step, taken) = replace(env, i, deadline).await?;
+            let (step, taken) = replace(env, i, leave, deadline).await?;
             if step.taken_over < step.held {
                 failures.push(format!(
                     "replica-{i}: {} of {} runs not taken over within {deadline:?}",
@@ -73,9 +80,10 @@ pub async fn run(mut args: UpgradeArgs) -> anyhow::Result<usize> {
         }
         let (handoff, by_reason) = faults::takeover_summary(&all);
         let mut md = format!(
-            "## Hand-off\n\nEach replica in turn: out of rotation, SIGTERM, exit, a new \
+            "## Hand-off\n\nEach replica in turn: out of rotation, {:.1} s later SIGTERM, exit, a new \
              process, back in rotation. Hand-off = SIGTERM -> the new owner's \
              `lease.acquired`, per run the replica held.\n\n{MD_HEADER}\n{}\n",
+            leave.as_secs_f64(),
             handoff.md_row("hand-off, all reasons")
         );
         for (reason, s) in &by_reason {
@@ -98,6 +106,7 @@ pub async fn run(mut args: UpgradeArgs) -> anyhow::Result<usize> {
             json: json!({
                 "kind": "rolling-upgrade",
                 "pause_secs": pause.as_secs_f64(),
+                "leave_secs": leave.as_secs_f64(),
                 "handoff": handoff,
                 "handoff_by_reason": by_reason,
                 "steps": steps,
@@ -109,15 +118,19 @@ pub async fn run(mut args: UpgradeArgs) -> anyhow::Result<usize> {
     .await
 }
 
-/// Replaces replica `i`; returns the step and the take-overs of its runs.
+/// Replaces replica `i`, `leave` after taking it out of the rotation; returns the step
+/// and the take-overs of its runs.
 async fn replace(
     env: &mut Env<'_>,
     i: usize,
+    leave: Duration,
     deadline: Duration,
 ) -> anyhow::Result<(Step, Vec<Taken>)> {
+    env.rotation.remove(i);
+    tokio::time::sleep(leave).await;
+    // The runs it holds as it is signalled (it keeps driving until then).
     let (identity, held) = takeover::held_by(env.cluster, env.runs, i).await?;
     let victim = identity.unwrap_or_default();
-    env.rotation.remove(i);
     let wall = Utc::now();
     let at = Instant::now();
     env.cluster.sigterm(i)?;
