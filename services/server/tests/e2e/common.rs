@@ -111,28 +111,7 @@ impl TestApp {
         expires_at: Option<chrono::DateTime<chrono::Utc>>,
         revoked_at: Option<chrono::DateTime<chrono::Utc>>,
     ) -> String {
-        let stores = &self.running.as_ref().expect("running").stores;
-        let issued = keys::issue_token();
-        let key = ApiKey {
-            id: uuid::Uuid::now_v7(),
-            tenant,
-            name: "test".into(),
-            prefix: issued.prefix.clone(),
-            role,
-            created_at: SystemClock.now(),
-            expires_at,
-            revoked_at,
-        };
-        stores
-            .tenants
-            .create_api_key(
-                &key,
-                &issued.hash,
-                &operator(AuditAction::ApiKeyCreated, key.id),
-            )
-            .await
-            .expect("key");
-        issued.token
+        store_key(self.stores(), tenant, role, expires_at, revoked_at).await
     }
 
     /// Stops the app and starts it again on the same database and data directory (and a
@@ -229,6 +208,38 @@ fn unlimited(mut config: Config) -> Config {
     config.http.key_rate_limit = 0;
     config.http.tenant_rate_limit = 0;
     config
+}
+
+/// Stores an API key of `role` in `tenant` directly, as `baton admin create-tenant` does
+/// for its owner key, and returns its token.
+pub async fn store_key(
+    stores: &app::Stores,
+    tenant: TenantId,
+    role: Role,
+    expires_at: Option<chrono::DateTime<chrono::Utc>>,
+    revoked_at: Option<chrono::DateTime<chrono::Utc>>,
+) -> String {
+    let issued = keys::issue_token();
+    let key = ApiKey {
+        id: uuid::Uuid::now_v7(),
+        tenant,
+        name: "test".into(),
+        prefix: issued.prefix.clone(),
+        role,
+        created_at: SystemClock.now(),
+        expires_at,
+        revoked_at,
+    };
+    stores
+        .tenants
+        .create_api_key(
+            &key,
+            &issued.hash,
+            &operator(AuditAction::ApiKeyCreated, key.id),
+        )
+        .await
+        .expect("key");
+    issued.token
 }
 
 /// The audit entry of a change a test makes directly in the store, as the command line

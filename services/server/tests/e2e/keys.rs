@@ -8,12 +8,11 @@
 //! database whose keyring each test chooses, restarted with another keyring as an operator
 //! rolls replicas, and `baton keys` as a child process with the same configuration.
 
-use crate::common::{Api, assert_problem, operator};
-use baton_core::audit::AuditAction;
+use crate::common::{Api, assert_problem, store_key};
 use baton_core::crypto::Keyring;
-use baton_core::model::{ApiKey, Tenant};
+use baton_core::model::Tenant;
 use baton_core::ports::{Clock, SystemClock};
-use baton_core::{Role, TenantId, keys};
+use baton_core::{Role, TenantId};
 use baton_server::app::{self, RunningApp};
 use baton_server::config::{Bus, Config, Crypto, Storage, Tier};
 use baton_testkit::TestDatabase;
@@ -88,27 +87,8 @@ pub async fn tenant(app: &RunningApp) -> TenantId {
 
 /// A client of `app` holding a new API key of `role` in `tenant`.
 pub async fn client(app: &RunningApp, tenant: TenantId, role: Role) -> Api {
-    let issued = keys::issue_token();
-    let key = ApiKey {
-        id: uuid::Uuid::now_v7(),
-        tenant,
-        name: "test".into(),
-        prefix: issued.prefix.clone(),
-        role,
-        created_at: SystemClock.now(),
-        expires_at: None,
-        revoked_at: None,
-    };
-    app.stores
-        .tenants
-        .create_api_key(
-            &key,
-            &issued.hash,
-            &operator(AuditAction::ApiKeyCreated, key.id),
-        )
-        .await
-        .expect("key");
-    Api::new(&base(app), Some(issued.token))
+    let token = store_key(&app.stores, tenant, role, None, None).await;
+    Api::new(&base(app), Some(token))
 }
 
 /// Stores the secret `name` with the value `value-of-<name>`.

@@ -8,10 +8,10 @@
 //! The app is started here rather than through `TestApp`: these tests create users
 //! directly in its store, and set the password and login settings they need.
 
-use crate::common::{Api, assert_problem, operator};
+use crate::common::{Api, assert_problem, operator, store_key};
 use baton_core::Role;
 use baton_core::audit::AuditAction;
-use baton_core::model::{ApiKey, Tenant};
+use baton_core::model::Tenant;
 use baton_core::ports::{Clock, SystemClock};
 use baton_core::users::{Member, PasswordParams, User};
 use baton_core::{TenantId, keys};
@@ -119,27 +119,7 @@ impl App {
     }
 
     async fn key(&self, tenant: TenantId, role: Role) -> String {
-        let issued = keys::issue_token();
-        let key = ApiKey {
-            id: uuid::Uuid::now_v7(),
-            tenant,
-            name: "test".into(),
-            prefix: issued.prefix.clone(),
-            role,
-            created_at: SystemClock.now(),
-            expires_at: None,
-            revoked_at: None,
-        };
-        self.stores()
-            .tenants
-            .create_api_key(
-                &key,
-                &issued.hash,
-                &operator(AuditAction::ApiKeyCreated, key.id),
-            )
-            .await
-            .expect("key");
-        issued.token
+        store_key(self.stores(), tenant, role, None, None).await
     }
 
     /// A user with [`PASSWORD`] and an email of its own starting with `name`.
