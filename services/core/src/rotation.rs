@@ -570,10 +570,9 @@ impl EncryptionKeys {
         }
     }
 
-    fn update(&self, tenant: TenantId, change: impl FnOnce(&mut ResealJob)) {
-        if let Some(job) = self.jobs().get_mut(&tenant) {
-            change(job);
-        }
+    /// Changes the tenant's job, if it has one, and returns what `change` returns.
+    fn update<R>(&self, tenant: TenantId, change: impl FnOnce(&mut ResealJob) -> R) -> Option<R> {
+        self.jobs().get_mut(&tenant).map(change)
     }
 }
 
@@ -600,12 +599,17 @@ impl ResealTask {
             .rotation
             .reseal(
                 &opts,
-                |p| keys.update(tenant, |job| job.progress = *p),
+                |p| {
+                    keys.update(tenant, |job| job.progress = *p);
+                },
                 stop,
             )
             .await;
         let now = keys.clock.now();
-        match outcome {
+        // What the audit entry of the end says: the job as it ends.
+        let ended =
+            |job: &ResealJob| serde_json::json!({"state": job.state, "progress": job.progress});
+        let ended = match outcome {
             Ok(report) => {
                 tracing::info!(progress = %report.progress, finished = report.finished, "reseal ended");
                 keys.update(tenant, |job| {
@@ -622,20 +626,18 @@ impl ResealTask {
                         .take(NAMED_UNREADABLE)
                         .map(|u| u.at.to_string())
                         .collect();
-                });
+                    ended(job)
+                })
             }
             Err(e) => {
                 tracing::warn!(error = %e, "reseal failed");
                 keys.update(tenant, |job| {
                     job.state = ResealState::Failed;
                     job.finished_at = Some(now);
-                });
+                    ended(job)
+                })
             }
-        }
-        let ended = keys
-            .jobs()
-            .get(&tenant)
-            .map(|job| serde_json::json!({"state": job.state, "progress": job.progress}));
+        };
         if let Some(details) = ended {
             let entry = AuditEntry {
                 id: uuid::Uuid::now_v7(),
