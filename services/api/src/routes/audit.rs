@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
-pub struct AuditQuery {
+pub struct AuditParams {
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
     /// Page size, 1 to 500 (default 50).
@@ -26,12 +26,12 @@ pub struct AuditQuery {
 }
 
 /// The tenant's audit entries, newest first, of one action when `action` is given (admin).
-#[utoipa::path(get, path = "/v1/audit", tag = "audit", params(AuditQuery),
+#[utoipa::path(get, path = "/v1/audit", tag = "audit", params(AuditParams),
     responses((status = 200, body = PageBody<AuditEntry>), (status = "4XX", body = Problem)))]
 pub async fn list(
     State(st): State<AppState>,
     Caller(p): Caller,
-    ApiQuery(q): ApiQuery<AuditQuery>,
+    ApiQuery(q): ApiQuery<AuditParams>,
 ) -> ApiResult<axum::Json<PageBody<AuditEntry>>> {
     let before = parse_cursor::<Uuid>(q.cursor.as_deref())?;
     Ok(axum::Json(
