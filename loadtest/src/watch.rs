@@ -6,7 +6,8 @@
 //! version it is told is the run's last, or at its deadline.
 
 use crate::target::Rotation;
-use eventsource_stream::Eventsource;
+use chrono::{DateTime, Utc};
+use eventsource_stream::{Event, Eventsource};
 use futures::StreamExt;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 /// Bound on opening a stream (until the answer's headers).
-const OPEN_TIMEOUT: Duration = Duration::from_secs(5);
+const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Wait before resuming after a failed open.
 const BACKOFF: Duration = Duration::from_millis(100);
@@ -23,7 +24,7 @@ const BACKOFF: Duration = Duration::from_millis(100);
 const DELTA: &str = "message.delta";
 
 /// The most streams one watcher opens.
-const MAX_OPENS: usize = 10_000;
+const MAX_OPENS: u64 = 10_000;
 
 /// The versions one client received, in order of arrival.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
@@ -109,7 +110,53 @@ async fn follow(
     s: Setup,
     run: uuid::Uuid,
     home: u64,
+    last: watch::Receiver<Option<i64>>,
+) -> Watched {
+    let stream = Stream {
+        http: &s.http,
+        key: &s.key,
+        idle: s.idle,
+        deadline: s.deadline,
+    };
+    let read = |ev: &Event, _: DateTime<Utc>| {
+        ev.id.parse::<i64>().ok().filter(|v| {
+            serde_json::from_str::<serde_json::Value>(&ev.data).is_ok_and(|d| d["version"] == *v)
+        })
+    };
+    follow_stream(
+        &stream,
+        run,
+        |attempt| s.rotation.pick(home + attempt),
+        last,
+        || {},
+        read,
+    )
+    .await
+}
+
+/// How a follower reaches the replicas.
+pub struct Stream<'a> {
+    pub http: &'a reqwest::Client,
+    pub key: &'a str,
+    /// A stream silent for this long is given up.
+    pub idle: Duration,
+    pub deadline: Instant,
+}
+
+/// Follows `run`'s event stream until it has the version `last` is set to, or until the
+/// deadline. The stream opens on the replica `base` names for the attempt (`None`: none
+/// now) and, after every cut (end, break, silence past the idle bound, a failed open),
+/// opens again with `Last-Event-ID` = the last version received. `opened` is told each
+/// time a stream opens; `read` gets each event frame (comments, retry hints and deltas
+/// are skipped) with its arrival time, before any parsing, and returns its version, or
+/// `None` for a frame that is not a well-formed event (counted malformed).
+pub async fn follow_stream(
+    s: &Stream<'_>,
+    run: uuid::Uuid,
+    mut base: impl FnMut(u64) -> Option<String>,
     mut last: watch::Receiver<Option<i64>>,
+    mut opened: impl FnMut(),
+    mut read: impl FnMut(&Event, DateTime<Utc>) -> Option<i64>,
 ) -> Watched {
     let mut w = Watched {
         run,
@@ -119,19 +166,15 @@ async fn follow(
         last.borrow().is_some_and(|n| w.check.last >= n)
     };
     let mut blind_since: Option<Instant> = None;
-    for attempt in 0..MAX_OPENS as u64 {
-        if done(&w, &last) {
-            w.finished = true;
-            break;
-        }
-        if Instant::now() >= s.deadline {
+    for attempt in 0..MAX_OPENS {
+        if done(&w, &last) || Instant::now() >= s.deadline {
             break;
         }
         if attempt > 0 {
             w.resumes += 1;
             blind_since.get_or_insert_with(Instant::now);
         }
-        let Some(base) = s.rotation.pick(home + attempt) else {
+        let Some(base) = base(attempt) else {
             cut(&mut w, "no_replica");
             tokio::time::sleep(BACKOFF).await;
             continue;
@@ -139,7 +182,7 @@ async fn follow(
         let mut req = s
             .http
             .get(format!("{base}/v1/runs/{run}/events"))
-            .bearer_auth(&s.key)
+            .bearer_auth(s.key)
             .header("accept", "text/event-stream");
         if w.check.last > 0 {
             req = req.header("last-event-id", w.check.last.to_string());
@@ -177,11 +220,9 @@ async fn follow(
                 continue;
             }
         }
+        opened();
         let mut stream = res.bytes_stream().eventsource();
-        loop {
-            if done(&w, &last) {
-                break;
-            }
+        while !done(&w, &last) {
             let wait = s
                 .idle
                 .min(s.deadline.saturating_duration_since(Instant::now()));
@@ -196,7 +237,7 @@ async fn follow(
                     continue;
                 }
             };
-            match next {
+            let ev = match next {
                 Err(_) => {
                     cut(&mut w, "idle");
                     break;
@@ -209,29 +250,26 @@ async fn follow(
                     cut(&mut w, "broken");
                     break;
                 }
-                Ok(Some(Ok(ev))) => {
-                    // Comments and retry hints carry no data; deltas are ephemeral (and
-                    // an SSE client keeps the last id for them).
-                    if ev.id.is_empty() || ev.data.is_empty() || ev.event == DELTA {
-                        continue;
-                    }
-                    let version = ev.id.parse::<i64>().ok().filter(|v| {
-                        serde_json::from_str::<serde_json::Value>(&ev.data)
-                            .is_ok_and(|d| d["version"] == *v)
-                    });
-                    let Some(version) = version else {
-                        w.malformed += 1;
-                        continue;
-                    };
-                    if let Some(since) = blind_since.take() {
-                        let ms = since.elapsed().as_secs_f64() * 1e3;
-                        w.longest_blind_ms = w.longest_blind_ms.max(ms);
-                    }
-                    w.check.push(version);
-                }
+                Ok(Some(Ok(ev))) => ev,
+            };
+            let received = Utc::now();
+            // Comments and retry hints carry no data; deltas are ephemeral (and an SSE
+            // client keeps the last id for them).
+            if ev.id.is_empty() || ev.data.is_empty() || ev.event == DELTA {
+                continue;
             }
+            let Some(version) = read(&ev, received) else {
+                w.malformed += 1;
+                continue;
+            };
+            if let Some(since) = blind_since.take() {
+                let ms = since.elapsed().as_secs_f64() * 1e3;
+                w.longest_blind_ms = w.longest_blind_ms.max(ms);
+            }
+            w.check.push(version);
         }
     }
+    w.finished |= done(&w, &last);
     w
 }
 

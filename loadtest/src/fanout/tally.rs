@@ -61,20 +61,20 @@ pub fn subscribers(got: &[Got], finals: &BTreeMap<uuid::Uuid, i64>) -> Tally {
     let c = &mut t.checks;
     for g in got {
         let last = finals.get(&g.seat.run).copied().unwrap_or(0);
-        c.events_received += g.check.seen;
-        c.gaps += g.check.gaps;
-        c.repeats += g.check.repeats;
-        c.missing += g.check.missing_up_to(last);
-        c.malformed += g.malformed;
-        c.reopens += g.reopens;
-        c.unfinished += usize::from(!g.finished);
-        for (k, v) in &g.cuts {
+        c.events_received += g.watched.check.seen;
+        c.gaps += g.watched.check.gaps;
+        c.repeats += g.watched.check.repeats;
+        c.missing += g.watched.check.missing_up_to(last);
+        c.malformed += g.watched.malformed;
+        c.reopens += g.watched.resumes;
+        c.unfinished += usize::from(!g.watched.finished);
+        for (k, v) in &g.watched.cuts {
             *c.cuts.entry(k.clone()).or_default() += v;
         }
-        if !g.check.exactly(last) {
+        if !g.watched.check.exactly(last) {
             t.failures.push(format!(
                 "{} on replica {}: expected versions 1..={last}, got {:?}",
-                g.seat.run, g.seat.replica, g.check
+                g.seat.run, g.seat.replica, g.watched.check
             ));
         }
         t.data_bytes += g.data_bytes;
