@@ -3,7 +3,7 @@
 //! one run on the same Postgres server, so each result is a ratio to the raw figure:
 //!
 //! - `raw`: the append's SQL driven directly with sqlx, as the store sends it;
-//! - `store`: `baton_store::PgStore` through the `RunStore::append` port;
+//! - `store`: `baton_store::PgStore` through the `EventLog::append` port;
 //! - `api`: the HTTP API of the replicas (spawned or given by URL).
 //!
 //! Two single-event transactions are measured: `create` opens a stream with `run.created`

@@ -1,5 +1,5 @@
 //! The direct paths of `append`: `store` appends through `baton_store::PgStore` and the
-//! `RunStore::append` port; `raw` sends the SQL of that append itself with sqlx, statement
+//! `EventLog::append` port; `raw` sends the SQL of that append itself with sqlx, statement
 //! for statement, so the two differ only by what the store does around the SQL. Both
 //! write to a fresh database of their own, and every stream they wrote is checked at the
 //! end against the versions its client counted.
@@ -9,7 +9,7 @@ use crate::open_loop::Outcome;
 use crate::stats::Progress;
 use anyhow::Context;
 use baton_core::model::Tenant;
-use baton_core::ports::{AppendOutcome, AppendRequest, RunStore, TenantStore};
+use baton_core::ports::{AppendOutcome, AppendRequest, EventLog, TenantStore};
 use baton_events::{
     AgentId, EventMeta, MessageAppended, MessageId, MessageRole, NewEvent, RunCreated, RunEvent,
     RunId, TenantId,
@@ -97,7 +97,7 @@ fn sqlx_kind(e: &sqlx::Error) -> String {
     }
 }
 
-/// The store path: each client appends through `RunStore::append` on a pool of one
+/// The store path: each client appends through `EventLog::append` on a pool of one
 /// connection per client.
 pub async fn store(
     db: &Db,

@@ -13,7 +13,6 @@
 //! the method. This stops a web page that rebinds its own domain to 127.0.0.1 (DNS
 //! rebinding) or posts across sites from driving a local Baton.
 
-use crate::auth::AuthMode;
 use crate::error::{ApiError, Code};
 use crate::state::AppState;
 use axum::extract::{Request, State};
@@ -52,7 +51,7 @@ pub async fn guard(State(st): State<AppState>, req: Request, next: Next) -> Resp
                 .authority()
                 .map(|a| a.as_str().to_ascii_lowercase())
         });
-    if matches!(st.auth, AuthMode::LocalOwner { .. }) {
+    if st.auth.local_owner().is_some() {
         if !host.as_deref().is_some_and(is_loopback) {
             return ApiError::new(
                 Code::HostNotAllowed,

@@ -171,7 +171,10 @@ impl From<CoreError> for ApiError {
         match e {
             CoreError::NotFound(_) => ApiError::new(Code::NotFound, detail),
             CoreError::Invalid(_) => ApiError::new(Code::InvalidRequest, detail),
-            CoreError::Forbidden(_) => ApiError::new(Code::Forbidden, detail),
+            CoreError::Forbidden(_) | CoreError::NoAccess(_) => {
+                ApiError::new(Code::Forbidden, detail)
+            }
+            CoreError::Unauthenticated(_) => ApiError::new(Code::Unauthorized, detail),
             CoreError::RunBusy => ApiError::new(Code::RunBusy, detail),
             CoreError::RunEnded(_) => ApiError::new(Code::RunEnded, detail),
             CoreError::IdempotencyKeyReused(_) => ApiError::new(Code::IdempotencyKeyReused, detail),

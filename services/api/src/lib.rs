@@ -14,7 +14,6 @@ mod problem;
 pub mod routes;
 pub mod state;
 
-pub use auth::AuthMode;
 pub use state::{AppState, HttpSettings};
 
 use axum::Router;

@@ -1,15 +1,18 @@
-//! What every handler can reach: the use cases, the tenant store for authentication,
-//! and the HTTP settings.
+//! What every handler can reach: the use cases, built once by the server, and the HTTP
+//! settings.
 
-use crate::auth::AuthMode;
 use baton_core::agents::Agents;
-use baton_core::ports::TenantStore;
+use baton_core::api_keys::ApiKeys;
+use baton_core::audit::Audit;
+use baton_core::auth::Authenticator;
+use baton_core::encryption_keys::EncryptionKeys;
+use baton_core::members::Members;
 use baton_core::runs::{Checkpoints, Runs};
 use baton_core::secrets::Secrets;
 use baton_core::tools::Tools;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 /// HTTP-level settings, from the server's configuration.
 #[derive(Debug, Clone)]
@@ -50,13 +53,15 @@ pub struct AppState {
     /// Write-only for clients; the engine reads values through its own `SecretReader`.
     pub secrets: Secrets,
     /// The tenant's audit stream, for its admins.
-    pub audit: baton_core::audit::Audit,
+    pub audit: Audit,
     /// The tenant's records per encryption key, and reseals run on this replica.
-    pub encryption: baton_core::rotation::EncryptionKeys,
-    pub tenants: Arc<dyn TenantStore>,
+    pub encryption_keys: EncryptionKeys,
+    pub api_keys: ApiKeys,
+    pub members: Members,
+    /// Credentials to principals: every extractor of the caller goes through it.
+    pub auth: Authenticator,
     /// Users, login sessions and the login rate limits.
     pub accounts: crate::accounts::Accounts,
-    pub auth: AuthMode,
     pub http: HttpSettings,
     /// Request rate limits per key and per tenant.
     pub limits: crate::limits::RateLimits,
@@ -64,4 +69,6 @@ pub struct AppState {
     pub replica: String,
     /// Cancelled when the server shuts down: SSE streams end so shutdown is not held up.
     pub shutdown: CancellationToken,
+    /// Background work started by requests (a reseal); the server waits for it at shutdown.
+    pub tasks: TaskTracker,
 }

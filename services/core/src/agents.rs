@@ -1,10 +1,10 @@
 //! Agent use cases: create, update, get, list. Agents are versioned rows, not streams:
 //! an update stores a new version and a run keeps the version it started with.
 
-use crate::audit::{AuditAction, AuditEntry};
-use crate::auth::{Action, Principal};
 use crate::error::CoreError;
+use crate::model::{Action, Principal};
 use crate::model::{Agent, AgentLimits, OpenAiSpec, ProviderSpec, ScriptedReply};
+use crate::model::{AuditAction, AuditEntry};
 use crate::page::{self, Page};
 use crate::ports::{AgentStore, Clock, ToolStore};
 use crate::validate;

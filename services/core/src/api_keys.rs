@@ -8,13 +8,14 @@
 //! once per [`LAST_USE_INTERVAL`] per key ([`use_worth_recording`]), so authentication
 //! does not turn every read into a write.
 
-use crate::audit::{AuditAction, AuditEntry};
-use crate::auth::{Action, Principal, Role};
+use crate::crypto::tokens;
 use crate::error::CoreError;
-use crate::keys;
 use crate::model::ApiKey;
+use crate::model::ApiKeyRecord;
+use crate::model::{Action, Principal, Role};
+use crate::model::{AuditAction, AuditEntry};
 use crate::page::{self, Page};
-use crate::ports::{ApiKeyRecord, Clock, TenantStore};
+use crate::ports::{ApiKeyStore, Clock};
 use crate::validate;
 use chrono::{DateTime, Datelike, SubsecRound, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
@@ -73,7 +74,7 @@ impl From<ApiKeyRecord> for ApiKeyMeta {
             id: key.id,
             name: key.name,
             role: key.role,
-            prefix: keys::shown_prefix(&key.prefix),
+            prefix: tokens::shown_prefix(&key.prefix),
             created_at: key.created_at,
             created_by,
             last_used_at,
@@ -103,7 +104,7 @@ impl std::fmt::Debug for CreatedApiKey {
 /// The API key use cases.
 #[derive(Clone)]
 pub struct ApiKeys {
-    pub store: Arc<dyn TenantStore>,
+    pub store: Arc<dyn ApiKeyStore>,
     pub clock: Arc<dyn Clock>,
 }
 
@@ -119,7 +120,7 @@ impl ApiKeys {
         if !p.may_grant(new.role) {
             return Err(CoreError::Forbidden(create_above_own(new.role)));
         }
-        let issued = keys::issue_token();
+        let issued = tokens::issue_token();
         let key = ApiKey {
             id: Uuid::now_v7(),
             tenant: p.tenant,
@@ -137,7 +138,7 @@ impl ApiKeys {
             key.id.to_string(),
             serde_json::json!({
                 "name": key.name,
-                "prefix": keys::shown_prefix(&key.prefix),
+                "prefix": tokens::shown_prefix(&key.prefix),
                 "role": key.role,
                 "expires_at": key.expires_at,
             }),
@@ -267,12 +268,11 @@ fn revoke_above_own(role: Role) -> &'static str {
 mod tests {
     use super::*;
     use crate::StoreError;
-    use crate::model::Tenant;
     use async_trait::async_trait;
     use baton_events::TenantId;
     use std::sync::Mutex;
 
-    /// An in-memory `TenantStore` holding keys only.
+    /// An in-memory `ApiKeyStore`.
     #[derive(Default)]
     struct Memory {
         keys: Mutex<Vec<(ApiKeyRecord, Vec<u8>)>>,
@@ -285,19 +285,7 @@ mod tests {
     }
 
     #[async_trait]
-    impl TenantStore for Memory {
-        async fn create_tenant(&self, _: &Tenant) -> Result<(), StoreError> {
-            Ok(())
-        }
-
-        async fn get_tenant(&self, _: TenantId) -> Result<Option<Tenant>, StoreError> {
-            Ok(None)
-        }
-
-        async fn find_tenant_by_name(&self, _: &str) -> Result<Option<Tenant>, StoreError> {
-            Ok(None)
-        }
-
+    impl ApiKeyStore for Memory {
         async fn create_api_key(
             &self,
             key: &ApiKey,
@@ -456,7 +444,7 @@ mod tests {
             )
             .await
             .expect("create");
-        assert!(keys::is_well_formed(&created.token));
+        assert!(tokens::is_well_formed(&created.token));
         assert!(created.token.starts_with(&created.key.prefix));
         assert_eq!(created.key.role, Role::Member);
         assert_eq!(created.key.name, "ci");
@@ -469,7 +457,7 @@ mod tests {
         assert!(!format!("{created:?}").contains(&created.token));
 
         let stored = store.keys()[0].clone();
-        assert_eq!(stored.1, keys::hash_token(&created.token));
+        assert_eq!(stored.1, tokens::hash_token(&created.token));
         let listed = k.list(&admin, None, None).await.expect("list");
         assert_eq!(listed.items, vec![created.key.clone()]);
         let text = serde_json::to_string(&listed.items).expect("json");

@@ -1,219 +1,355 @@
-//! Who is calling and what they may do. Only the API's auth extractor builds a
-//! [`Principal`] from credentials; use cases ask [`Principal::require`] before acting.
+//! Authentication: who presents which credentials, and the [`Principal`] they act as. A
+//! bearer API key (`bk_…`), a login session token (`bs_…`) or, in the embedded tier on
+//! loopback with auth off, no credentials at all (the local owner of the default tenant).
+//!
+//! A key or session is read from the database on every request, so a revoked or expired
+//! one fails at once on every replica. The same read brings a key's last recorded use;
+//! when that is over a minute old the use is recorded on a task of the [`Authenticator`]'s
+//! tracker, off the request's path, at most one write per key at a time.
+//!
+//! A session acts in one of its user's tenants with the membership's role: the tenant the
+//! request names, or the user's only tenant without one. Keys and the local owner act in
+//! their own tenant; a request naming another is refused.
 
-use crate::error::CoreError;
+use crate::api_keys;
+use crate::crypto::tokens;
+use crate::error::{CoreError, StoreError};
+use crate::model::{ApiKeyRecord, Principal, Role, Session, TenantRole, User};
+use crate::ports::{ApiKeyStore, Clock, TenantStore, UserStore};
+use crate::users::MAX_MEMBERSHIPS_SHOWN;
 use baton_events::TenantId;
-use serde::{Deserialize, Serialize};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use std::collections::HashSet;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use thiserror::Error;
+use tokio_util::task::TaskTracker;
+use uuid::Uuid;
 
-/// A role within one tenant, from most to least powerful.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    Viewer,
-    Member,
-    Admin,
-    Owner,
+/// Why credentials do not authenticate a request (in the tenant it names).
+#[derive(Debug, Error)]
+pub enum AuthError {
+    #[error("missing credentials: send `Authorization: Bearer <api key or session token>`")]
+    Missing,
+    #[error("the API key is malformed")]
+    MalformedKey,
+    #[error("the session token is malformed")]
+    MalformedSession,
+    #[error("the API key is not valid")]
+    UnknownKey,
+    #[error("the API key has been revoked")]
+    KeyRevoked,
+    #[error("the API key has expired")]
+    KeyExpired,
+    #[error("the session token is not valid")]
+    UnknownSession,
+    #[error("the session has ended: log in again")]
+    SessionRevoked,
+    #[error("the session has expired: log in again")]
+    SessionExpired,
+    /// Unknown email, wrong password, or input no account can have: one answer for all,
+    /// so a failure tells nothing about which accounts exist.
+    #[error("the email or password is not valid")]
+    InvalidCredentials,
+    /// Also for a tenant that does not exist: the two are not told apart.
+    #[error("the user is not a member of the tenant named by the Baton-Tenant header")]
+    NotMember,
+    #[error("the user is not a member of any tenant")]
+    NoTenant,
+    #[error("the user is a member of several tenants: name one with the Baton-Tenant header")]
+    TenantNeeded,
+    #[error("the credentials do not grant access to the tenant named by the Baton-Tenant header")]
+    OtherTenant,
+    #[error(transparent)]
+    Core(#[from] CoreError),
 }
 
-impl Role {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Role::Viewer => "viewer",
-            Role::Member => "member",
-            Role::Admin => "admin",
-            Role::Owner => "owner",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Role> {
-        match s {
-            "viewer" => Some(Role::Viewer),
-            "member" => Some(Role::Member),
-            "admin" => Some(Role::Admin),
-            "owner" => Some(Role::Owner),
-            _ => None,
-        }
-    }
-}
-
-/// Everything a use case may be asked to do, for the authorization table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    ReadAgents,
-    ManageAgents,
-    ReadRuns,
-    CreateRuns,
-    PostMessages,
-    CancelRuns,
-    /// Approve or deny tool calls, submit client tool outputs, resolve uncertain calls.
-    ResolveActions,
-    ReadTools,
-    ManageTools,
-    /// Store, list and delete the tenant's secrets (their values are never read back).
-    ManageSecrets,
-    /// See which encryption keys seal the tenant's secrets and checkpoints, and re-seal
-    /// them under the active key (key ids only: key material never leaves the server).
-    ManageEncryption,
-    /// Create, list and revoke the tenant's API keys (a new key's role is at most the
-    /// creator's: see [`Principal::may_grant`]).
-    ManageApiKeys,
-    /// Add users to the tenant, change their roles, remove them, list the members (of
-    /// roles up to the caller's own: see [`Action::ManageOwners`]).
-    ManageMembers,
-    /// Make a member an owner, or change or remove an owner's membership.
-    ManageOwners,
-    /// Read the tenant's audit stream: who changed its members, keys, secrets, agents
-    /// and tools, when and from where.
-    ReadAudit,
-}
-
-impl Action {
-    /// The least role allowed to perform the action.
-    pub fn min_role(&self) -> Role {
-        match self {
-            Action::ReadAgents | Action::ReadRuns | Action::ReadTools => Role::Viewer,
-            Action::CreateRuns
-            | Action::PostMessages
-            | Action::CancelRuns
-            | Action::ResolveActions => Role::Member,
-            Action::ManageAgents
-            | Action::ManageTools
-            | Action::ManageSecrets
-            | Action::ManageEncryption
-            | Action::ManageApiKeys
-            | Action::ManageMembers
-            | Action::ReadAudit => Role::Admin,
-            Action::ManageOwners => Role::Owner,
-        }
-    }
-
-    fn describe(&self) -> &'static str {
-        match self {
-            Action::ReadAgents => "read agents",
-            Action::ManageAgents => "manage agents",
-            Action::ReadRuns => "read runs",
-            Action::CreateRuns => "create runs",
-            Action::PostMessages => "post messages",
-            Action::CancelRuns => "cancel runs",
-            Action::ResolveActions => "resolve a run's pending actions",
-            Action::ReadTools => "read tools",
-            Action::ManageTools => "manage tools",
-            Action::ManageSecrets => "manage secrets",
-            Action::ManageEncryption => "manage the encryption of the tenant's records",
-            Action::ManageApiKeys => "manage API keys",
-            Action::ManageMembers => "manage members",
-            Action::ManageOwners => "manage owners",
-            Action::ReadAudit => "read the audit stream",
-        }
+impl From<StoreError> for AuthError {
+    fn from(e: StoreError) -> Self {
+        AuthError::Core(e.into())
     }
 }
 
-/// An authenticated caller acting within one tenant.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Principal {
-    pub tenant: TenantId,
-    pub role: Role,
-    /// Stable actor label recorded in event metadata: `key:<id>`, `user:<id>` (a login
-    /// session) or `local`.
-    pub actor: String,
-    /// The address of the client's connection, for the audit stream; none when the
-    /// caller is not a network client.
-    pub source: Option<std::net::IpAddr>,
-}
-
-impl Principal {
-    pub fn require(&self, action: Action) -> Result<(), CoreError> {
-        if self.role >= action.min_role() {
-            Ok(())
-        } else {
-            Err(CoreError::Forbidden(action.describe()))
-        }
-    }
-
-    /// Whether the caller may hand out (or take back) a credential of `role`: only of a
-    /// role no higher than its own, so nobody can raise their own rights through a key.
-    pub fn may_grant(&self, role: Role) -> bool {
-        role <= self.role
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn as_role(role: Role) -> Principal {
-        Principal {
-            tenant: TenantId::new(),
-            role,
-            actor: "test".into(),
-            source: None,
-        }
-    }
-
-    #[test]
-    fn viewer_reads_but_does_not_write() {
-        let p = as_role(Role::Viewer);
-        assert!(p.require(Action::ReadRuns).is_ok());
-        assert!(p.require(Action::PostMessages).is_err());
-        assert!(p.require(Action::ManageAgents).is_err());
-    }
-
-    #[test]
-    fn member_drives_runs_but_does_not_manage_agents() {
-        let p = as_role(Role::Member);
-        assert!(p.require(Action::CreateRuns).is_ok());
-        assert!(p.require(Action::CancelRuns).is_ok());
-        assert!(p.require(Action::ManageAgents).is_err());
-    }
-
-    #[test]
-    fn admin_and_owner_may_do_everything_here() {
-        for role in [Role::Admin, Role::Owner] {
-            let p = as_role(role);
-            assert!(p.require(Action::ManageAgents).is_ok());
-            assert!(p.require(Action::PostMessages).is_ok());
-            assert!(p.require(Action::ManageApiKeys).is_ok());
-        }
-    }
-
-    #[test]
-    fn only_admins_and_owners_manage_api_keys() {
-        for role in [Role::Viewer, Role::Member] {
-            let err = as_role(role).require(Action::ManageApiKeys);
-            assert!(
-                matches!(err, Err(CoreError::Forbidden("manage API keys"))),
-                "{role:?}: {err:?}"
-            );
-        }
-        assert_eq!(Action::ManageApiKeys.min_role(), Role::Admin);
-    }
-
-    #[test]
-    fn admins_manage_members_and_only_owners_manage_owners() {
-        for role in [Role::Viewer, Role::Member] {
-            assert!(as_role(role).require(Action::ManageMembers).is_err());
-        }
-        assert!(as_role(Role::Admin).require(Action::ManageMembers).is_ok());
-        let err = as_role(Role::Admin).require(Action::ManageOwners);
-        assert!(
-            matches!(err, Err(CoreError::Forbidden("manage owners"))),
-            "{err:?}"
-        );
-        assert!(as_role(Role::Owner).require(Action::ManageOwners).is_ok());
-    }
-
-    #[test]
-    fn a_role_grants_only_roles_up_to_its_own() {
-        let all = [Role::Viewer, Role::Member, Role::Admin, Role::Owner];
-        for caller in all {
-            let p = as_role(caller);
-            for role in all {
-                assert_eq!(p.may_grant(role), role <= caller, "{caller:?} -> {role:?}");
+/// 401 when the credentials are not (or no longer) good, 403 when they may not act in the
+/// tenant, 400 when the tenant must be named.
+impl From<AuthError> for CoreError {
+    fn from(e: AuthError) -> Self {
+        let detail = e.to_string();
+        match e {
+            AuthError::Missing
+            | AuthError::MalformedKey
+            | AuthError::MalformedSession
+            | AuthError::UnknownKey
+            | AuthError::KeyRevoked
+            | AuthError::KeyExpired
+            | AuthError::UnknownSession
+            | AuthError::SessionRevoked
+            | AuthError::SessionExpired
+            | AuthError::InvalidCredentials => CoreError::Unauthenticated(detail),
+            AuthError::NotMember | AuthError::NoTenant | AuthError::OtherTenant => {
+                CoreError::NoAccess(detail)
             }
+            AuthError::TenantNeeded => CoreError::Invalid(detail),
+            AuthError::Core(e) => e,
         }
-        assert!(!as_role(Role::Admin).may_grant(Role::Owner));
-        assert!(as_role(Role::Admin).may_grant(Role::Admin));
+    }
+}
+
+/// Who presented which credentials, before a tenant is chosen.
+#[derive(Debug, Clone)]
+pub enum Identity {
+    /// The embedded tier's local owner (no credentials, auth off).
+    Local { tenant: TenantId },
+    /// A valid API key.
+    Key(ApiKeyRecord),
+    /// A live login session.
+    Session(Session),
+}
+
+/// Who the caller is and where it may act.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Me {
+    /// How the caller is recorded: `user:<id>` (a session), `key:<id>` (an API key) or
+    /// `local` (the embedded tier's local owner).
+    pub actor: String,
+    /// The session's user; null for an API key and the local owner.
+    pub user: Option<User>,
+    /// When the session ends; null for an API key and the local owner.
+    pub session_expires_at: Option<DateTime<Utc>>,
+    /// The tenants the caller may act in and its role in each: a user's memberships, or
+    /// the one tenant of an API key.
+    pub tenants: Vec<TenantRole>,
+}
+
+/// The authentication use cases: credentials to an [`Identity`], an identity to the
+/// [`Principal`] acting in a tenant, and "who am I".
+#[derive(Clone)]
+pub struct Authenticator {
+    keys: Arc<dyn ApiKeyStore>,
+    tenants: Arc<dyn TenantStore>,
+    users: Arc<dyn UserStore>,
+    clock: Arc<dyn Clock>,
+    /// Requests without credentials act as the owner of this tenant (embedded tier,
+    /// loopback only); `None`: every request needs credentials.
+    local: Option<TenantId>,
+    /// Where last-use writes run; the server waits for them at shutdown.
+    tasks: TaskTracker,
+    /// Keys whose use a task is recording right now: a burst of requests with one key
+    /// makes one write, not one each, while the first is under way.
+    recording: Arc<Mutex<HashSet<Uuid>>>,
+}
+
+impl Authenticator {
+    pub fn new(
+        keys: Arc<dyn ApiKeyStore>,
+        tenants: Arc<dyn TenantStore>,
+        users: Arc<dyn UserStore>,
+        clock: Arc<dyn Clock>,
+        local: Option<TenantId>,
+        tasks: TaskTracker,
+    ) -> Self {
+        Self {
+            keys,
+            tenants,
+            users,
+            clock,
+            local,
+            tasks,
+            recording: Arc::default(),
+        }
+    }
+
+    /// The tenant whose owner requests without credentials act as, when auth is off.
+    pub fn local_owner(&self) -> Option<TenantId> {
+        self.local
+    }
+
+    /// The identity of a request with this bearer token (`None`: no `Authorization`
+    /// header).
+    pub async fn identify(&self, bearer: Option<&str>) -> Result<Identity, AuthError> {
+        let Some(token) = bearer else {
+            return self
+                .local
+                .map(|tenant| Identity::Local { tenant })
+                .ok_or(AuthError::Missing);
+        };
+        if token.starts_with(tokens::SESSION_PREFIX) {
+            if !tokens::is_well_formed_session(token) {
+                return Err(AuthError::MalformedSession);
+            }
+            return Ok(Identity::Session(self.session(token).await?));
+        }
+        if !tokens::is_well_formed(token) {
+            return Err(AuthError::MalformedKey);
+        }
+        let record = self
+            .keys
+            .lookup_api_key(&tokens::hash_token(token))
+            .await?
+            .ok_or(AuthError::UnknownKey)?;
+        let now = self.clock.now();
+        if record.key.revoked_at.is_some() {
+            return Err(AuthError::KeyRevoked);
+        }
+        if record.key.expires_at.is_some_and(|t| t <= now) {
+            return Err(AuthError::KeyExpired);
+        }
+        self.record_use(&record, now);
+        Ok(Identity::Key(record))
+    }
+
+    /// The live session of a well-formed session token: read from the database on every
+    /// request, so a logout or an expiry takes effect at once on every replica.
+    async fn session(&self, token: &str) -> Result<Session, AuthError> {
+        let session = self
+            .users
+            .lookup_session(&tokens::hash_token(token))
+            .await?
+            .ok_or(AuthError::UnknownSession)?;
+        if session.revoked_at.is_some() {
+            return Err(AuthError::SessionRevoked);
+        }
+        if session.expires_at <= self.clock.now() {
+            return Err(AuthError::SessionExpired);
+        }
+        Ok(session)
+    }
+
+    /// The principal of `identity` acting in `requested` (the `Baton-Tenant` header), or
+    /// in the identity's only tenant without one, calling from `source`. A session acts
+    /// with its user's membership role there.
+    pub async fn principal(
+        &self,
+        identity: &Identity,
+        requested: Option<TenantId>,
+        source: Option<IpAddr>,
+    ) -> Result<Principal, AuthError> {
+        let own = |tenant: TenantId, role: Role, actor: String| {
+            if requested.is_some_and(|t| t != tenant) {
+                return Err(AuthError::OtherTenant);
+            }
+            Ok(Principal {
+                tenant,
+                role,
+                actor,
+                source,
+            })
+        };
+        let session = match identity {
+            Identity::Local { tenant } => return own(*tenant, Role::Owner, "local".into()),
+            Identity::Key(record) => {
+                let key = &record.key;
+                return own(key.tenant, key.role, format!("key:{}", key.id));
+            }
+            Identity::Session(session) => session,
+        };
+        let (tenant, role) = match requested {
+            Some(tenant) => {
+                let member = self
+                    .users
+                    .get_member(tenant, session.user)
+                    .await?
+                    .ok_or(AuthError::NotMember)?;
+                (tenant, member.role)
+            }
+            None => {
+                let mut all = self.users.memberships_of(session.user, 2).await?;
+                match (all.pop(), all.is_empty()) {
+                    (Some(only), true) => (only.tenant_id, only.role),
+                    (Some(_), false) => return Err(AuthError::TenantNeeded),
+                    (None, _) => return Err(AuthError::NoTenant),
+                }
+            }
+        };
+        Ok(Principal {
+            tenant,
+            role,
+            actor: format!("user:{}", session.user),
+            source,
+        })
+    }
+
+    /// Who `identity` is: its user and session (for a session) and the tenants it may act
+    /// in with its role in each. A session needs no tenant named here.
+    pub async fn whoami(&self, identity: &Identity) -> Result<Me, CoreError> {
+        if let Identity::Session(session) = identity {
+            let user = self
+                .users
+                .get_user(session.user)
+                .await?
+                .ok_or(CoreError::NotFound("user"))?;
+            return Ok(Me {
+                actor: format!("user:{}", session.user),
+                user: Some(user),
+                session_expires_at: Some(session.expires_at),
+                tenants: self
+                    .users
+                    .memberships_of(session.user, MAX_MEMBERSHIPS_SHOWN)
+                    .await?,
+            });
+        }
+        let p = self.principal(identity, None, None).await?;
+        let tenant = self
+            .tenants
+            .get_tenant(p.tenant)
+            .await?
+            .ok_or(CoreError::NotFound("tenant"))?;
+        Ok(Me {
+            actor: p.actor,
+            user: None,
+            session_expires_at: None,
+            tenants: vec![TenantRole {
+                tenant_id: tenant.id,
+                name: tenant.name,
+                role: p.role,
+            }],
+        })
+    }
+
+    /// Records the key's use at `now` if its last recorded one is stale, on a task of its
+    /// own: the request neither waits for the write nor fails with it. The store's write
+    /// is conditional too, so replicas racing over the same key write once.
+    fn record_use(&self, record: &ApiKeyRecord, now: DateTime<Utc>) {
+        if !api_keys::use_worth_recording(record.last_used_at, now) {
+            return;
+        }
+        let (tenant, id) = (record.key.tenant, record.key.id);
+        if !self.in_flight().insert(id) {
+            return;
+        }
+        let guard = Recording {
+            set: self.recording.clone(),
+            id,
+        };
+        let keys = self.keys.clone();
+        self.tasks.spawn(async move {
+            let _guard = guard;
+            let stale_before = api_keys::stale_before(now);
+            if let Err(e) = keys.touch_api_key(tenant, id, now, stale_before).await {
+                // Only the last-use time is lost; the next request tries again.
+                tracing::warn!(key_id = %id, error = %e, "recording an API key's use failed");
+            }
+        });
+    }
+
+    fn in_flight(&self) -> MutexGuard<'_, HashSet<Uuid>> {
+        // The set stays consistent whatever panicked while holding the lock.
+        self.recording.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Takes a key out of the in-flight set when its task ends, or is dropped unrun.
+struct Recording {
+    set: Arc<Mutex<HashSet<Uuid>>>,
+    id: Uuid,
+}
+
+impl Drop for Recording {
+    fn drop(&mut self) {
+        self.set
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.id);
     }
 }

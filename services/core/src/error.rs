@@ -32,6 +32,12 @@ pub enum CoreError {
     Invalid(String),
     #[error("the caller's role may not {0}")]
     Forbidden(&'static str),
+    /// The credentials are missing, malformed, unknown, revoked or expired.
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// The credentials are good but may not act in the tenant the request names.
+    #[error("{0}")]
+    NoAccess(String),
     #[error("the run is busy with a turn; wait for it to finish or cancel it")]
     RunBusy,
     #[error("the run has ended ({0}) and accepts no more commands")]

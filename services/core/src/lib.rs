@@ -1,20 +1,27 @@
-//! Baton's domain: the run model and its projection, the use cases the API and the engine
-//! call, the authorization decisions, and the ports (traits) that adapters implement.
+//! Baton's domain and what it does, with no I/O but through its ports.
 //!
-//! Nothing here does I/O except through a port. Every port method and use case takes the
-//! caller's [`TenantId`] (or a [`Principal`] carrying it) first.
+//! - [`model`]: the domain types (runs, receipts, agents, tools, tenants, users, audit
+//!   entries) and who may do what;
+//! - [`ports`]: the traits the store, bus and engine implement, one file per port;
+//! - the use cases, one module each: [`runs`], [`agents`], [`tools`], [`secrets`],
+//!   [`api_keys`], [`users`], [`members`], [`auth`], [`encryption_keys`], [`audit`];
+//! - [`crypto`]: the encryption keys that seal records at rest, password hashing and bearer
+//!   tokens.
+//!
+//! Every port method and use case takes the caller's [`TenantId`] (or a [`Principal`]
+//! carrying it) first.
 
 pub mod agents;
 pub mod api_keys;
 pub mod audit;
 pub mod auth;
 pub mod crypto;
+pub mod encryption_keys;
 pub mod error;
-pub mod keys;
+pub mod members;
 pub mod model;
 pub mod page;
 pub mod ports;
-pub mod rotation;
 pub mod runs;
 pub mod secrets;
 pub mod tools;
@@ -22,6 +29,6 @@ pub mod trace;
 pub mod users;
 pub mod validate;
 
-pub use auth::{Action, Principal, Role};
 pub use baton_events::{AgentId, EventId, MessageId, RunId, TenantId, ToolId};
 pub use error::{CoreError, StoreError};
+pub use model::{Action, Principal, Role};

@@ -6,12 +6,13 @@
 //! envelope with associated data binding the tenant and the name, so a ciphertext copied to
 //! another name or tenant does not open. No message here carries a value.
 
-use crate::audit::{AuditAction, AuditEntry};
-use crate::auth::{Action, Principal};
 use crate::crypto::{Aad, CryptoError, Keyring};
 use crate::error::{CoreError, StoreError};
+use crate::model::SecretMeta;
+use crate::model::{Action, Principal};
+use crate::model::{AuditAction, AuditEntry};
 use crate::page::{self, Page};
-use crate::ports::{Clock, SecretMeta, SecretReader, SecretStore};
+use crate::ports::{Clock, SecretReader, SecretStore};
 use crate::tools::check_name;
 use async_trait::async_trait;
 use baton_events::TenantId;
@@ -160,8 +161,8 @@ fn unreadable(name: &str, key_id: &str, e: &CryptoError) -> StoreError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::Role;
     use crate::crypto::Sealed;
+    use crate::model::Role;
     use crate::ports::{SealedSecret, SystemClock};
     use chrono::{DateTime, Utc};
     use std::collections::BTreeMap;

@@ -2,9 +2,9 @@
 //! whole before it is stored: its name, its input schema (it must compile as a JSON
 //! schema), its timeout and how it is carried out.
 
-use crate::audit::{AuditAction, AuditEntry};
-use crate::auth::{Action, Principal};
 use crate::error::CoreError;
+use crate::model::{Action, Principal};
+use crate::model::{AuditAction, AuditEntry};
 use crate::model::{SecretHeader, Tool, ToolKindSpec};
 use crate::page::{self, Page};
 use crate::ports::{Clock, ToolStore};

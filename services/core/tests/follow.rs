@@ -4,9 +4,9 @@ use baton_bus::InProcessBus;
 use baton_core::agents::{Agents, NewAgent};
 use baton_core::model::{ProviderSpec, ScriptedReply, Tenant};
 use baton_core::ports::{
-    AppendRequest, Clock, EventBus, RunDriver, RunStore, SystemClock, TenantStore,
+    AppendRequest, Clock, EventBus, RunDriver, RunReader, SystemClock, TenantStore,
 };
-use baton_core::runs::{CreateRun, EventLog, Runs, follow};
+use baton_core::runs::{CreateRun, Recorder, Runs, follow};
 use baton_core::{Principal, Role, RunId, TenantId};
 use baton_events::{EventMeta, NewEvent, RunEvent, TurnStarted};
 use baton_store::SqliteStore;
@@ -34,8 +34,8 @@ async fn world(buffer: usize, bus_publishes: bool) -> (World, RunId) {
     };
     store.create_tenant(&tenant).await.expect("tenant");
     let bus: Arc<dyn EventBus> = Arc::new(InProcessBus::new(buffer));
-    let log = EventLog {
-        store: Arc::new(store.clone()),
+    let recorder = Recorder {
+        log: Arc::new(store.clone()),
         bus: if bus_publishes {
             bus.clone()
         } else {
@@ -74,7 +74,8 @@ async fn world(buffer: usize, bus_publishes: bool) -> (World, RunId) {
         .await
         .expect("agent");
     let runs = Runs {
-        log,
+        reader: Arc::new(store.clone()),
+        recorder,
         replica: "test".into(),
         agents: Arc::new(store.clone()),
         driver: Arc::new(Nobody),
@@ -147,7 +148,7 @@ impl World {
                 release: None,
             };
             self.runs
-                .log
+                .recorder
                 .append(self.owner.tenant, req)
                 .await
                 .expect("append");

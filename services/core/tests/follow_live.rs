@@ -7,7 +7,7 @@ use baton_core::ports::{
     AppendRequest, Clock, ControlMessage, EventBus, RunDriver, Subscription, SystemClock,
     TenantStore,
 };
-use baton_core::runs::{EventLog, Live, Runs, follow, follow_live};
+use baton_core::runs::{Live, Recorder, Runs, follow, follow_live};
 use baton_core::{Principal, Role, RunId, StoreError, TenantId};
 use baton_events::{
     AgentId, Envelope, EventId, EventMeta, MessageDelta, MessageId, NewEvent, RunCreated, RunEvent,
@@ -73,8 +73,9 @@ async fn world(lossy: bool) -> World {
         source: None,
     };
     let runs = Runs {
-        log: EventLog {
-            store: Arc::new(store.clone()),
+        reader: Arc::new(store.clone()),
+        recorder: Recorder {
+            log: Arc::new(store.clone()),
             bus: if lossy {
                 Arc::new(LosesEvents(bus.clone()))
             } else {
@@ -111,7 +112,7 @@ impl World {
             SystemClock.now(),
         );
         self.runs
-            .log
+            .recorder
             .append(self.owner.tenant, req)
             .await
             .expect("append");

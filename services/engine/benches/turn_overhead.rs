@@ -11,10 +11,10 @@ use baton_bus::InProcessBus;
 use baton_core::agents::{Agents, NewAgent};
 use baton_core::model::{AgentLimits, ProviderSpec, ScriptedReply, ScriptedToolCall, ToolKindSpec};
 use baton_core::ports::{
-    AgentStore, CheckpointStore, Clock, LeaseStore, RunStore, SecretReader, SystemClock,
+    AgentStore, CheckpointStore, Clock, EventLog, LeaseStore, RunReader, SecretReader, SystemClock,
     TenantStore, ToolStore,
 };
-use baton_core::runs::{CreateRun, EventLog, PostMessage, Runs};
+use baton_core::runs::{CreateRun, PostMessage, Recorder, Runs};
 use baton_core::tools::{NewTool, Tools};
 use baton_core::{AgentId, Principal, Role, RunId, StoreError, TenantId};
 use baton_engine::{Engine, EngineOptions, EnginePorts};
@@ -28,11 +28,20 @@ use std::time::{Duration, Instant};
 const SCRIPT_LEN: usize = 500;
 
 trait Store:
-    RunStore + LeaseStore + AgentStore + ToolStore + TenantStore + CheckpointStore + Clone + 'static
+    RunReader
+    + EventLog
+    + LeaseStore
+    + AgentStore
+    + ToolStore
+    + TenantStore
+    + CheckpointStore
+    + Clone
+    + 'static
 {
 }
 impl<T> Store for T where
-    T: RunStore
+    T: RunReader
+        + EventLog
         + LeaseStore
         + AgentStore
         + ToolStore
@@ -67,13 +76,14 @@ impl Bench {
             created_at: clock.now(),
         };
         store.create_tenant(&tenant).await.expect("tenant");
-        let log = EventLog {
-            store: Arc::new(store.clone()),
+        let recorder = Recorder {
+            log: Arc::new(store.clone()),
             bus: Arc::new(InProcessBus::new(1024)),
         };
         let engine = Engine::new(
             EnginePorts {
-                log: log.clone(),
+                runs: Arc::new(store.clone()),
+                recorder: recorder.clone(),
                 leases: Arc::new(store.clone()),
                 agents: Arc::new(store.clone()),
                 tools: Arc::new(store.clone()),
@@ -86,7 +96,8 @@ impl Bench {
         );
         engine.start().await.expect("engine");
         let runs = Runs {
-            log,
+            reader: Arc::new(store.clone()),
+            recorder,
             replica: "bench".into(),
             agents: Arc::new(store.clone()),
             driver: Arc::new(engine.clone()),

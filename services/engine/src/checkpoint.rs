@@ -11,8 +11,9 @@ use crate::driver::Driver;
 use crate::state::RunState;
 use baton_core::StoreError;
 use baton_core::crypto::Aad;
+use baton_core::model::CheckpointMeta;
 use baton_core::model::RunSummary;
-use baton_core::ports::{AppendRequest, CheckpointMeta, StoredCheckpoint};
+use baton_core::ports::{AppendRequest, StoredCheckpoint};
 use baton_events::{CheckpointId, CheckpointSaved, EventMeta, NewEvent, RunEvent};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -95,7 +96,7 @@ impl Driver {
                 vec![NewEvent::new(event, meta)],
                 self.inner.clock.now(),
             );
-            match self.inner.log.append(self.tenant, req).await {
+            match self.inner.recorder.append(self.tenant, req).await {
                 Ok(_) | Err(StoreError::Conflict { .. }) => Ok(()),
                 Err(e) => Err(e),
             }

@@ -144,7 +144,7 @@ impl Driver {
     }
 
     async fn step(&mut self) -> Result<Next, StoreError> {
-        let Some(run) = self.inner.log.store.get_run(self.tenant, self.run).await? else {
+        let Some(run) = self.inner.runs.get_run(self.tenant, self.run).await? else {
             return Ok(Next::Idle);
         };
         let has_work = run.status.is_busy() || (run.cancel_requested && !run.status.is_terminal());
@@ -244,7 +244,7 @@ impl Driver {
                 epoch: lease.fence.epoch,
                 reason: ReleaseReason::Drained,
             });
-            let run = match self.inner.log.store.get_run(self.tenant, self.run).await {
+            let run = match self.inner.runs.get_run(self.tenant, self.run).await {
                 Ok(Some(run)) => run,
                 _ => return,
             };
@@ -343,7 +343,7 @@ impl Driver {
         );
         req.fence = Some(lease.fence.clone());
         req.release = release;
-        match self.inner.log.append(self.tenant, req).await {
+        match self.inner.recorder.append(self.tenant, req).await {
             Ok(AppendOutcome::Appended { run, .. }) => {
                 if release.is_some() {
                     self.lease = None;
@@ -367,8 +367,7 @@ impl Driver {
         while self.state.version < run.version {
             let events = self
                 .inner
-                .log
-                .store
+                .runs
                 .read_stream(self.tenant, self.run, self.state.version, 500)
                 .await?;
             if events.is_empty() {
@@ -470,7 +469,7 @@ impl Driver {
     /// goes on (cutting a tool call short would leave its mutation uncertain), and the
     /// next step reads again.
     async fn cancel_requested(&self) -> bool {
-        match self.inner.log.store.get_run(self.tenant, self.run).await {
+        match self.inner.runs.get_run(self.tenant, self.run).await {
             Ok(run) => run.is_some_and(|r| r.cancel_requested),
             Err(e) => {
                 tracing::warn!(error = %e, "could not check for a cancel; carrying on");

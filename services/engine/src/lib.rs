@@ -26,10 +26,10 @@ pub use tools::MAX_OUTPUT_BYTES;
 
 use baton_core::crypto::Keyring;
 use baton_core::ports::{
-    AgentStore, CheckpointStore, Clock, Control, ControlMessage, LeaseStore, RunDriver,
+    AgentStore, CheckpointStore, Clock, Control, ControlMessage, LeaseStore, RunDriver, RunReader,
     SecretReader, ToolStore,
 };
-use baton_core::runs::EventLog;
+use baton_core::runs::Recorder;
 use baton_core::{RunId, TenantId};
 use mailbox::Mailboxes;
 use std::sync::Arc;
@@ -68,7 +68,8 @@ impl EngineOptions {
 /// What the engine reads and writes through.
 #[derive(Clone)]
 pub struct EnginePorts {
-    pub log: EventLog,
+    pub runs: Arc<dyn RunReader>,
+    pub recorder: Recorder,
     pub leases: Arc<dyn LeaseStore>,
     pub agents: Arc<dyn AgentStore>,
     pub tools: Arc<dyn ToolStore>,
@@ -80,7 +81,8 @@ pub struct EnginePorts {
 }
 
 pub(crate) struct Inner {
-    log: EventLog,
+    runs: Arc<dyn RunReader>,
+    recorder: Recorder,
     leases: Arc<dyn LeaseStore>,
     agents: Arc<dyn AgentStore>,
     tools: Arc<dyn ToolStore>,
@@ -110,7 +112,8 @@ pub struct Engine {
 impl Engine {
     pub fn new(ports: EnginePorts, opts: EngineOptions) -> Self {
         let EnginePorts {
-            log,
+            runs,
+            recorder,
             leases,
             agents,
             tools,
@@ -127,7 +130,8 @@ impl Engine {
             .unwrap_or_default();
         Self {
             inner: Arc::new(Inner {
-                log,
+                runs,
+                recorder,
                 leases,
                 agents,
                 tools,
@@ -159,7 +163,7 @@ impl Engine {
     /// Adopts what needs driving, then starts the keeper, the adopter (every interval)
     /// and the listener for other replicas' control messages.
     pub async fn start(&self) -> Result<(), baton_core::StoreError> {
-        let control = self.inner.log.bus.subscribe_control().await?;
+        let control = self.inner.recorder.bus.subscribe_control().await?;
         cluster::adopt(self).await?;
         cluster::spawn_keeper(self.clone());
         cluster::spawn_adopter(self.clone());
@@ -187,7 +191,7 @@ impl Engine {
             tracing::info!(handed_off, "asking the other replicas to adopt at once");
             self.inner.control(Control::Adopt).await;
         }
-        self.inner.log.bus.close(BUS_DRAIN).await;
+        self.inner.recorder.bus.close(BUS_DRAIN).await;
     }
 
     /// Starts a driver for the run, handing it `lease` when the caller already claimed it
@@ -261,6 +265,6 @@ impl Inner {
             from: self.opts.replica.clone(),
             control,
         };
-        self.log.bus.publish_control(&msg).await;
+        self.recorder.bus.publish_control(&msg).await;
     }
 }

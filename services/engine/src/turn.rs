@@ -699,7 +699,7 @@ impl Driver {
     /// Where the model's token deltas go: the run's live subscribers, never the
     /// database.
     fn delta_sink(&self, run: &RunSummary) -> Box<DeltaSink> {
-        let bus = self.inner.log.bus.clone();
+        let bus = self.inner.recorder.bus.clone();
         let (tenant, run_id) = (run.tenant, run.id);
         let (turn, step) = (self.state.turn, self.state.step + 1);
         Box::new(move |d| {

@@ -4,15 +4,21 @@
 
 use crate::config::{Bus, Config, SqliteLocation, Storage};
 use anyhow::Context;
-use baton_api::{AppState, AuthMode, HttpSettings};
+use baton_api::{AppState, HttpSettings};
 use baton_bus::{InProcessBus, NatsBus};
 use baton_core::agents::Agents;
+use baton_core::api_keys::ApiKeys;
+use baton_core::audit::Audit;
+use baton_core::auth::Authenticator;
+use baton_core::crypto::Keyring;
+use baton_core::encryption_keys::{EncryptionKeys, Resealer};
+use baton_core::members::Members;
 use baton_core::model::Tenant;
 use baton_core::ports::{
-    AgentStore, CheckpointStore, Clock, EventBus, LeaseStore, RunStore, SecretStore, SystemClock,
-    TenantStore, ToolStore, UserStore,
+    AgentStore, ApiKeyStore, AuditStore, CheckpointStore, Clock, EventBus, EventLog, LeaseStore,
+    RunReader, SealedStore, SecretStore, SystemClock, TenantStore, ToolStore, UserStore,
 };
-use baton_core::runs::{Checkpoints, EventLog, Runs};
+use baton_core::runs::{Checkpoints, Recorder, Runs};
 use baton_core::secrets::Secrets;
 use baton_core::tools::Tools;
 use baton_core::{StoreError, TenantId};
@@ -23,6 +29,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 /// The tenant that unauthenticated loopback requests act in (embedded tier, auth off).
 pub const DEFAULT_TENANT: &str = "default";
@@ -30,19 +37,56 @@ pub const DEFAULT_TENANT: &str = "default";
 /// The store ports, backed by one database.
 #[derive(Clone)]
 pub struct Stores {
-    pub runs: Arc<dyn RunStore>,
+    pub runs: Arc<dyn RunReader>,
+    pub log: Arc<dyn EventLog>,
     pub leases: Arc<dyn LeaseStore>,
     pub agents: Arc<dyn AgentStore>,
     pub tools: Arc<dyn ToolStore>,
     pub secrets: Arc<dyn SecretStore>,
     pub checkpoints: Arc<dyn CheckpointStore>,
-    /// Secrets and checkpoints by the key that sealed them, for key rotation.
-    pub sealed: Arc<dyn baton_core::ports::SealedStore>,
+    /// Secrets and checkpoints by the encryption key that sealed them.
+    pub sealed: Arc<dyn SealedStore>,
     pub tenants: Arc<dyn TenantStore>,
+    pub api_keys: Arc<dyn ApiKeyStore>,
     pub users: Arc<dyn UserStore>,
     /// The per-tenant audit stream.
-    pub audit: Arc<dyn baton_core::ports::AuditStore>,
+    pub audit: Arc<dyn AuditStore>,
     closer: Closer,
+}
+
+/// Every store port: what one database adapter implements.
+trait AllPorts:
+    RunReader
+    + EventLog
+    + LeaseStore
+    + AgentStore
+    + ToolStore
+    + SecretStore
+    + CheckpointStore
+    + SealedStore
+    + TenantStore
+    + ApiKeyStore
+    + UserStore
+    + AuditStore
+    + 'static
+{
+}
+
+impl<T> AllPorts for T where
+    T: RunReader
+        + EventLog
+        + LeaseStore
+        + AgentStore
+        + ToolStore
+        + SecretStore
+        + CheckpointStore
+        + SealedStore
+        + TenantStore
+        + ApiKeyStore
+        + UserStore
+        + AuditStore
+        + 'static
+{
 }
 
 #[derive(Clone)]
@@ -52,6 +96,26 @@ enum Closer {
 }
 
 impl Stores {
+    /// Every port of `store`, which `closer` closes.
+    fn of(store: impl AllPorts, closer: Closer) -> Self {
+        let s = Arc::new(store);
+        Stores {
+            runs: s.clone(),
+            log: s.clone(),
+            leases: s.clone(),
+            agents: s.clone(),
+            tools: s.clone(),
+            secrets: s.clone(),
+            checkpoints: s.clone(),
+            sealed: s.clone(),
+            tenants: s.clone(),
+            api_keys: s.clone(),
+            audit: s.clone(),
+            users: s,
+            closer,
+        }
+    }
+
     /// Sets the pool gauges (sampled when `/metrics` is scraped).
     pub fn record_pool_gauges(&self) {
         let stats = match &self.closer {
@@ -136,20 +200,7 @@ pub async fn open_stores(storage: &Storage) -> anyhow::Result<Stores> {
             let store = SqliteStore::open(&sqlite_target(location)?, pools.app)
                 .await
                 .context("opening the SQLite database")?;
-            let s = Arc::new(store.clone());
-            Ok(Stores {
-                runs: s.clone(),
-                leases: s.clone(),
-                agents: s.clone(),
-                tools: s.clone(),
-                secrets: s.clone(),
-                checkpoints: s.clone(),
-                sealed: s.clone(),
-                audit: s.clone(),
-                tenants: s.clone(),
-                users: s,
-                closer: Closer::Sqlite(store),
-            })
+            Ok(Stores::of(store.clone(), Closer::Sqlite(store)))
         }
         Storage::Postgres {
             url,
@@ -169,20 +220,7 @@ pub async fn open_stores(storage: &Storage) -> anyhow::Result<Stores> {
             let store = PgStore::connect(&opts)
                 .await
                 .context("connecting to Postgres")?;
-            let s = Arc::new(store.clone());
-            Ok(Stores {
-                runs: s.clone(),
-                leases: s.clone(),
-                agents: s.clone(),
-                tools: s.clone(),
-                secrets: s.clone(),
-                checkpoints: s.clone(),
-                sealed: s.clone(),
-                audit: s.clone(),
-                tenants: s.clone(),
-                users: s,
-                closer: Closer::Pg(store),
-            })
+            Ok(Stores::of(store.clone(), Closer::Pg(store)))
         }
     }
 }
@@ -225,6 +263,8 @@ pub struct RunningApp {
     pub engine: Engine,
     pub stores: Stores,
     shutdown: CancellationToken,
+    /// Background work of requests (reseals, API key last-use writes).
+    tasks: TaskTracker,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
@@ -234,8 +274,8 @@ impl RunningApp {
         self.shutdown.clone()
     }
 
-    /// Stops accepting requests, ends SSE streams, lets drivers reach a step boundary
-    /// and closes the database.
+    /// Stops accepting requests, ends SSE streams, lets drivers reach a step boundary,
+    /// waits for background work and closes the database.
     pub async fn shutdown(self) -> anyhow::Result<()> {
         self.shutdown.cancel();
         self.wait().await
@@ -246,6 +286,8 @@ impl RunningApp {
     /// the engine stops adopting, brings its runs to a step boundary and hands them off.
     pub async fn wait(self) -> anyhow::Result<()> {
         let (served, ()) = tokio::join!(self.server, self.engine.shutdown());
+        self.tasks.close();
+        self.tasks.wait().await;
         self.stores.close().await;
         served.context("the HTTP server task failed")??;
         Ok(())
@@ -283,7 +325,7 @@ pub fn users(
         .context("the session lifetime is too long")?;
     Ok(baton_core::users::Users {
         store: stores.users.clone(),
-        passwords: baton_core::users::Passwords::new(config.login.password)
+        passwords: baton_core::crypto::Passwords::new(config.login.password)
             .context("the argon2 password parameters")?,
         clock,
         session_lifetime: lifetime,
@@ -317,119 +359,34 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
     );
     let stores = open_stores(&config.storage).await?;
     let bus = open_bus(&config.bus, config.http.sse_buffer).await?;
-    let auth = if config.auth_required {
-        AuthMode::Required
+    let local_owner = if config.auth_required {
+        None
     } else {
         let tenant = default_tenant(stores.tenants.as_ref())
             .await
             .context("preparing the default tenant")?;
-        AuthMode::LocalOwner { tenant }
-    };
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let users = users(config, &stores, clock.clone())?;
-    let keyring = Arc::new(keyring);
-    let secrets = Secrets {
-        store: stores.secrets.clone(),
-        keyring: keyring.clone(),
-        clock: clock.clone(),
-    };
-    let encryption = baton_core::rotation::EncryptionKeys::new(
-        baton_core::rotation::Rotation {
-            store: stores.sealed.clone(),
-            keyring: keyring.clone(),
-        },
-        stores.audit.clone(),
-        clock.clone(),
-    );
-    let log = EventLog {
-        store: stores.runs.clone(),
-        bus,
+        Some(tenant)
     };
     // The full boot id: with a shortened one, two boots of one pod name could collide
     // and the newer would renew the older's leases.
     let replica = format!("{}/{}", config.replica_name, uuid::Uuid::new_v4().simple());
-    let engine = Engine::new(
-        EnginePorts {
-            log: log.clone(),
-            leases: stores.leases.clone(),
-            agents: stores.agents.clone(),
-            tools: stores.tools.clone(),
-            secrets: Arc::new(secrets.clone()),
-            checkpoints: stores.checkpoints.clone(),
-            keyring,
-            clock: clock.clone(),
+    let wiring = Wiring {
+        config,
+        stores: &stores,
+        keyring: Arc::new(keyring),
+        recorder: Recorder {
+            log: stores.log.clone(),
+            bus,
         },
-        EngineOptions {
-            replica: replica.clone(),
-            lease_ttl: config.cluster.lease_ttl,
-            renew_every: config.cluster.renew_every,
-            adopt_every: config.cluster.adopt_every,
-            adopt_batch: config.cluster.adopt_batch,
-        },
-    );
+        clock: Arc::new(SystemClock),
+        replica,
+    };
+    let engine = wiring.engine();
     engine.start().await.context("starting the engine")?;
     let shutdown = CancellationToken::new();
-    let state = AppState {
-        runs: Runs {
-            log,
-            replica: replica.clone(),
-            agents: stores.agents.clone(),
-            driver: Arc::new(engine.clone()),
-            clock: clock.clone(),
-        },
-        agents: Agents {
-            store: stores.agents.clone(),
-            tools: stores.tools.clone(),
-            clock: clock.clone(),
-        },
-        tools: Tools {
-            store: stores.tools.clone(),
-            clock,
-        },
-        secrets,
-        audit: baton_core::audit::Audit {
-            store: stores.audit.clone(),
-        },
-        encryption,
-        checkpoints: Checkpoints {
-            store: stores.checkpoints.clone(),
-            runs: stores.runs.clone(),
-        },
-        tenants: stores.tenants.clone(),
-        accounts: baton_api::accounts::Accounts {
-            users,
-            login_limits: baton_api::accounts::LoginLimits::new(
-                config.login.account_rate_limit,
-                config.login.address_rate_limit,
-            ),
-        },
-        auth,
-        http: HttpSettings {
-            body_limit_bytes: config.http.body_limit_bytes,
-            sse_keepalive: config.http.sse_keepalive,
-            sse_resync: config.http.sse_resync,
-            header_limit_bytes: config.http.header_limit_bytes,
-            allowed_hosts: config.http.allowed_hosts.clone(),
-            allowed_origins: config.http.allowed_origins.clone(),
-        },
-        limits: baton_api::limits::RateLimits::new(
-            config.http.key_rate_limit,
-            config.http.tenant_rate_limit,
-        ),
-        replica: replica.clone(),
-        shutdown: shutdown.clone(),
-    };
-    let metrics = axum::Router::new().route(
-        "/metrics",
-        axum::routing::get({
-            let stores = stores.clone();
-            move || async move {
-                stores.record_pool_gauges();
-                metrics_text()
-            }
-        }),
-    );
-    let router = baton_api::router(state, metrics);
+    let tasks = TaskTracker::new();
+    let state = wiring.state(&engine, local_owner, shutdown.clone(), tasks.clone())?;
+    let router = baton_api::router(state, metrics_route(&stores));
     let token = shutdown.clone();
     let server = tokio::spawn(async move {
         // With each connection's peer address: login attempts are limited per address.
@@ -438,12 +395,153 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
             .with_graceful_shutdown(token.cancelled_owned())
             .await
     });
-    tracing::info!(%addr, tier = config.tier.as_str(), %replica, "baton is serving");
+    tracing::info!(%addr, tier = config.tier.as_str(), replica = %wiring.replica, "baton is serving");
     Ok(RunningApp {
         addr,
         engine,
         stores,
         shutdown,
+        tasks,
         server,
     })
+}
+
+/// `/metrics`, with the pool gauges sampled at each scrape.
+fn metrics_route(stores: &Stores) -> axum::Router {
+    let stores = stores.clone();
+    axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || async move {
+            stores.record_pool_gauges();
+            metrics_text()
+        }),
+    )
+}
+
+/// What the engine and the use cases are built from.
+struct Wiring<'a> {
+    config: &'a Config,
+    stores: &'a Stores,
+    keyring: Arc<Keyring>,
+    recorder: Recorder,
+    clock: Arc<dyn Clock>,
+    replica: String,
+}
+
+impl Wiring<'_> {
+    fn secrets(&self) -> Secrets {
+        Secrets {
+            store: self.stores.secrets.clone(),
+            keyring: self.keyring.clone(),
+            clock: self.clock.clone(),
+        }
+    }
+
+    fn engine(&self) -> Engine {
+        let (stores, cluster) = (self.stores, &self.config.cluster);
+        Engine::new(
+            EnginePorts {
+                runs: stores.runs.clone(),
+                recorder: self.recorder.clone(),
+                leases: stores.leases.clone(),
+                agents: stores.agents.clone(),
+                tools: stores.tools.clone(),
+                secrets: Arc::new(self.secrets()),
+                checkpoints: stores.checkpoints.clone(),
+                keyring: self.keyring.clone(),
+                clock: self.clock.clone(),
+            },
+            EngineOptions {
+                replica: self.replica.clone(),
+                lease_ttl: cluster.lease_ttl,
+                renew_every: cluster.renew_every,
+                adopt_every: cluster.adopt_every,
+                adopt_batch: cluster.adopt_batch,
+            },
+        )
+    }
+
+    /// The use cases, built once, and the HTTP settings.
+    fn state(
+        &self,
+        engine: &Engine,
+        local_owner: Option<TenantId>,
+        shutdown: CancellationToken,
+        tasks: TaskTracker,
+    ) -> anyhow::Result<AppState> {
+        let (config, stores, clock) = (self.config, self.stores, &self.clock);
+        Ok(AppState {
+            runs: Runs {
+                reader: stores.runs.clone(),
+                recorder: self.recorder.clone(),
+                replica: self.replica.clone(),
+                agents: stores.agents.clone(),
+                driver: Arc::new(engine.clone()),
+                clock: clock.clone(),
+            },
+            agents: Agents {
+                store: stores.agents.clone(),
+                tools: stores.tools.clone(),
+                clock: clock.clone(),
+            },
+            tools: Tools {
+                store: stores.tools.clone(),
+                clock: clock.clone(),
+            },
+            secrets: self.secrets(),
+            audit: Audit {
+                store: stores.audit.clone(),
+            },
+            encryption_keys: EncryptionKeys::new(
+                Resealer {
+                    store: stores.sealed.clone(),
+                    keyring: self.keyring.clone(),
+                },
+                stores.audit.clone(),
+                clock.clone(),
+            ),
+            checkpoints: Checkpoints {
+                store: stores.checkpoints.clone(),
+                runs: stores.runs.clone(),
+            },
+            api_keys: ApiKeys {
+                store: stores.api_keys.clone(),
+                clock: clock.clone(),
+            },
+            members: Members {
+                store: stores.users.clone(),
+                clock: clock.clone(),
+            },
+            auth: Authenticator::new(
+                stores.api_keys.clone(),
+                stores.tenants.clone(),
+                stores.users.clone(),
+                clock.clone(),
+                local_owner,
+                tasks.clone(),
+            ),
+            accounts: baton_api::accounts::Accounts {
+                users: users(config, stores, clock.clone())?,
+                login_limits: baton_api::accounts::LoginLimits::new(
+                    config.login.account_rate_limit,
+                    config.login.address_rate_limit,
+                ),
+            },
+            http: HttpSettings {
+                body_limit_bytes: config.http.body_limit_bytes,
+                sse_keepalive: config.http.sse_keepalive,
+                sse_resync: config.http.sse_resync,
+                header_limit_bytes: config.http.header_limit_bytes,
+                allowed_hosts: config.http.allowed_hosts.clone(),
+                allowed_origins: config.http.allowed_origins.clone(),
+            },
+            limits: baton_api::limits::RateLimits::new(
+                config.http.key_rate_limit,
+                config.http.tenant_rate_limit,
+            ),
+            replica: self.replica.clone(),
+            shutdown,
+            tasks,
+        })
+    }
 }

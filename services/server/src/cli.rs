@@ -4,11 +4,12 @@
 use crate::app;
 use crate::config::{self, CliOverrides, Config, Sources};
 use anyhow::Context;
-use baton_core::audit::{AuditAction, AuditEntry};
+use baton_core::crypto::tokens;
+use baton_core::model::Member;
 use baton_core::model::{ApiKey, Tenant};
+use baton_core::model::{AuditAction, AuditEntry};
 use baton_core::ports::{Clock, SystemClock};
-use baton_core::users::Member;
-use baton_core::{Role, TenantId, keys};
+use baton_core::{Role, TenantId};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -228,7 +229,7 @@ async fn create_tenant(config: &Config, name: &str) -> anyhow::Result<()> {
         created_at: now,
     };
     stores.tenants.create_tenant(&tenant).await?;
-    let issued = keys::issue_token();
+    let issued = tokens::issue_token();
     let key = ApiKey {
         id: uuid::Uuid::now_v7(),
         tenant: tenant.id,
@@ -243,10 +244,10 @@ async fn create_tenant(config: &Config, name: &str) -> anyhow::Result<()> {
         now,
         AuditAction::ApiKeyCreated,
         key.id.to_string(),
-        serde_json::json!({"name": key.name, "prefix": keys::shown_prefix(&key.prefix), "role": key.role}),
+        serde_json::json!({"name": key.name, "prefix": tokens::shown_prefix(&key.prefix), "role": key.role}),
     );
     stores
-        .tenants
+        .api_keys
         .create_api_key(&key, &issued.hash, &audit)
         .await?;
     stores.close().await;

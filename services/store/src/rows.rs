@@ -5,7 +5,8 @@
 use baton_core::model::{
     Agent, AgentLimits, ApiKey, Message, ProviderSpec, Receipt, RunStatus, RunSummary, Tenant, Tool,
 };
-use baton_core::ports::{ApiKeyRecord, IdempotencyRecord, SealedSecret, SecretMeta};
+use baton_core::model::{ApiKeyRecord, SecretMeta};
+use baton_core::ports::{IdempotencyRecord, SealedSecret};
 use baton_core::{Role, StoreError};
 use baton_events::{Envelope, ErrorInfo, EventMeta, MessageRole, ToolId};
 use chrono::{DateTime, Utc};
@@ -509,11 +510,11 @@ pub(crate) struct CheckpointMetaRow {
     pub created_at: DateTime<Utc>,
 }
 
-impl TryFrom<CheckpointMetaRow> for baton_core::ports::CheckpointMeta {
+impl TryFrom<CheckpointMetaRow> for baton_core::model::CheckpointMeta {
     type Error = StoreError;
 
     fn try_from(r: CheckpointMetaRow) -> Result<Self, StoreError> {
-        Ok(baton_core::ports::CheckpointMeta {
+        Ok(baton_core::model::CheckpointMeta {
             id: r.id.into(),
             through_version: r.through_version,
             key_id: r.key_id,
@@ -560,9 +561,9 @@ pub(crate) struct UserRow {
     pub created_at: DateTime<Utc>,
 }
 
-impl From<UserRow> for baton_core::users::User {
+impl From<UserRow> for baton_core::model::User {
     fn from(r: UserRow) -> Self {
-        baton_core::users::User {
+        baton_core::model::User {
             id: r.id,
             email: r.email,
             created_at: r.created_at,
@@ -603,7 +604,7 @@ pub(crate) struct MemberRow {
     pub created_at: DateTime<Utc>,
 }
 
-impl TryFrom<MemberRow> for baton_core::users::Member {
+impl TryFrom<MemberRow> for baton_core::model::Member {
     type Error = StoreError;
 
     fn try_from(r: MemberRow) -> Result<Self, StoreError> {
@@ -613,7 +614,7 @@ impl TryFrom<MemberRow> for baton_core::users::Member {
                 r.user_id, r.role
             ))
         })?;
-        Ok(baton_core::users::Member {
+        Ok(baton_core::model::Member {
             user_id: r.user_id,
             email: r.email,
             role,
@@ -637,7 +638,7 @@ pub(crate) struct TenantRoleRow {
     pub role: String,
 }
 
-impl TryFrom<TenantRoleRow> for baton_core::users::TenantRole {
+impl TryFrom<TenantRoleRow> for baton_core::model::TenantRole {
     type Error = StoreError;
 
     fn try_from(r: TenantRoleRow) -> Result<Self, StoreError> {
@@ -647,7 +648,7 @@ impl TryFrom<TenantRoleRow> for baton_core::users::TenantRole {
                 r.tenant_id, r.role
             ))
         })?;
-        Ok(baton_core::users::TenantRole {
+        Ok(baton_core::model::TenantRole {
             tenant_id: r.tenant_id.into(),
             name: r.name,
             role,
@@ -672,9 +673,9 @@ pub(crate) struct SessionRow {
     pub revoked_at: Option<DateTime<Utc>>,
 }
 
-impl From<SessionRow> for baton_core::users::Session {
+impl From<SessionRow> for baton_core::model::Session {
     fn from(r: SessionRow) -> Self {
-        baton_core::users::Session {
+        baton_core::model::Session {
             id: r.id,
             user: r.user_id,
             created_at: r.created_at,
@@ -704,11 +705,11 @@ pub(crate) struct AuditRow {
     pub details: Json<serde_json::Value>,
 }
 
-impl TryFrom<AuditRow> for baton_core::audit::AuditEntry {
+impl TryFrom<AuditRow> for baton_core::model::AuditEntry {
     type Error = StoreError;
 
     fn try_from(r: AuditRow) -> Result<Self, StoreError> {
-        let action = baton_core::audit::AuditAction::parse(&r.action).ok_or_else(|| {
+        let action = baton_core::model::AuditAction::parse(&r.action).ok_or_else(|| {
             corrupt(format!(
                 "audit entry {} has unknown action {:?}",
                 r.id, r.action
@@ -721,7 +722,7 @@ impl TryFrom<AuditRow> for baton_core::audit::AuditEntry {
                     .map_err(|_| corrupt(format!("audit entry {} has a malformed source", r.id)))
             })
             .transpose()?;
-        Ok(baton_core::audit::AuditEntry {
+        Ok(baton_core::model::AuditEntry {
             id: r.id,
             at: r.at,
             actor: r.actor,

@@ -3,7 +3,7 @@
 
 use baton_core::model::Tenant;
 use baton_core::ports::{AppendOutcome, AppendRequest, TenantStore};
-use baton_core::ports::{Clock, RunStore, SystemClock};
+use baton_core::ports::{Clock, EventLog, RunReader, SystemClock};
 use baton_events::{AgentId, EventMeta, NewEvent, RunCreated, RunEvent, RunId, TenantId};
 use baton_store::migrate::{self, MigrateError};
 use baton_store::{PG_MIGRATOR, PgOptions, PgStore, SQLITE_MIGRATOR, SqliteStore};
@@ -23,7 +23,7 @@ async fn admin(url: &str) -> sqlx::PgPool {
 }
 
 /// The schema works: a tenant and a run can be written and read back.
-async fn smoke<S: RunStore + TenantStore>(s: &S) {
+async fn smoke<S: RunReader + EventLog + TenantStore>(s: &S) {
     let tenant = Tenant {
         id: TenantId::new(),
         name: "smoke".into(),

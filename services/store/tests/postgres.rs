@@ -114,7 +114,7 @@ async fn a_login_that_bypasses_and_cannot_switch_is_reported() {
 /// next one is used, so a restart of the server costs callers nothing.
 #[tokio::test]
 async fn connections_the_server_closed_while_idle_are_replaced_unnoticed() {
-    use baton_core::ports::RunStore;
+    use baton_core::ports::RunReader;
     let db = TestDatabase::postgres().await.expect("database");
     migrate::postgres(db.url()).await.expect("migrate");
     let mut opts = PgOptions::new(db.url());

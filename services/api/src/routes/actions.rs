@@ -19,7 +19,7 @@ pub struct ReceiptList {
 
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct CheckpointList {
-    pub items: Vec<baton_core::ports::CheckpointMeta>,
+    pub items: Vec<baton_core::model::CheckpointMeta>,
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]

@@ -10,18 +10,8 @@ use crate::routes::agents::ListQuery;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
-use baton_core::api_keys::{ApiKeyMeta, ApiKeys, CreatedApiKey, NewApiKey};
-use baton_core::ports::SystemClock;
-use std::sync::Arc;
+use baton_core::api_keys::{ApiKeyMeta, CreatedApiKey, NewApiKey};
 use uuid::Uuid;
-
-/// The use cases over the state's tenant store: nothing to keep between requests.
-fn api_keys(st: &AppState) -> ApiKeys {
-    ApiKeys {
-        store: st.tenants.clone(),
-        clock: Arc::new(SystemClock),
-    }
-}
 
 /// Create an API key of a role no higher than the caller's (admin). The answer holds the
 /// token, shown this once.
@@ -32,7 +22,7 @@ pub async fn create(
     Caller(p): Caller,
     ApiJson(new): ApiJson<NewApiKey>,
 ) -> ApiResult<(StatusCode, axum::Json<CreatedApiKey>)> {
-    let created = api_keys(&st).create(&p, new).await?;
+    let created = st.api_keys.create(&p, new).await?;
     Ok((StatusCode::CREATED, axum::Json(created)))
 }
 
@@ -46,7 +36,7 @@ pub async fn list(
 ) -> ApiResult<axum::Json<PageBody<ApiKeyMeta>>> {
     let cursor = parse_cursor::<Uuid>(q.cursor.as_deref())?;
     Ok(axum::Json(
-        api_keys(&st).list(&p, cursor, q.limit).await?.into(),
+        st.api_keys.list(&p, cursor, q.limit).await?.into(),
     ))
 }
 
@@ -61,6 +51,6 @@ pub async fn revoke(
     Caller(p): Caller,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<StatusCode> {
-    api_keys(&st).revoke(&p, id).await?;
+    st.api_keys.revoke(&p, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

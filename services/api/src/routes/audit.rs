@@ -8,7 +8,7 @@ use crate::error::{ApiResult, Problem};
 use crate::extract::ApiQuery;
 use crate::state::AppState;
 use axum::extract::State;
-use baton_core::audit::{AuditAction, AuditEntry};
+use baton_core::model::{AuditAction, AuditEntry};
 use serde::Deserialize;
 use uuid::Uuid;
 

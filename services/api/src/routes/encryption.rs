@@ -10,7 +10,7 @@ use crate::state::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::http::header::LOCATION;
-use baton_core::rotation::{ResealJob, TenantKeys};
+use baton_core::encryption_keys::{ResealJob, TenantKeys};
 use serde::{Deserialize, Serialize};
 
 /// Where a reseal's progress shows.
@@ -41,7 +41,7 @@ pub async fn status(
     State(st): State<AppState>,
     Caller(p): Caller,
 ) -> ApiResult<axum::Json<TenantKeys>> {
-    Ok(axum::Json(st.encryption.status(&p).await?))
+    Ok(axum::Json(st.encryption_keys.status(&p).await?))
 }
 
 /// Re-seal the tenant's secrets and checkpoints that are not under the active key under it
@@ -62,11 +62,11 @@ pub async fn reseal(
     [(axum::http::HeaderName, &'static str); 1],
     axum::Json<ResealAccepted>,
 )> {
-    let (job, task) = st.encryption.start_reseal(&p, q.batch)?;
+    let (job, task) = st.encryption_keys.start_reseal(&p, q.batch)?;
     if let Some(task) = task {
         // Stops at a batch boundary when the server shuts down; a later request continues.
         let shutdown = st.shutdown.clone();
-        tokio::spawn(task.run(move || shutdown.is_cancelled()));
+        st.tasks.spawn(task.run(move || shutdown.is_cancelled()));
     }
     Ok((
         StatusCode::ACCEPTED,

@@ -46,7 +46,7 @@ pub async fn readyz(State(st): State<AppState>) -> Response {
     if st.shutdown.is_cancelled() {
         return ApiError::new(Code::Unavailable, "shutting down").into_response();
     }
-    if let Err(e) = st.runs.log.store.ping().await {
+    if let Err(e) = st.runs.reader.ping().await {
         tracing::warn!(error = %e, "readiness: database check failed");
         return ApiError::new(Code::Unavailable, "not ready: the database is unavailable")
             .into_response();

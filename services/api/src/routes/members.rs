@@ -10,18 +10,9 @@ use crate::routes::agents::ListQuery;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
-use baton_core::ports::SystemClock;
-use baton_core::users::{Member, MemberRole, Members, NewMember};
-use std::sync::Arc;
+use baton_core::members::{MemberRole, NewMember};
+use baton_core::model::Member;
 use uuid::Uuid;
-
-/// The use cases over the state's user store: nothing to keep between requests.
-fn members(st: &AppState) -> Members {
-    Members {
-        store: st.accounts.users.store.clone(),
-        clock: Arc::new(SystemClock),
-    }
-}
 
 /// Add an existing user to the tenant (admin), with a role no higher than the caller's
 /// (`owner` needs an owner).
@@ -32,7 +23,7 @@ pub async fn add(
     Caller(p): Caller,
     ApiJson(new): ApiJson<NewMember>,
 ) -> ApiResult<(StatusCode, axum::Json<Member>)> {
-    let member = members(&st).add(&p, new).await?;
+    let member = st.members.add(&p, new).await?;
     Ok((StatusCode::CREATED, axum::Json(member)))
 }
 
@@ -46,10 +37,7 @@ pub async fn list(
 ) -> ApiResult<axum::Json<PageBody<Member>>> {
     let after = parse_cursor::<String>(q.cursor.as_deref())?;
     Ok(axum::Json(
-        members(&st)
-            .list(&p, after.as_deref(), q.limit)
-            .await?
-            .into(),
+        st.members.list(&p, after.as_deref(), q.limit).await?.into(),
     ))
 }
 
@@ -64,9 +52,7 @@ pub async fn set_role(
     ApiPath(user): ApiPath<Uuid>,
     ApiJson(body): ApiJson<MemberRole>,
 ) -> ApiResult<axum::Json<Member>> {
-    Ok(axum::Json(
-        members(&st).set_role(&p, user, body.role).await?,
-    ))
+    Ok(axum::Json(st.members.set_role(&p, user, body.role).await?))
 }
 
 /// Remove a member from the tenant (admin; an owner needs an owner). Removing the last
@@ -79,6 +65,6 @@ pub async fn remove(
     Caller(p): Caller,
     ApiPath(user): ApiPath<Uuid>,
 ) -> ApiResult<StatusCode> {
-    members(&st).remove(&p, user).await?;
+    st.members.remove(&p, user).await?;
     Ok(StatusCode::NO_CONTENT)
 }

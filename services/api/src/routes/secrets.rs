@@ -9,7 +9,7 @@ use crate::routes::agents::ListQuery;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
-use baton_core::ports::SecretMeta;
+use baton_core::model::SecretMeta;
 use serde::Deserialize;
 
 /// A secret's value. Not `Debug`: it is never formatted.

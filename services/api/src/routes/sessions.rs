@@ -7,16 +7,15 @@
 //! per source address before any password is checked. Neither the password nor the token
 //! is ever logged.
 
-use crate::auth::{Identified, Identity};
+use crate::auth::Identified;
 use crate::error::{ApiError, ApiResult, Code, Problem};
 use crate::extract::ApiJson;
 use crate::state::AppState;
 use axum::extract::{FromRequestParts, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
-use baton_core::users::{LoggedIn, Login, LoginError, TenantRole, User, normalize_email};
-use chrono::{DateTime, Utc};
-use serde::Serialize;
+use baton_core::auth::{Identity, Me};
+use baton_core::users::{LoggedIn, Login, normalize_email};
 use std::net::IpAddr;
 
 /// The address of the connection's peer, when the server was started with it.
@@ -46,17 +45,13 @@ pub async fn login(
     limits
         .check_account(&normalize_email(&login.email))
         .map_err(limited)?;
-    match st.accounts.users.login(&login.email, &login.password).await {
-        Ok(done) => Ok(axum::Json(done)),
-        Err(LoginError::InvalidCredentials) => {
-            tracing::info!("login refused");
-            Err(ApiError::new(
-                Code::Unauthorized,
-                LoginError::InvalidCredentials.to_string(),
-            ))
-        }
-        Err(LoginError::Core(e)) => Err(e.into()),
-    }
+    Ok(axum::Json(
+        st.accounts
+            .users
+            .login(&login.email, &login.password)
+            .await
+            .map_err(baton_core::CoreError::from)?,
+    ))
 }
 
 /// End the caller's session: its token fails from the next request on, on every replica.
@@ -77,21 +72,6 @@ pub async fn logout(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Who the caller is and where it may act.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct Me {
-    /// How the caller is recorded: `user:<id>` (a session), `key:<id>` (an API key) or
-    /// `local` (the embedded tier's local owner).
-    pub actor: String,
-    /// The session's user; null for an API key and the local owner.
-    pub user: Option<User>,
-    /// When the session ends; null for an API key and the local owner.
-    pub session_expires_at: Option<DateTime<Utc>>,
-    /// The tenants the caller may act in and its role in each: a user's memberships, or
-    /// the one tenant of an API key.
-    pub tenants: Vec<TenantRole>,
-}
-
 /// The caller: its user (for a session), and its tenants and roles. A session needs no
 /// `Baton-Tenant` header here.
 #[utoipa::path(get, path = "/v1/me", tag = "sessions",
@@ -100,35 +80,5 @@ pub async fn me(
     State(st): State<AppState>,
     Identified(identity): Identified,
 ) -> ApiResult<axum::Json<Me>> {
-    let me = match identity {
-        Identity::Session(session) => {
-            let users = &st.accounts.users;
-            Me {
-                actor: format!("user:{}", session.user),
-                user: Some(users.user(session.user).await?),
-                session_expires_at: Some(session.expires_at),
-                tenants: users.memberships(session.user).await?,
-            }
-        }
-        other => {
-            let p = other.principal(&st, None, None).await?;
-            let tenant = st
-                .tenants
-                .get_tenant(p.tenant)
-                .await
-                .map_err(baton_core::CoreError::from)?
-                .ok_or(baton_core::CoreError::NotFound("tenant"))?;
-            Me {
-                actor: p.actor,
-                user: None,
-                session_expires_at: None,
-                tenants: vec![TenantRole {
-                    tenant_id: tenant.id,
-                    name: tenant.name,
-                    role: p.role,
-                }],
-            }
-        }
-    };
-    Ok(axum::Json(me))
+    Ok(axum::Json(st.auth.whoami(&identity).await?))
 }

@@ -2,6 +2,7 @@
 
 use super::*;
 use baton_events::*;
+use chrono::Utc;
 
 fn fold(events: &[RunEvent]) -> RunSummary {
     let at = Utc::now();

@@ -5,8 +5,8 @@
 //! run's driver.
 
 use super::{MAX_ATTEMPTS, Runs, meta};
-use crate::auth::{Action, Principal};
 use crate::error::{CoreError, StoreError};
+use crate::model::{Action, Principal};
 use crate::model::{Receipt, ReceiptState, RunSummary};
 use crate::ports::{AppendOutcome, AppendRequest};
 use crate::validate;
@@ -58,7 +58,7 @@ impl Runs {
     ) -> Result<Vec<Receipt>, CoreError> {
         p.require(Action::ReadRuns)?;
         self.load(p.tenant, run).await?;
-        Ok(self.log.store.list_receipts(p.tenant, run).await?)
+        Ok(self.reader.list_receipts(p.tenant, run).await?)
     }
 
     #[tracing::instrument(name = "runs.decide_approval", skip_all)]
@@ -221,7 +221,7 @@ impl Runs {
             if run.status.is_terminal() {
                 return Err(CoreError::RunEnded(run.status.as_str()));
             }
-            let receipts = self.log.store.list_receipts(p.tenant, run_id).await?;
+            let receipts = self.reader.list_receipts(p.tenant, run_id).await?;
             let (events, touched) = decide(&run, &receipts)?;
             let meta = meta(&self.replica, p, None);
             let req = AppendRequest::new(
@@ -233,7 +233,7 @@ impl Runs {
                     .collect(),
                 self.clock.now(),
             );
-            match self.log.append(p.tenant, req).await {
+            match self.recorder.append(p.tenant, req).await {
                 Ok(AppendOutcome::Appended { events, .. }) => {
                     self.driver.wake(p.tenant, run_id);
                     return Ok(touched

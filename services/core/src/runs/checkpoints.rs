@@ -1,15 +1,16 @@
 //! Listing a run's checkpoints: metadata only, never their contents.
 
-use crate::auth::{Action, Principal};
 use crate::error::CoreError;
-use crate::ports::{CheckpointMeta, CheckpointStore, RunStore};
+use crate::model::CheckpointMeta;
+use crate::model::{Action, Principal};
+use crate::ports::{CheckpointStore, RunReader};
 use baton_events::RunId;
 use std::sync::Arc;
 
 #[derive(Clone)]
 pub struct Checkpoints {
     pub store: Arc<dyn CheckpointStore>,
-    pub runs: Arc<dyn RunStore>,
+    pub runs: Arc<dyn RunReader>,
 }
 
 impl Checkpoints {

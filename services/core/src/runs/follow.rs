@@ -16,9 +16,9 @@
 //! model step whose `model.completed` was already handed out is stale and dropped.
 
 use super::Runs;
-use crate::auth::{Action, Principal};
 use crate::error::CoreError;
-use crate::ports::{RunStore, Subscription};
+use crate::model::{Action, Principal};
+use crate::ports::{RunReader, Subscription};
 use baton_events::{Decoded, Envelope, MessageDelta, RunEvent, RunId, TenantId};
 use futures::{Stream, StreamExt};
 use std::collections::VecDeque;
@@ -32,7 +32,7 @@ const REPLAY_PAGE: u32 = 200;
 pub const MAX_BACKOFF: u32 = 8;
 
 struct Follower {
-    store: Arc<dyn RunStore>,
+    store: Arc<dyn RunReader>,
     tenant: TenantId,
     run: RunId,
     /// Version of the last event handed out.
@@ -135,7 +135,7 @@ async fn follower(
         sub.deltas.close();
     }
     Ok(Some(Follower {
-        store: runs.log.store.clone(),
+        store: runs.reader.clone(),
         tenant: p.tenant,
         run,
         cursor: after,

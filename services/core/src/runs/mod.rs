@@ -9,17 +9,19 @@ mod actions;
 mod checkpoints;
 mod follow;
 mod idempotency;
+mod recorder;
 
 pub use actions::{ApprovalDecision, ReceiptResolution, ToolOutput};
 pub use checkpoints::Checkpoints;
 pub use follow::{Live, follow, follow_live};
+pub use recorder::Recorder;
 
-use crate::auth::{Action, Principal};
 use crate::error::{CoreError, StoreError};
+use crate::model::{Action, Principal};
 use crate::model::{Message, RunStatus, RunSummary};
 use crate::page::{self, Page};
 use crate::ports::{
-    AgentStore, AppendOutcome, AppendRequest, Clock, EventBus, RunDriver, RunListQuery, RunStore,
+    AgentStore, AppendOutcome, AppendRequest, Clock, EventBus, RunDriver, RunListQuery, RunReader,
 };
 use crate::validate;
 use baton_events::{
@@ -35,39 +37,6 @@ const MAX_ATTEMPTS: usize = 5;
 pub const MAX_CONTENT_CHARS: usize = 200_000;
 pub const MAX_TITLE_CHARS: usize = 200;
 pub const MAX_REQUEST_ID_CHARS: usize = 200;
-
-/// Appends and then publishes what was committed. The one path every writer uses.
-#[derive(Clone)]
-pub struct EventLog {
-    pub store: Arc<dyn RunStore>,
-    pub bus: Arc<dyn EventBus>,
-}
-
-impl EventLog {
-    pub async fn append(
-        &self,
-        tenant: TenantId,
-        req: AppendRequest,
-    ) -> Result<AppendOutcome, StoreError> {
-        let started = std::time::Instant::now();
-        let outcome = self.store.append(tenant, req).await;
-        metrics::histogram!("baton_event_append_duration_seconds")
-            .record(started.elapsed().as_secs_f64());
-        match &outcome {
-            Ok(AppendOutcome::Appended { events, .. }) => {
-                metrics::counter!("baton_events_appended_total").increment(events.len() as u64);
-                self.bus.publish(events).await;
-            }
-            Ok(AppendOutcome::Duplicate(_)) => {}
-            Err(StoreError::Conflict { .. }) => {
-                metrics::counter!("baton_append_conflicts_total").increment(1);
-            }
-            Err(StoreError::Fenced) => metrics::counter!("baton_appends_fenced_total").increment(1),
-            Err(_) => metrics::counter!("baton_append_errors_total").increment(1),
-        }
-        outcome
-    }
-}
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
 pub struct CreateRun {
@@ -101,7 +70,8 @@ pub struct PostedMessage {
 /// The run use cases, holding the ports they need.
 #[derive(Clone)]
 pub struct Runs {
-    pub log: EventLog,
+    pub reader: Arc<dyn RunReader>,
+    pub recorder: Recorder,
     /// The replica taking the commands, recorded in their events' metadata.
     pub replica: String,
     pub agents: Arc<dyn AgentStore>,
@@ -110,12 +80,12 @@ pub struct Runs {
 }
 
 impl Runs {
-    fn store(&self) -> &dyn RunStore {
-        self.log.store.as_ref()
+    fn store(&self) -> &dyn RunReader {
+        self.reader.as_ref()
     }
 
     pub fn bus(&self) -> &Arc<dyn EventBus> {
-        &self.log.bus
+        &self.recorder.bus
     }
 
     #[tracing::instrument(name = "runs.create_run", skip_all)]
@@ -168,7 +138,7 @@ impl Runs {
         let result = CreatedRun { run, message };
         let mut req = AppendRequest::new(run_id, 0, events, at);
         req.idempotency = record(&cmd.request_id, "create_run", fingerprint.clone(), &result);
-        match self.log.append(p.tenant, req).await? {
+        match self.recorder.append(p.tenant, req).await? {
             AppendOutcome::Appended { run, .. } => {
                 if result.message.is_some() {
                     self.driver.wake(p.tenant, run_id);
@@ -265,7 +235,7 @@ impl Runs {
                 fingerprint.clone(),
                 &result,
             );
-            match self.log.append(p.tenant, req).await {
+            match self.recorder.append(p.tenant, req).await {
                 Ok(AppendOutcome::Appended { .. }) => {
                     self.driver.wake(p.tenant, run_id);
                     return Ok(result);
@@ -341,7 +311,7 @@ impl Runs {
                 ));
             }
             let req = AppendRequest::new(run_id, run.version, events, self.clock.now());
-            match self.log.append(p.tenant, req).await {
+            match self.recorder.append(p.tenant, req).await {
                 Ok(AppendOutcome::Appended { run, .. }) => {
                     if busy {
                         self.driver.wake(p.tenant, run_id);

@@ -171,7 +171,7 @@ async fn write_as_dead_replica(
         epoch,
     });
     w.runs
-        .log
+        .recorder
         .append(tenant, req)
         .await
         .expect("dead replica's append");

@@ -137,7 +137,10 @@ async fn a_turn_interrupted_by_shutdown_writes_nothing_and_is_taken_again_after_
     assert_eq!(stopped.message_count, 1);
 
     // A new engine on the same database, as after a restart.
-    let restarted = Engine::new(ports(&w.store, &w.runs.log), EngineOptions::new("test-2"));
+    let restarted = Engine::new(
+        ports(&w.store, &w.runs.recorder),
+        EngineOptions::new("test-2"),
+    );
     assert_eq!(restarted.run_once().await.expect("sweep"), 1);
     let r = w.wait_status(run, RunStatus::Waiting).await;
     assert_eq!(r.message_count, 2);

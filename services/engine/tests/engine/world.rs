@@ -4,8 +4,8 @@
 use baton_bus::InProcessBus;
 use baton_core::agents::{Agents, NewAgent};
 use baton_core::model::{AgentLimits, ProviderSpec, RunStatus, RunSummary, ScriptedReply};
-use baton_core::ports::{AgentStore, Clock, RunDriver, RunStore, SystemClock};
-use baton_core::runs::{CreateRun, EventLog, Runs};
+use baton_core::ports::{AgentStore, Clock, RunDriver, RunReader, SystemClock};
+use baton_core::runs::{CreateRun, Recorder, Runs};
 use baton_core::tools::{NewTool, Tools};
 use baton_core::{AgentId, Principal, Role, RunId, TenantId, ToolId};
 use baton_engine::{Engine, EngineOptions, EnginePorts};
@@ -18,9 +18,10 @@ use std::time::Duration;
 pub static KEYRING: std::sync::LazyLock<Arc<baton_core::crypto::Keyring>> =
     std::sync::LazyLock::new(|| Arc::new(baton_core::crypto::Keyring::ephemeral()));
 
-pub fn ports(store: &SqliteStore, log: &EventLog) -> EnginePorts {
+pub fn ports(store: &SqliteStore, recorder: &Recorder) -> EnginePorts {
     EnginePorts {
-        log: log.clone(),
+        runs: Arc::new(store.clone()),
+        recorder: recorder.clone(),
         leases: Arc::new(store.clone()),
         agents: Arc::new(store.clone()),
         tools: Arc::new(store.clone()),
@@ -72,16 +73,17 @@ pub async fn world_with(opts: EngineOptions) -> World {
     baton_core::ports::TenantStore::create_tenant(&store, &tenant)
         .await
         .expect("tenant");
-    let log = EventLog {
-        store: Arc::new(store.clone()),
+    let recorder = Recorder {
+        log: Arc::new(store.clone()),
         bus: Arc::new(InProcessBus::new(64)),
     };
     let agents: Arc<dyn AgentStore> = Arc::new(store.clone());
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let engine = Engine::new(ports(&store, &log), opts);
+    let engine = Engine::new(ports(&store, &recorder), opts);
     engine.start().await.expect("engine starts");
     let runs = Runs {
-        log,
+        reader: Arc::new(store.clone()),
+        recorder,
         replica: "test".into(),
         agents,
         driver: Arc::new(engine.clone()),
@@ -211,7 +213,10 @@ impl World {
     /// A second replica on the same database and bus, started, and the run use cases of
     /// a replica that takes commands there.
     pub async fn other_replica(&self, name: &str) -> (Engine, Runs) {
-        let other = Engine::new(ports(&self.store, &self.runs.log), EngineOptions::new(name));
+        let other = Engine::new(
+            ports(&self.store, &self.runs.recorder),
+            EngineOptions::new(name),
+        );
         other.start().await.expect("start");
         let via_other = Runs {
             driver: Arc::new(other.clone()),

@@ -1,4 +1,4 @@
-//! `baton keys`: the operator's side of encryption key rotation.
+//! `baton encryption-keys`: the operator's side of encryption keys.
 //!
 //! - `generate` makes a new random key, printed for the configuration or written as a key
 //!   file (the operator then adds it to every replica, makes it `crypto.active_key` and
@@ -20,8 +20,8 @@ use anyhow::Context;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use baton_core::crypto::{self, Keyring};
+use baton_core::encryption_keys::{DEFAULT_BATCH, KeyStatus, MAX_BATCH, ResealOptions, Resealer};
 use baton_core::ports::{Clock, SystemClock};
-use baton_core::rotation::{DEFAULT_BATCH, KeyStatus, MAX_BATCH, ResealOptions, Rotation};
 use clap::Subcommand;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -161,14 +161,14 @@ fn generate(id: Option<String>, dir: Option<&Path>) -> anyhow::Result<()> {
 }
 
 /// The configured keyring and the database's sealed records.
-async fn open(config: &Config) -> anyhow::Result<(Rotation, app::Stores)> {
+async fn open(config: &Config) -> anyhow::Result<(Resealer, app::Stores)> {
     let ring = keyring::load(&config.crypto).context("loading the encryption keys")?;
     let stores = app::open_stores(&config.storage).await?;
-    let rotation = Rotation {
+    let resealer = Resealer {
         store: stores.sealed.clone(),
         keyring: Arc::new(ring),
     };
-    Ok((rotation, stores))
+    Ok((resealer, stores))
 }
 
 async fn rotate(
@@ -198,10 +198,10 @@ async fn rotate(
             path.display()
         );
     }
-    let (rotation, stores) = open(config).await?;
-    let active = rotation.keyring.active_id().to_string();
+    let (resealer, stores) = open(config).await?;
+    let active = resealer.keyring.active_id().to_string();
     eprintln!("re-sealing under the active key {active:?}");
-    let report = rotation.reseal(opts, |p| eprintln!("{p}"), || false).await;
+    let report = resealer.reseal(opts, |p| eprintln!("{p}"), || false).await;
     stores.close().await;
     let report = report.context("re-sealing the records")?;
     let p = report.progress;
@@ -239,8 +239,8 @@ async fn rotate(
 }
 
 async fn status(config: &Config) -> anyhow::Result<()> {
-    let (rotation, stores) = open(config).await?;
-    let keys = rotation.status(None).await;
+    let (resealer, stores) = open(config).await?;
+    let keys = resealer.status(None).await;
     stores.close().await;
     let keys = keys.context("counting the sealed records")?;
     print!("{}", status_table(&keys));
@@ -298,11 +298,11 @@ fn status_table(keys: &[KeyStatus]) -> String {
 
 async fn retire(config: &Config, id: &str, dir: Option<&Path>) -> anyhow::Result<()> {
     crypto::validate_key_id(id)?;
-    let (rotation, stores) = open(config).await?;
-    let usage = rotation.store.key_usage(None).await;
+    let (resealer, stores) = open(config).await?;
+    let usage = resealer.store.key_usage(None).await;
     stores.close().await;
     let usage = usage.context("counting the sealed records")?;
-    let keyring = &rotation.keyring;
+    let keyring = &resealer.keyring;
     anyhow::ensure!(
         keyring.active_id() != id,
         "key {id:?} is the active key: make another key active (crypto.active_key), roll the \

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use baton_core::crypto::Keyring;
-use baton_core::users::PasswordParams;
+use baton_core::crypto::PasswordParams;
 use secrecy::{ExposeSecret, SecretString};
 
 use super::ConfigError;

@@ -49,7 +49,7 @@ async fn id_of(api: &Api, token: &str) -> String {
 
 /// The hex SHA-256 of a token: what the database holds, which no answer may show.
 fn hash_hex(token: &str) -> String {
-    baton_core::keys::hash_token(token)
+    baton_core::crypto::tokens::hash_token(token)
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
@@ -67,7 +67,10 @@ async fn lifecycle(app: &TestApp, admin: &Api, creator: &str) {
     let made = create(admin, json!({"name": "ci runner", "role": "member"})).await;
     assert_eq!(made.status, 201, "{}", made.body);
     let token = made.body["token"].as_str().expect("token").to_string();
-    assert!(baton_core::keys::is_well_formed(&token), "{token}");
+    assert!(
+        baton_core::crypto::tokens::is_well_formed(&token),
+        "{token}"
+    );
     let key = made.body["key"].clone();
     let fields: Vec<&str> = key
         .as_object()

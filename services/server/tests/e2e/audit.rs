@@ -6,8 +6,8 @@
 
 use crate::common::{Api, TestApp, assert_problem};
 use baton_core::Role;
+use baton_core::model::User;
 use baton_core::ports::{Clock, SystemClock};
-use baton_core::users::User;
 use serde_json::{Value, json};
 
 /// The secret value the test stores: no answer may hold it.

@@ -229,7 +229,7 @@ async fn admin_create_tenant_prints_an_owner_key_that_the_server_accepts() {
             .unwrap_or_else(|| panic!("no {name} in {says}"))
     };
     let key = field("api_key:");
-    assert!(baton_core::keys::is_well_formed(&key), "{key}");
+    assert!(baton_core::crypto::tokens::is_well_formed(&key), "{key}");
     field("tenant_id:");
     let again = Command::new(env!("CARGO_BIN_EXE_baton"))
         .args(["admin", "create-tenant", "acme", "--data-dir", &data])

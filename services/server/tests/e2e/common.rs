@@ -1,10 +1,11 @@
 //! `TestApp`: one app per test, handing out clients of the shared typed API client
 //! (`baton_testkit::api`), re-exported here for the test modules.
 
-use baton_core::audit::{AuditAction, AuditEntry};
+use baton_core::crypto::tokens;
 use baton_core::model::{ApiKey, Tenant};
+use baton_core::model::{AuditAction, AuditEntry};
 use baton_core::ports::{Clock, SystemClock};
-use baton_core::{Role, TenantId, keys};
+use baton_core::{Role, TenantId};
 use baton_server::app::{self, RunningApp};
 use baton_server::config::{Bus, Config, Crypto, SqliteLocation, Storage, Tier};
 use baton_testkit::TestDatabase;
@@ -219,7 +220,7 @@ pub async fn store_key(
     expires_at: Option<chrono::DateTime<chrono::Utc>>,
     revoked_at: Option<chrono::DateTime<chrono::Utc>>,
 ) -> String {
-    let issued = keys::issue_token();
+    let issued = tokens::issue_token();
     let key = ApiKey {
         id: uuid::Uuid::now_v7(),
         tenant,
@@ -231,7 +232,7 @@ pub async fn store_key(
         revoked_at,
     };
     stores
-        .tenants
+        .api_keys
         .create_api_key(
             &key,
             &issued.hash,

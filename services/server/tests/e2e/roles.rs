@@ -1520,7 +1520,10 @@ async fn bad_credentials(w: &World, tier: Tier, out: &mut Outcomes) {
     assert_eq!(r.status, 204, "revoke: {}", r.body);
     let mut creds = vec![
         (Some("not-a-key".to_string()), "malformed"),
-        (Some(baton_core::keys::issue_token().token), "not valid"),
+        (
+            Some(baton_core::crypto::tokens::issue_token().token),
+            "not valid",
+        ),
         (Some(expired), "expired"),
         (Some(revoked), "revoked"),
     ];

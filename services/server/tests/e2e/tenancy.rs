@@ -65,7 +65,7 @@ async fn missing_malformed_unknown_expired_and_revoked_credentials_answer_401() 
             Some(Utc::now() - Duration::minutes(1)),
         )
         .await;
-    let unknown = baton_core::keys::issue_token().token;
+    let unknown = baton_core::crypto::tokens::issue_token().token;
     let cases = [
         (None, "missing credentials"),
         (Some("not-a-key".to_string()), "malformed"),

@@ -10,11 +10,13 @@
 
 use crate::common::{Api, assert_problem, operator, store_key};
 use baton_core::Role;
-use baton_core::audit::AuditAction;
+use baton_core::TenantId;
+use baton_core::crypto::PasswordParams;
+use baton_core::crypto::tokens;
+use baton_core::model::AuditAction;
 use baton_core::model::Tenant;
+use baton_core::model::{Member, User};
 use baton_core::ports::{Clock, SystemClock};
-use baton_core::users::{Member, PasswordParams, User};
-use baton_core::{TenantId, keys};
 use baton_server::app::{self, RunningApp};
 use baton_server::config::{Bus, Config, Crypto, Storage, Tier};
 use baton_testkit::TestDatabase;
@@ -195,7 +197,7 @@ async fn sessions_act_as_their_membership(kind: Kind) {
     let r = login(&app.base, &shouted, PASSWORD).await;
     assert_eq!(r.status, 200, "{}", r.body);
     let token = r.body["token"].as_str().expect("token").to_string();
-    assert!(keys::is_well_formed_session(&token), "{token}");
+    assert!(tokens::is_well_formed_session(&token), "{token}");
     assert_eq!(r.body["user"]["id"], ada.id.to_string());
     let expires: chrono::DateTime<chrono::Utc> =
         serde_json::from_value(r.body["expires_at"].clone()).expect("expires_at");
@@ -327,7 +329,7 @@ async fn sessions_act_as_their_membership(kind: Kind) {
     let r = ada_api.send(ada_api.req(Method::POST, "/v1/logout")).await;
     assert_problem(&r, 401, "unauthorized");
     // A token of the right shape that was never issued, and a malformed one.
-    let stranger = Api::new(&app.base, Some(keys::issue_session_token().token));
+    let stranger = Api::new(&app.base, Some(tokens::issue_session_token().token));
     let detail = assert_problem(&stranger.get("/v1/me").await, 401, "unauthorized");
     assert!(detail.contains("not valid"), "{detail}");
     let malformed = Api::new(&app.base, Some("bs_123".into()));

@@ -11,8 +11,8 @@ macro_rules! impl_agent_store {
         const _: () = {
             use async_trait::async_trait;
             use baton_core::StoreError;
-            use baton_core::audit::AuditEntry;
             use baton_core::model::Agent;
+            use baton_core::model::AuditEntry;
             use baton_core::ports::AgentStore;
             use baton_events::{AgentId, TenantId};
             use sqlx::types::Json;

@@ -1,4 +1,4 @@
-//! `RunStore::append` for both adapters: one transaction that stores the idempotency
+//! `EventLog` for both adapters: one transaction that stores the idempotency
 //! record first (a concurrent duplicate blocks on its key and then fails), checks the
 //! stream version with the run row locked, and writes the events with the runs,
 //! messages and receipts (`receipts.rs`) projections, on the `app` pool and scoped to the
@@ -14,7 +14,7 @@ macro_rules! impl_append {
             use baton_core::StoreError;
             use baton_core::model::RunSummary;
             use baton_core::ports::{
-                AppendOutcome, AppendRequest, IdempotencyRecord, Release, RunStore,
+                AppendOutcome, AppendRequest, EventLog, IdempotencyRecord, Release, RunReader,
             };
             use baton_events::TenantId;
             use sqlx::types::Json;
@@ -25,6 +25,18 @@ macro_rules! impl_append {
             type Connection = <$db as sqlx::Database>::Connection;
 
             $crate::adapter::receipts_projection!($db, $classify);
+
+            #[async_trait::async_trait]
+            impl EventLog for $store {
+                #[tracing::instrument(name = "store.append", skip_all)]
+                async fn append(
+                    &self,
+                    tenant: TenantId,
+                    req: AppendRequest,
+                ) -> Result<AppendOutcome, StoreError> {
+                    self.append_events(tenant, req).await
+                }
+            }
 
             impl $store {
                 async fn append_events(

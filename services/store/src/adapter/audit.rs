@@ -13,7 +13,8 @@ macro_rules! impl_audit_store {
         const _: () = {
             use async_trait::async_trait;
             use baton_core::StoreError;
-            use baton_core::audit::{AuditEntry, AuditQuery};
+            use baton_core::model::AuditEntry;
+            use baton_core::ports::AuditQuery;
             use baton_core::ports::AuditStore;
             use baton_events::TenantId;
             use sqlx::types::Json;

@@ -9,7 +9,8 @@ macro_rules! impl_checkpoint_store {
         const _: () = {
             use async_trait::async_trait;
             use baton_core::StoreError;
-            use baton_core::ports::{CheckpointMeta, CheckpointStore, StoredCheckpoint};
+            use baton_core::model::CheckpointMeta;
+            use baton_core::ports::{CheckpointStore, StoredCheckpoint};
             use baton_events::{RunId, TenantId};
             use $crate::plan::micros;
             use $crate::pools::{PoolKind, Scope};

@@ -1,8 +1,8 @@
-//! `RunStore` for both adapters: the reads of streams, runs, messages, receipts and
+//! `RunReader` for both adapters: the reads of streams, runs, messages, receipts and
 //! idempotency records, each on a connection of the `app` pool scoped to the caller's
 //! tenant. Every query binds the tenant too; `append` lives in `append.rs`.
 
-/// Implements `RunStore` for `$store` (a `$db` store), mapping driver errors with
+/// Implements `RunReader` for `$store` (a `$db` store), mapping driver errors with
 /// `$classify`. Invoked through [`super::impl_ports!`].
 macro_rules! impl_run_store {
     ($store:ty, $db:ty, $classify:path) => {
@@ -10,9 +10,7 @@ macro_rules! impl_run_store {
             use async_trait::async_trait;
             use baton_core::StoreError;
             use baton_core::model::{Message, Receipt, RunSummary};
-            use baton_core::ports::{
-                AppendOutcome, AppendRequest, IdempotencyRecord, RunListQuery, RunStore,
-            };
+            use baton_core::ports::{IdempotencyRecord, RunListQuery, RunReader};
             use baton_events::{Envelope, RunId, TenantId};
             use $crate::pools::{PoolKind, Scope};
             use $crate::rows::{
@@ -21,16 +19,7 @@ macro_rules! impl_run_store {
             };
 
             #[async_trait]
-            impl RunStore for $store {
-                #[tracing::instrument(name = "store.append", skip_all)]
-                async fn append(
-                    &self,
-                    tenant: TenantId,
-                    req: AppendRequest,
-                ) -> Result<AppendOutcome, StoreError> {
-                    self.append_events(tenant, req).await
-                }
-
+            impl RunReader for $store {
                 #[tracing::instrument(name = "store.read_stream", skip_all)]
                 async fn read_stream(
                     &self,

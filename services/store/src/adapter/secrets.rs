@@ -9,9 +9,10 @@ macro_rules! impl_secret_store {
         const _: () = {
             use async_trait::async_trait;
             use baton_core::StoreError;
-            use baton_core::audit::AuditEntry;
             use baton_core::crypto::Sealed;
-            use baton_core::ports::{SealedSecret, SecretMeta, SecretStore};
+            use baton_core::model::AuditEntry;
+            use baton_core::model::SecretMeta;
+            use baton_core::ports::{SealedSecret, SecretStore};
             use baton_events::TenantId;
             use chrono::{DateTime, Utc};
             use sqlx::QueryBuilder;

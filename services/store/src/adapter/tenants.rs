@@ -13,9 +13,10 @@ macro_rules! impl_tenant_store {
         const _: () = {
             use async_trait::async_trait;
             use baton_core::StoreError;
-            use baton_core::audit::AuditEntry;
+            use baton_core::model::ApiKeyRecord;
+            use baton_core::model::AuditEntry;
             use baton_core::model::{ApiKey, Tenant};
-            use baton_core::ports::{ApiKeyRecord, TenantStore};
+            use baton_core::ports::{ApiKeyStore, TenantStore};
             use baton_events::TenantId;
             use chrono::{DateTime, Utc};
             use uuid::Uuid;
@@ -112,7 +113,10 @@ macro_rules! impl_tenant_store {
                     .map_err($classify)?;
                     Ok(row.map(Tenant::from))
                 }
+            }
 
+            #[async_trait]
+            impl ApiKeyStore for $store {
                 /// A reused token hash is `Conflict { expected: 0, actual: 0 }`; an unknown
                 /// tenant is `NotFound`.
                 #[tracing::instrument(name = "store.create_api_key", skip_all)]

@@ -9,7 +9,7 @@ macro_rules! impl_tool_store {
         const _: () = {
             use async_trait::async_trait;
             use baton_core::StoreError;
-            use baton_core::audit::AuditEntry;
+            use baton_core::model::AuditEntry;
             use baton_core::model::Tool;
             use baton_core::ports::ToolStore;
             use baton_events::{TenantId, ToolId};

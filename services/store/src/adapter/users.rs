@@ -16,9 +16,9 @@ macro_rules! impl_user_store {
     ($store:ty, $db:ty, $classify:path, $lock:literal) => {
         const _: () = {
             use async_trait::async_trait;
-            use baton_core::audit::AuditEntry;
+            use baton_core::model::AuditEntry;
+            use baton_core::model::{Member, Session, TenantRole, User};
             use baton_core::ports::{MemberChange, UserCredentials, UserStore};
-            use baton_core::users::{Member, Session, TenantRole, User};
             use baton_core::{Role, StoreError};
             use baton_events::TenantId;
             use chrono::{DateTime, Utc};

@@ -4,7 +4,7 @@
 use crate::support::*;
 use baton_core::Role;
 use baton_core::model::ApiKey;
-use baton_core::ports::ApiKeyRecord;
+use baton_core::model::ApiKeyRecord;
 use baton_events::TenantId;
 use chrono::{DateTime, Duration, SubsecRound, TimeZone, Utc};
 use uuid::Uuid;
@@ -157,7 +157,12 @@ pub async fn a_key_is_revoked_once_and_keeps_its_first_revocation<S: Store>(s: &
     );
 
     // Authentication sees it at once.
-    let found = s.find_api_key(&h).await.expect("find").expect("stored");
+    let found = s
+        .lookup_api_key(&h)
+        .await
+        .expect("find")
+        .map(|r| r.key)
+        .expect("stored");
     assert_eq!(found.revoked_at, Some(first));
     let listed = s.list_api_keys(t, None, 10).await.expect("list");
     assert_eq!(listed.len(), 2, "revoked keys stay listed");

@@ -4,11 +4,12 @@
 //! stay within their tenant, and cannot be rewritten or deleted.
 
 use crate::support::*;
-use baton_core::audit::{AuditAction, AuditEntry, AuditQuery};
 use baton_core::crypto::Sealed;
 use baton_core::model::ApiKey;
+use baton_core::model::{AuditAction, AuditEntry};
+use baton_core::model::{Member, User};
+use baton_core::ports::AuditQuery;
 use baton_core::ports::{AuditStore, MemberChange, UserStore};
-use baton_core::users::{Member, User};
 use baton_core::{Role, StoreError};
 use baton_events::TenantId;
 use serde_json::json;

@@ -2,7 +2,8 @@
 //! listings carry metadata only; another tenant sees none.
 
 use crate::support::{Store, new_run, tenant};
-use baton_core::ports::{CheckpointMeta, StoredCheckpoint};
+use baton_core::model::CheckpointMeta;
+use baton_core::ports::StoredCheckpoint;
 use baton_events::CheckpointId;
 use chrono::{SubsecRound, Utc};
 

@@ -73,10 +73,16 @@ pub async fn tenants_and_api_keys_round_trip<S: Store>(s: &S) {
         .await
         .expect("create key");
     assert_eq!(
-        s.find_api_key(&hash).await.expect("find"),
+        s.lookup_api_key(&hash).await.expect("find").map(|r| r.key),
         Some(key.clone())
     );
-    assert_eq!(s.find_api_key(&[8u8; 32]).await.expect("find"), None);
+    assert_eq!(
+        s.lookup_api_key(&[8u8; 32])
+            .await
+            .expect("find")
+            .map(|r| r.key),
+        None
+    );
 
     let revoked = ApiKey {
         id: uuid::Uuid::now_v7(),
@@ -89,7 +95,10 @@ pub async fn tenants_and_api_keys_round_trip<S: Store>(s: &S) {
         .await
         .expect("create key");
     assert_eq!(
-        s.find_api_key(&[9u8; 32]).await.expect("find"),
+        s.lookup_api_key(&[9u8; 32])
+            .await
+            .expect("find")
+            .map(|r| r.key),
         Some(revoked)
     );
 

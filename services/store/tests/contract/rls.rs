@@ -13,11 +13,11 @@ use crate::support::*;
 use baton_core::Role;
 use baton_core::crypto::Sealed;
 use baton_core::model::ApiKey;
+use baton_core::model::CheckpointMeta;
+use baton_core::model::{Member, User};
 use baton_core::ports::{
-    AgentStore, CheckpointMeta, CheckpointStore, SecretStore, StoredCheckpoint, TenantStore,
-    ToolStore, UserStore,
+    AgentStore, ApiKeyStore, CheckpointStore, SecretStore, StoredCheckpoint, ToolStore, UserStore,
 };
-use baton_core::users::{Member, User};
 use baton_events::{
     CheckpointId, ReceiptId, RunEvent, TenantId, ToolEffect, ToolId, ToolIntent, ToolKind,
 };

@@ -5,8 +5,9 @@
 
 use crate::support::*;
 use baton_core::crypto::Sealed;
+use baton_core::model::CheckpointMeta;
 use baton_core::ports::{
-    CheckpointMeta, KeyUsage, SealedRecord, SealedRef, SealedStore, SealedSwap, StoredCheckpoint,
+    KeyUsage, SealedRecord, SealedRef, SealedStore, SealedSwap, StoredCheckpoint,
 };
 use baton_events::{CheckpointId, RunId, TenantId};
 

@@ -4,7 +4,7 @@
 use crate::support::*;
 use baton_core::StoreError;
 use baton_core::crypto::Sealed;
-use baton_core::ports::SecretMeta;
+use baton_core::model::SecretMeta;
 use baton_events::TenantId;
 use chrono::Duration;
 

@@ -2,14 +2,14 @@
 //! per test), raw-row access the ports do not offer, and builders for events and requests.
 
 use async_trait::async_trait;
-use baton_core::audit::{AuditAction, AuditEntry};
 use baton_core::model::{
     Agent, AgentLimits, ProviderSpec, Receipt, RunSummary, ScriptedReply, Tenant, Tool,
     ToolKindSpec,
 };
+use baton_core::model::{AuditAction, AuditEntry};
 use baton_core::ports::{
-    AgentStore, AppendOutcome, AppendRequest, Clock, IdempotencyRecord, RunStore, SecretStore,
-    SystemClock, TenantStore, ToolStore,
+    AgentStore, ApiKeyStore, AppendOutcome, AppendRequest, Clock, EventLog, IdempotencyRecord,
+    RunReader, SecretStore, SystemClock, TenantStore, ToolStore,
 };
 use baton_events::{
     AgentId, Decoded, Envelope, EventMeta, MessageAppended, MessageId, MessageRole, NewEvent,
@@ -23,13 +23,15 @@ use serde_json::Value;
 
 /// What the contract suite needs of an adapter.
 pub trait Store:
-    RunStore
+    RunReader
+    + EventLog
     + baton_core::ports::LeaseStore
     + AgentStore
     + ToolStore
     + SecretStore
     + baton_core::ports::CheckpointStore
     + TenantStore
+    + ApiKeyStore
     + baton_core::ports::AuditStore
     + Raw
     + Clone
@@ -37,13 +39,15 @@ pub trait Store:
 {
 }
 impl<
-    T: RunStore
+    T: RunReader
+        + EventLog
         + baton_core::ports::LeaseStore
         + AgentStore
         + ToolStore
         + SecretStore
         + baton_core::ports::CheckpointStore
         + TenantStore
+        + ApiKeyStore
         + baton_core::ports::AuditStore
         + Raw
         + Clone
@@ -264,7 +268,7 @@ pub fn now() -> DateTime<Utc> {
 
 /// An audit entry for a change whose entry the test does not look at.
 pub fn audited() -> AuditEntry {
-    audited_by(baton_core::audit::OPERATOR)
+    audited_by(baton_core::model::OPERATOR)
 }
 
 /// An audit entry of a change made by `actor`.

@@ -6,8 +6,8 @@
 use crate::support::*;
 use baton_core::Role;
 use baton_core::StoreError;
+use baton_core::model::{Member, Session, TenantRole, User};
 use baton_core::ports::{MemberChange, UserStore};
-use baton_core::users::{Member, Session, TenantRole, User};
 use baton_events::TenantId;
 use chrono::Duration;
 use uuid::Uuid;

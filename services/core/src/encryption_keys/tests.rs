@@ -4,12 +4,16 @@
 //! in its tenant, and the admin's use cases check the role and run one job at a time.
 
 use super::*;
-use crate::auth::Role;
 use crate::crypto::{Aad, Keyring};
-use crate::ports::{KeyUsage, SealedRecord, SealedRef, SealedStore, SealedSwap, SystemClock};
+use crate::error::CoreError;
+use crate::model::{AuditAction, AuditEntry, Principal, Role};
+use crate::ports::{
+    AuditQuery, AuditStore, KeyUsage, SealedRecord, SealedRef, SealedStore, SealedSwap, SystemClock,
+};
 use async_trait::async_trait;
 use baton_events::{CheckpointId, RunId};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 type Rows = BTreeMap<SealedRef, (String, Vec<u8>)>;
 type Hook = Box<dyn FnOnce(&mut Rows) + Send>;
@@ -36,7 +40,7 @@ impl AuditStore for Memory {
     async fn list_audit(
         &self,
         tenant: TenantId,
-        _: &crate::audit::AuditQuery,
+        _: &AuditQuery,
     ) -> Result<Vec<AuditEntry>, StoreError> {
         let entries = self.audit.lock().unwrap_or_else(|e| e.into_inner());
         Ok(entries
@@ -229,8 +233,8 @@ fn world() -> (Arc<Memory>, TenantId, TenantId, Vec<SealedRef>) {
     (store, a, b, records)
 }
 
-fn rotation(store: Arc<Memory>, keyring: Arc<Keyring>) -> Rotation {
-    Rotation { store, keyring }
+fn resealer(store: Arc<Memory>, keyring: Arc<Keyring>) -> Resealer {
+    Resealer { store, keyring }
 }
 
 fn opts(tenant: Option<TenantId>, batch: u32) -> ResealOptions {
@@ -257,7 +261,7 @@ fn assert_open_with_new_only(store: &Memory, records: &[SealedRef]) {
 #[tokio::test]
 async fn every_record_moves_to_the_active_key_in_batches_and_still_opens() {
     let (store, _, _, records) = world();
-    let r = rotation(store.clone(), ring(&["old", "new"], "new"));
+    let r = resealer(store.clone(), ring(&["old", "new"], "new"));
     let mut seen = Vec::new();
     let report = r
         .reseal(&opts(None, 2), |p| seen.push(p.to_string()), || false)
@@ -290,7 +294,7 @@ async fn every_record_moves_to_the_active_key_in_batches_and_still_opens() {
 #[tokio::test]
 async fn a_stopped_reseal_continues_where_it_stopped() {
     let (store, _, _, records) = world();
-    let r = rotation(store.clone(), ring(&["old", "new"], "new"));
+    let r = resealer(store.clone(), ring(&["old", "new"], "new"));
     let asked = AtomicUsize::new(0);
     // One batch of one record, then stop: what a crash after the first batch leaves.
     let first = r
@@ -326,7 +330,7 @@ async fn a_stopped_reseal_continues_where_it_stopped() {
 async fn a_record_rewritten_between_read_and_write_keeps_the_new_value() {
     let (store, a, _, _) = world();
     let new_ring = ring(&["old", "new"], "new");
-    let r = rotation(store.clone(), new_ring.clone());
+    let r = resealer(store.clone(), new_ring.clone());
     // A client puts a new value of `alpha` (under the active key) while the batch that
     // read the old one is being re-sealed.
     let target = secret(a, "alpha");
@@ -353,7 +357,7 @@ async fn a_record_rewritten_between_read_and_write_keeps_the_new_value() {
 #[tokio::test]
 async fn a_record_written_under_an_old_key_during_the_pass_is_picked_up_again() {
     let (store, a, _, _) = world();
-    let r = rotation(store.clone(), ring(&["old", "new"], "new"));
+    let r = resealer(store.clone(), ring(&["old", "new"], "new"));
     // A replica not yet told about the new key rewrites `alpha` under `old` meanwhile.
     let old = ring(&["old"], "old");
     let target = secret(a, "alpha");
@@ -388,7 +392,7 @@ async fn records_that_do_not_open_are_reported_by_id_and_left_as_they_are() {
         }
         row.clone()
     };
-    let r = rotation(store.clone(), ring(&["old", "new"], "new"));
+    let r = resealer(store.clone(), ring(&["old", "new"], "new"));
     let report = r
         .reseal(&opts(None, 2), |_| {}, || false)
         .await
@@ -418,7 +422,7 @@ async fn records_that_do_not_open_are_reported_by_id_and_left_as_they_are() {
 #[tokio::test]
 async fn a_tenants_reseal_leaves_other_tenants_alone() {
     let (store, a, b, records) = world();
-    let r = rotation(store.clone(), ring(&["old", "new"], "new"));
+    let r = resealer(store.clone(), ring(&["old", "new"], "new"));
     let report = r
         .reseal(&opts(Some(a), 1), |_| {}, || false)
         .await
@@ -442,7 +446,7 @@ async fn status_lists_ring_keys_and_keys_only_records_name() {
         &ring(&["lost"], "lost"),
         secret(TenantId::new(), "x"),
     );
-    let r = rotation(store, ring(&["old", "new"], "new"));
+    let r = resealer(store, ring(&["old", "new"], "new"));
     let status = r.status(None).await.expect("status");
     let rows: Vec<(&str, bool, bool, u64, u64)> = status
         .iter()
@@ -479,7 +483,7 @@ fn principal(tenant: TenantId, role: Role) -> Principal {
 async fn admins_see_and_reseal_their_tenant_one_job_at_a_time() {
     let (store, a, _, _) = world();
     let keys = EncryptionKeys::new(
-        rotation(store.clone(), ring(&["old", "new"], "new")),
+        resealer(store.clone(), ring(&["old", "new"], "new")),
         store.clone(),
         Arc::new(SystemClock),
     );
@@ -520,7 +524,7 @@ async fn admins_see_and_reseal_their_tenant_one_job_at_a_time() {
     assert_eq!((new.secrets, new.checkpoints), (2, 1));
     // The start and the end are in the tenant's audit stream, by the admin.
     let audit = store
-        .list_audit(a, &crate::audit::AuditQuery::default())
+        .list_audit(a, &AuditQuery::default())
         .await
         .expect("audit");
     let seen: Vec<_> = audit

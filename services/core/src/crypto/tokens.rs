@@ -1,6 +1,6 @@
-//! Bearer tokens — API keys and login sessions: generation and hashing. A token is shown
+//! Bearer tokens (API keys and login sessions): generation and hashing. A token is shown
 //! once; only its SHA-256 is stored (tokens carry 256 bits of randomness, so a fast hash is
-//! enough — passwords, which do not, get argon2id in [`crate::users`]).
+//! enough; passwords, which do not, get argon2id in [`super::passwords`]).
 
 use rand::RngCore;
 use sha2::{Digest, Sha256};

@@ -1,6 +1,6 @@
-//! The run model: status, the runs projection and how each event changes it, messages,
-//! and agent definitions. Pure data and pure functions; the store adapters call
-//! [`RunSummary::apply`] inside the append transaction so projections never drift.
+//! A run as the API shows it: its status, the runs projection and how each event changes
+//! it ([`RunSummary::apply`], called by the store inside the append transaction so the
+//! projection never drifts), and the messages projection.
 
 use baton_events::{AgentId, ErrorInfo, MessageId, MessageRole, RunEvent, RunId, TenantId};
 use chrono::{DateTime, Utc};
@@ -197,34 +197,3 @@ pub struct Message {
     pub version: i64,
     pub created_at: DateTime<Utc>,
 }
-
-/// A tenant.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Tenant {
-    pub id: TenantId,
-    pub name: String,
-    pub created_at: DateTime<Utc>,
-}
-
-/// A stored API key, without its secret.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ApiKey {
-    pub id: uuid::Uuid,
-    pub tenant: TenantId,
-    pub name: String,
-    pub prefix: String,
-    pub role: crate::Role,
-    pub created_at: DateTime<Utc>,
-    pub expires_at: Option<DateTime<Utc>>,
-    pub revoked_at: Option<DateTime<Utc>>,
-}
-
-mod agent;
-mod receipt;
-mod tool;
-pub use agent::*;
-pub use receipt::*;
-pub use tool::*;
-
-#[cfg(test)]
-mod tests;

@@ -1,0 +1,198 @@
+//! The audit stream: every change to what a tenant is made of (its members, API keys,
+//! secrets, agents and tools, the encryption of its records) is recorded with who made it,
+//! from where and when, in a per-tenant stream that the tenant's admins read.
+//!
+//! An entry is written by the store in the same transaction as the change it records: each
+//! port method that makes such a change takes its [`AuditEntry`], so a change is never
+//! stored without its entry, and a change that is refused or finds nothing to do (a stale
+//! role, a key revoked already) leaves no entry. Entries are never updated or deleted
+//! (on Postgres the policies let the application insert and read them, nothing else).
+//!
+//! An entry names its target (an id, a secret's name) and carries small `details` (a role,
+//! a version, a key id); never a secret's value, a token or a password.
+
+use crate::model::Principal;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::net::IpAddr;
+use uuid::Uuid;
+
+/// The actor of changes made with the `baton` command line on the server's machine.
+pub const OPERATOR: &str = "operator";
+
+/// What changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+pub enum AuditAction {
+    #[serde(rename = "member.added")]
+    MemberAdded,
+    #[serde(rename = "member.role_changed")]
+    MemberRoleChanged,
+    #[serde(rename = "member.removed")]
+    MemberRemoved,
+    #[serde(rename = "api_key.created")]
+    ApiKeyCreated,
+    #[serde(rename = "api_key.revoked")]
+    ApiKeyRevoked,
+    /// A secret stored, new or replacing the value of one of that name.
+    #[serde(rename = "secret.put")]
+    SecretPut,
+    #[serde(rename = "secret.deleted")]
+    SecretDeleted,
+    #[serde(rename = "agent.created")]
+    AgentCreated,
+    /// A new version of an agent.
+    #[serde(rename = "agent.updated")]
+    AgentUpdated,
+    #[serde(rename = "tool.created")]
+    ToolCreated,
+    /// A reseal of the tenant's records under the active encryption key began.
+    #[serde(rename = "encryption.reseal_started")]
+    ResealStarted,
+    /// That reseal ended (done, stopped by a shutdown, or failed).
+    #[serde(rename = "encryption.reseal_ended")]
+    ResealEnded,
+}
+
+impl AuditAction {
+    pub const ALL: [AuditAction; 12] = [
+        AuditAction::MemberAdded,
+        AuditAction::MemberRoleChanged,
+        AuditAction::MemberRemoved,
+        AuditAction::ApiKeyCreated,
+        AuditAction::ApiKeyRevoked,
+        AuditAction::SecretPut,
+        AuditAction::SecretDeleted,
+        AuditAction::AgentCreated,
+        AuditAction::AgentUpdated,
+        AuditAction::ToolCreated,
+        AuditAction::ResealStarted,
+        AuditAction::ResealEnded,
+    ];
+
+    /// The name stored and shown (`member.added`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            AuditAction::MemberAdded => "member.added",
+            AuditAction::MemberRoleChanged => "member.role_changed",
+            AuditAction::MemberRemoved => "member.removed",
+            AuditAction::ApiKeyCreated => "api_key.created",
+            AuditAction::ApiKeyRevoked => "api_key.revoked",
+            AuditAction::SecretPut => "secret.put",
+            AuditAction::SecretDeleted => "secret.deleted",
+            AuditAction::AgentCreated => "agent.created",
+            AuditAction::AgentUpdated => "agent.updated",
+            AuditAction::ToolCreated => "tool.created",
+            AuditAction::ResealStarted => "encryption.reseal_started",
+            AuditAction::ResealEnded => "encryption.reseal_ended",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<AuditAction> {
+        AuditAction::ALL.into_iter().find(|a| a.as_str() == s)
+    }
+}
+
+/// One change, as the audit stream records it.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct AuditEntry {
+    /// A UUIDv7: entries sort by it in the order they were made (to the millisecond
+    /// across replicas).
+    pub id: Uuid,
+    pub at: DateTime<Utc>,
+    /// Who: `key:<id>` (an API key), `user:<id>` (a login session), `local` (the embedded
+    /// tier's local owner) or `operator` (the `baton` command line).
+    pub actor: String,
+    /// From where: the address of the client's connection (behind a proxy, the
+    /// proxy's); none for the command line.
+    #[schema(value_type = Option<String>)]
+    pub source: Option<IpAddr>,
+    pub action: AuditAction,
+    /// What it changed: the member's user id, the key's id, the secret's name, the
+    /// agent's or tool's id, the active key's id for a reseal.
+    pub target: String,
+    /// A few facts about the change (a role, a version, a key id); never a value.
+    #[schema(value_type = Object)]
+    pub details: serde_json::Value,
+}
+
+impl AuditEntry {
+    /// A change `p` makes at `at`.
+    pub fn by(
+        p: &Principal,
+        at: DateTime<Utc>,
+        action: AuditAction,
+        target: impl Into<String>,
+        details: serde_json::Value,
+    ) -> AuditEntry {
+        AuditEntry {
+            id: Uuid::now_v7(),
+            at,
+            actor: p.actor.clone(),
+            source: p.source,
+            action,
+            target: target.into(),
+            details,
+        }
+    }
+
+    /// A change made with the `baton` command line.
+    pub fn operator(
+        at: DateTime<Utc>,
+        action: AuditAction,
+        target: impl Into<String>,
+        details: serde_json::Value,
+    ) -> AuditEntry {
+        AuditEntry {
+            id: Uuid::now_v7(),
+            at,
+            actor: OPERATOR.to_string(),
+            source: None,
+            action,
+            target: target.into(),
+            details,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn action_names_round_trip_and_match_serde() {
+        for action in AuditAction::ALL {
+            assert_eq!(AuditAction::parse(action.as_str()), Some(action));
+            let json = serde_json::to_value(action).expect("serializes");
+            assert_eq!(json, serde_json::json!(action.as_str()));
+            let back: AuditAction = serde_json::from_value(json).expect("deserializes");
+            assert_eq!(back, action);
+        }
+        assert_eq!(AuditAction::parse("secret.value"), None);
+    }
+
+    #[test]
+    fn an_entry_takes_who_and_where_from_the_principal() {
+        let p = Principal {
+            tenant: baton_events::TenantId::new(),
+            role: crate::Role::Admin,
+            actor: "key:1".into(),
+            source: Some("127.0.0.1".parse().expect("address")),
+        };
+        let e = AuditEntry::by(
+            &p,
+            Utc::now(),
+            AuditAction::SecretPut,
+            "token",
+            serde_json::json!({"key_id": "k1"}),
+        );
+        assert_eq!(e.actor, "key:1");
+        assert_eq!(e.source, p.source);
+        let op = AuditEntry::operator(
+            Utc::now(),
+            AuditAction::MemberAdded,
+            "u",
+            serde_json::json!({}),
+        );
+        assert_eq!((op.actor.as_str(), op.source), (OPERATOR, None));
+    }
+}

@@ -1,0 +1,29 @@
+//! Baton's domain types: runs and their messages, tool-call receipts, agents, tools,
+//! tenants and API keys, users, members and sessions, the audit stream's entries, what may
+//! be shown of secrets and checkpoints, and who may do what ([`access`]). Pure data and
+//! pure functions; every port and use case speaks in these types.
+
+mod access;
+mod agent;
+mod audit;
+mod checkpoint;
+mod receipt;
+mod run;
+mod secret;
+mod tenant;
+mod tool;
+mod user;
+
+pub use access::*;
+pub use agent::*;
+pub use audit::*;
+pub use checkpoint::*;
+pub use receipt::*;
+pub use run::*;
+pub use secret::*;
+pub use tenant::*;
+pub use tool::*;
+pub use user::*;
+
+#[cfg(test)]
+mod tests;

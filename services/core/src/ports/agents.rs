@@ -1,0 +1,46 @@
+//! Agent definitions and their versions.
+
+use crate::error::StoreError;
+use crate::model::{Agent, AuditEntry};
+use async_trait::async_trait;
+use baton_events::{AgentId, TenantId};
+
+/// Agent definitions, every version kept: a run uses the version it started with.
+///
+/// Every method that changes something takes the [`AuditEntry`] recording the change and
+/// writes it in the same transaction, only when the change is written (so for the other
+/// stores below).
+#[async_trait]
+pub trait AgentStore: Send + Sync {
+    /// Stores version 1 (`agent.version` must be 1).
+    async fn create_agent(
+        &self,
+        tenant: TenantId,
+        agent: &Agent,
+        audit: &AuditEntry,
+    ) -> Result<(), StoreError>;
+    /// Stores `agent` as its new current version, which must be exactly one above the
+    /// current one (`Conflict` otherwise: another update won).
+    async fn update_agent(
+        &self,
+        tenant: TenantId,
+        agent: &Agent,
+        audit: &AuditEntry,
+    ) -> Result<(), StoreError>;
+    /// The current version.
+    async fn get_agent(&self, tenant: TenantId, id: AgentId) -> Result<Option<Agent>, StoreError>;
+    /// One stored version.
+    async fn get_agent_version(
+        &self,
+        tenant: TenantId,
+        id: AgentId,
+        version: i64,
+    ) -> Result<Option<Agent>, StoreError>;
+    /// Agents newest first, older than `before` when given.
+    async fn list_agents(
+        &self,
+        tenant: TenantId,
+        before: Option<AgentId>,
+        limit: u32,
+    ) -> Result<Vec<Agent>, StoreError>;
+}

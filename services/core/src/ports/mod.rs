@@ -1,0 +1,35 @@
+//! The ports the use cases need, one file per port. The store adapters implement them in
+//! `baton-store` (`store/src/adapter/<port>.rs` mirrors `ports/<port>.rs`), the bus
+//! adapters in `baton-bus`, the engine [`RunDriver`]. Every method that touches tenant data
+//! takes the [`TenantId`](crate::TenantId) first and must never return another tenant's
+//! rows.
+
+mod agents;
+mod api_keys;
+mod append;
+mod audit;
+mod bus;
+mod checkpoints;
+mod clock;
+mod leases;
+mod runs;
+mod sealed;
+mod secrets;
+mod tenants;
+mod tools;
+mod users;
+
+pub use agents::AgentStore;
+pub use api_keys::ApiKeyStore;
+pub use append::{AppendOutcome, AppendRequest, EventLog, Fence, Release};
+pub use audit::{AuditQuery, AuditStore};
+pub use bus::{Control, ControlMessage, EventBus, RunDriver, Subscription};
+pub use checkpoints::{CheckpointStore, StoredCheckpoint};
+pub use clock::{Clock, SystemClock};
+pub use leases::{ClaimedRun, HeldLease, LeaseStore};
+pub use runs::{IdempotencyRecord, RunListQuery, RunReader};
+pub use sealed::{KeyUsage, SealedRecord, SealedRef, SealedStore, SealedSwap};
+pub use secrets::{SealedSecret, SecretReader, SecretStore};
+pub use tenants::TenantStore;
+pub use tools::ToolStore;
+pub use users::{MemberChange, UserCredentials, UserStore};
