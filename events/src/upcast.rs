@@ -1,8 +1,9 @@
 //! Schema versions per event type and the upcasters that lift old payloads to the shape
 //! this build reads. Events are forever: every schema version ever written stays listed.
 //!
-//! To change a payload's shape: bump its entry in [`SCHEMAS`], add a step to [`upcast`]
-//! that turns version N-1 data into version N, and add a golden fixture of the old shape.
+//! To change a payload's shape: bump its entry in `SCHEMAS`, add a step to [`upcast`]
+//! that turns version N-1 data into version N, and add a golden fixture of the old shape
+//! beside one of the new (the golden tests ask for one per entry of [`known_types`]).
 
 use serde_json::Value;
 
@@ -29,6 +30,12 @@ const SCHEMAS: &[(&str, u32)] = &[
     ("approval.decided", 1),
     ("checkpoint.saved", 1),
 ];
+
+/// Every event type this build knows, with its newest schema version: the types it
+/// writes, each of which must have a golden fixture at that version.
+pub fn known_types() -> impl Iterator<Item = (&'static str, u32)> {
+    SCHEMAS.iter().copied()
+}
 
 /// The newest schema version of `event_type`, or `None` for a type this build does not know.
 pub fn current_schema(event_type: &str) -> Option<u32> {
