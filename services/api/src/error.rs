@@ -9,99 +9,56 @@ use serde::Serialize;
 
 pub const PROBLEM_JSON: &str = "application/problem+json";
 
-/// Every public error code and its status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Code {
-    InvalidRequest,
-    InvalidBody,
-    InvalidPath,
-    InvalidQuery,
-    InvalidCursor,
-    InvalidLastEventId,
-    UnsupportedMediaType,
-    PayloadTooLarge,
-    HeadersTooLarge,
-    Unauthorized,
-    Forbidden,
-    HostNotAllowed,
-    OriginNotAllowed,
-    NotFound,
-    RouteNotFound,
-    MethodNotAllowed,
-    RunBusy,
-    RunEnded,
-    Conflict,
-    WrongState,
-    AlreadyExists,
-    IdempotencyKeyReused,
-    RateLimited,
-    Unavailable,
-    Internal,
+/// Declares [`Code`] from one table: each public error code once, with its status and
+/// its stable name.
+macro_rules! error_codes {
+    ($($code:ident => ($status:ident, $name:literal),)*) => {
+        /// Every public error code.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum Code {
+            $($code,)*
+        }
+
+        impl Code {
+            /// Every code, for documentation checks.
+            pub const ALL: &[Code] = &[$(Code::$code,)*];
+
+            pub fn status_and_name(self) -> (StatusCode, &'static str) {
+                match self {
+                    $(Code::$code => (StatusCode::$status, $name),)*
+                }
+            }
+        }
+    };
 }
 
-impl Code {
-    /// Every code, for documentation checks.
-    pub const ALL: [Code; 25] = [
-        Code::InvalidRequest,
-        Code::InvalidBody,
-        Code::InvalidPath,
-        Code::InvalidQuery,
-        Code::InvalidCursor,
-        Code::InvalidLastEventId,
-        Code::UnsupportedMediaType,
-        Code::PayloadTooLarge,
-        Code::HeadersTooLarge,
-        Code::Unauthorized,
-        Code::Forbidden,
-        Code::HostNotAllowed,
-        Code::OriginNotAllowed,
-        Code::NotFound,
-        Code::RouteNotFound,
-        Code::MethodNotAllowed,
-        Code::RunBusy,
-        Code::RunEnded,
-        Code::Conflict,
-        Code::WrongState,
-        Code::AlreadyExists,
-        Code::IdempotencyKeyReused,
-        Code::RateLimited,
-        Code::Unavailable,
-        Code::Internal,
-    ];
-
-    pub fn status_and_name(self) -> (StatusCode, &'static str) {
-        use Code::*;
-        match self {
-            InvalidRequest => (StatusCode::BAD_REQUEST, "invalid_request"),
-            InvalidBody => (StatusCode::BAD_REQUEST, "invalid_body"),
-            InvalidPath => (StatusCode::BAD_REQUEST, "invalid_path"),
-            InvalidQuery => (StatusCode::BAD_REQUEST, "invalid_query"),
-            InvalidCursor => (StatusCode::BAD_REQUEST, "invalid_cursor"),
-            InvalidLastEventId => (StatusCode::BAD_REQUEST, "invalid_last_event_id"),
-            UnsupportedMediaType => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
-            PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
-            HeadersTooLarge => (
-                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-                "headers_too_large",
-            ),
-            Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
-            Forbidden => (StatusCode::FORBIDDEN, "forbidden"),
-            HostNotAllowed => (StatusCode::FORBIDDEN, "host_not_allowed"),
-            OriginNotAllowed => (StatusCode::FORBIDDEN, "origin_not_allowed"),
-            NotFound => (StatusCode::NOT_FOUND, "not_found"),
-            RouteNotFound => (StatusCode::NOT_FOUND, "route_not_found"),
-            MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
-            RunBusy => (StatusCode::CONFLICT, "run_busy"),
-            RunEnded => (StatusCode::CONFLICT, "run_ended"),
-            Conflict => (StatusCode::CONFLICT, "conflict"),
-            WrongState => (StatusCode::CONFLICT, "wrong_state"),
-            AlreadyExists => (StatusCode::CONFLICT, "already_exists"),
-            IdempotencyKeyReused => (StatusCode::UNPROCESSABLE_ENTITY, "idempotency_key_reused"),
-            RateLimited => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
-            Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
-            Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
-        }
-    }
+// Codes are public API: add a row, never rename one.
+error_codes! {
+    InvalidRequest => (BAD_REQUEST, "invalid_request"),
+    InvalidBody => (BAD_REQUEST, "invalid_body"),
+    InvalidPath => (BAD_REQUEST, "invalid_path"),
+    InvalidQuery => (BAD_REQUEST, "invalid_query"),
+    InvalidCursor => (BAD_REQUEST, "invalid_cursor"),
+    InvalidLastEventId => (BAD_REQUEST, "invalid_last_event_id"),
+    UnsupportedMediaType => (UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
+    PayloadTooLarge => (PAYLOAD_TOO_LARGE, "payload_too_large"),
+    HeadersTooLarge => (REQUEST_HEADER_FIELDS_TOO_LARGE, "headers_too_large"),
+    Unauthorized => (UNAUTHORIZED, "unauthorized"),
+    Forbidden => (FORBIDDEN, "forbidden"),
+    HostNotAllowed => (FORBIDDEN, "host_not_allowed"),
+    OriginNotAllowed => (FORBIDDEN, "origin_not_allowed"),
+    NotFound => (NOT_FOUND, "not_found"),
+    RouteNotFound => (NOT_FOUND, "route_not_found"),
+    MethodNotAllowed => (METHOD_NOT_ALLOWED, "method_not_allowed"),
+    RunBusy => (CONFLICT, "run_busy"),
+    RunEnded => (CONFLICT, "run_ended"),
+    Conflict => (CONFLICT, "conflict"),
+    WrongState => (CONFLICT, "wrong_state"),
+    AlreadyExists => (CONFLICT, "already_exists"),
+    IdempotencyKeyReused => (UNPROCESSABLE_ENTITY, "idempotency_key_reused"),
+    RateLimited => (TOO_MANY_REQUESTS, "rate_limited"),
+    Unavailable => (SERVICE_UNAVAILABLE, "unavailable"),
+    Internal => (INTERNAL_SERVER_ERROR, "internal"),
 }
 
 /// An error answered to a client.
@@ -229,7 +186,7 @@ mod tests {
     #[test]
     fn every_error_code_is_documented_with_its_status_in_the_api_guide() {
         let guide = include_str!("../../../docs/api.md");
-        for code in Code::ALL {
+        for &code in Code::ALL {
             let (status, name) = code.status_and_name();
             let row = format!("| {} | `{name}` |", status.as_u16());
             assert!(guide.contains(&row), "docs/api.md lacks the row {row:?}");

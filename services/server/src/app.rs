@@ -351,7 +351,8 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
     check_exposure(addr, config.auth_required)?;
     // Installed before anything records, so no early measurement is lost.
     crate::telemetry::metrics::handle();
-    let keyring = crate::keyring::load(&config.crypto).context("loading the encryption keys")?;
+    let keyring =
+        crate::encryption_keys::load(&config.crypto).context("loading the encryption keys")?;
     tracing::info!(
         active_key = keyring.active_id(),
         keys = keyring.ids().count(),

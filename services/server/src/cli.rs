@@ -1,5 +1,5 @@
 //! The command line: `serve`, `migrate`, `config explain`, `config reference`,
-//! `admin create-tenant`, `admin create-user`, `keys` (`cli/encryption.rs`).
+//! `admin create-tenant`, `admin create-user`, `encryption-keys` (`cli/encryption_keys.rs`).
 
 use crate::app;
 use crate::config::{self, CliOverrides, Config, Sources};
@@ -13,7 +13,7 @@ use baton_core::{Role, TenantId};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
-mod encryption;
+mod encryption_keys;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -49,8 +49,8 @@ pub enum Command {
     Admin(AdminCommand),
     /// Encryption keys: generate one, re-seal secrets and checkpoints under the active key,
     /// see what each key seals, retire one.
-    #[command(subcommand)]
-    Keys(encryption::KeysCommand),
+    #[command(subcommand, alias = "keys")]
+    EncryptionKeys(encryption_keys::KeysCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -143,7 +143,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Keys(command) => encryption::run(cli.config, command).await,
+        Command::EncryptionKeys(command) => encryption_keys::run(cli.config, command).await,
         Command::Admin(AdminCommand::CreateTenant { name, overrides }) => {
             let config = load(cli.config, overrides)?;
             create_tenant(&config, &name).await

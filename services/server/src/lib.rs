@@ -4,5 +4,5 @@
 pub mod app;
 pub mod cli;
 pub mod config;
-pub mod keyring;
+pub mod encryption_keys;
 pub mod telemetry;

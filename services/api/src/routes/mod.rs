@@ -4,7 +4,7 @@ pub mod actions;
 pub mod agents;
 pub mod api_keys;
 pub mod audit;
-pub mod encryption;
+pub mod encryption_keys;
 pub mod events;
 pub mod health;
 pub mod members;

@@ -91,7 +91,7 @@ impl EncryptionKeys {
     /// The caller's tenant's records per key (admin).
     #[tracing::instrument(name = "keys.status", skip_all)]
     pub async fn status(&self, p: &Principal) -> Result<TenantKeys, CoreError> {
-        p.require(Action::ManageEncryption)?;
+        p.require(Action::ManageEncryptionKeys)?;
         // The job first: once it shows a reseal ended, the counts read after it include
         // everything that reseal wrote.
         let reseal = self.jobs().get(&p.tenant).cloned();
@@ -111,7 +111,7 @@ impl EncryptionKeys {
         p: &Principal,
         batch: Option<u32>,
     ) -> Result<(ResealJob, Option<ResealTask>), CoreError> {
-        p.require(Action::ManageEncryption)?;
+        p.require(Action::ManageEncryptionKeys)?;
         let batch = batch.unwrap_or(DEFAULT_BATCH);
         if !(1..=MAX_BATCH).contains(&batch) {
             return Err(CoreError::invalid(format!(

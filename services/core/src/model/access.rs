@@ -55,7 +55,7 @@ pub enum Action {
     ManageSecrets,
     /// See which encryption keys seal the tenant's secrets and checkpoints, and re-seal
     /// them under the active key (key ids only: key material never leaves the server).
-    ManageEncryption,
+    ManageEncryptionKeys,
     /// Create, list and revoke the tenant's API keys (a new key's role is at most the
     /// creator's: see [`Principal::may_grant`]).
     ManageApiKeys,
@@ -81,7 +81,7 @@ impl Action {
             Action::ManageAgents
             | Action::ManageTools
             | Action::ManageSecrets
-            | Action::ManageEncryption
+            | Action::ManageEncryptionKeys
             | Action::ManageApiKeys
             | Action::ManageMembers
             | Action::ReadAudit => Role::Admin,
@@ -101,7 +101,7 @@ impl Action {
             Action::ReadTools => "read tools",
             Action::ManageTools => "manage tools",
             Action::ManageSecrets => "manage secrets",
-            Action::ManageEncryption => "manage the encryption of the tenant's records",
+            Action::ManageEncryptionKeys => "manage the tenant's encryption keys",
             Action::ManageApiKeys => "manage API keys",
             Action::ManageMembers => "manage members",
             Action::ManageOwners => "manage owners",

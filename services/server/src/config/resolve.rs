@@ -206,51 +206,17 @@ pub struct LogConfig {
 
 impl Config {
     /// An embedded-tier configuration for tests and demos: SQLite under `data_dir`, in-process
-    /// bus, listening on 127.0.0.1 port 0, all other values at their defaults.
+    /// bus, listening on 127.0.0.1 port 0, all other values at their defaults. Built by
+    /// [`RawConfig::validate`] like every other configuration.
     pub fn embedded(data_dir: impl Into<PathBuf>) -> Config {
-        let data_dir = data_dir.into();
-        let crypto = Crypto::Generated {
-            dir: generated_key_dir(&data_dir),
-        };
-        let defaults = RawConfig::default();
-        let pools = pools(&defaults);
-        let http = HttpSection {
-            listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
-            ..defaults.http
-        };
-        Config {
+        let mut raw = RawConfig {
             tier: Tier::Embedded,
-            replica_name: defaults.replica_name,
-            storage: Storage::Sqlite {
-                location: SqliteLocation::File(data_dir.join("baton.db")),
-                pools,
-                acquire_timeout: Duration::from_millis(defaults.database.acquire_timeout_ms),
-                migrate_on_start: defaults.database.migrate_on_start,
-            },
-            data_dir,
-            http: HttpConfig {
-                listen: http.listen,
-                body_limit_bytes: usize::try_from(http.body_limit_bytes).unwrap_or(usize::MAX),
-                sse_buffer: http.sse_buffer as usize,
-                sse_keepalive: Duration::from_secs(http.sse_keepalive_secs),
-                sse_resync: Duration::from_millis(http.sse_resync_ms),
-                shutdown_grace: Duration::from_secs(http.shutdown_grace_secs),
-                header_limit_bytes: usize::try_from(http.header_limit_bytes).unwrap_or(usize::MAX),
-                allowed_hosts: Vec::new(),
-                allowed_origins: Vec::new(),
-                key_rate_limit: http.key_rate_limit,
-                tenant_rate_limit: http.tenant_rate_limit,
-            },
-            bus: Bus::InProcess,
-            auth_required: defaults.auth.required,
-            login: login_config(&defaults.auth),
-            log: LogConfig {
-                format: defaults.log.format,
-                filter: defaults.log.filter,
-            },
-            cluster: cluster_config(&defaults.cluster),
-            crypto,
-        }
+            data_dir: data_dir.into(),
+            ..RawConfig::default()
+        };
+        raw.http.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        raw.validate()
+            .expect("the defaults of the embedded tier validate (a unit test holds them to it)")
     }
 }
 
@@ -436,19 +402,6 @@ fn configured_crypto(c: &CryptoSection) -> Result<Option<Crypto>, ConfigError> {
     }))
 }
 
-fn login_config(a: &AuthSection) -> LoginConfig {
-    LoginConfig {
-        password: PasswordParams {
-            memory_kib: a.argon2_memory_kib,
-            iterations: a.argon2_iterations,
-            parallelism: a.argon2_parallelism,
-        },
-        session_lifetime: Duration::from_secs(a.session_lifetime_secs),
-        account_rate_limit: a.login_account_rate_limit,
-        address_rate_limit: a.login_address_rate_limit,
-    }
-}
-
 fn validate_login(a: &AuthSection) -> Result<LoginConfig, ConfigError> {
     if !(1..=64).contains(&a.argon2_parallelism) {
         return Err(invalid(
@@ -479,20 +432,20 @@ fn validate_login(a: &AuthSection) -> Result<LoginConfig, ConfigError> {
             &format!("{} is outside 60..=31536000", a.session_lifetime_secs),
         ));
     }
-    let login = login_config(a);
+    let login = LoginConfig {
+        password: PasswordParams {
+            memory_kib: a.argon2_memory_kib,
+            iterations: a.argon2_iterations,
+            parallelism: a.argon2_parallelism,
+        },
+        session_lifetime: Duration::from_secs(a.session_lifetime_secs),
+        account_rate_limit: a.login_account_rate_limit,
+        address_rate_limit: a.login_address_rate_limit,
+    };
     if let Err(e) = login.password.argon2() {
         return Err(invalid("auth.argon2_memory_kib", &e));
     }
     Ok(login)
-}
-
-fn cluster_config(c: &ClusterSection) -> ClusterConfig {
-    ClusterConfig {
-        lease_ttl: Duration::from_millis(c.lease_ttl_ms),
-        renew_every: Duration::from_millis(c.renew_interval_ms),
-        adopt_every: Duration::from_millis(c.adopt_interval_ms),
-        adopt_batch: c.adopt_batch,
-    }
 }
 
 fn validate_cluster(c: &ClusterSection) -> Result<ClusterConfig, ConfigError> {
@@ -524,7 +477,12 @@ fn validate_cluster(c: &ClusterSection) -> Result<ClusterConfig, ConfigError> {
             "must be between 1 and 10000",
         ));
     }
-    Ok(cluster_config(c))
+    Ok(ClusterConfig {
+        lease_ttl: Duration::from_millis(c.lease_ttl_ms),
+        renew_every: Duration::from_millis(c.renew_interval_ms),
+        adopt_every: Duration::from_millis(c.adopt_interval_ms),
+        adopt_batch: c.adopt_batch,
+    })
 }
 
 fn invalid(key: &'static str, message: &str) -> ConfigError {
@@ -631,17 +589,13 @@ fn allowed_origin(origin: &str) -> Result<String, ConfigError> {
     }
 }
 
-fn pools(raw: &RawConfig) -> Pools {
-    Pools {
+fn validate_pools(raw: &RawConfig) -> Result<Pools, ConfigError> {
+    let p = Pools {
         app: raw.database.app_pool,
         control: raw.database.control_pool,
         checkpoint: raw.database.checkpoint_pool,
         max_connections: raw.database.max_connections,
-    }
-}
-
-fn validate_pools(raw: &RawConfig) -> Result<Pools, ConfigError> {
-    let p = pools(raw);
+    };
     for (key, size) in [
         ("database.app_pool", p.app),
         ("database.control_pool", p.control),

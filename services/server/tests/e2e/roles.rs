@@ -172,9 +172,9 @@ const ROUTES: &[Row] = &[
     row("PUT", "/v1/secrets/{name}", key(ManageSecrets, Role::Admin), &[200], OwnName),
     row("GET", "/v1/secrets", key(ManageSecrets, Role::Admin), &[200], Scoped),
     row("DELETE", "/v1/secrets/{name}", key(ManageSecrets, Role::Admin), &[204], NotFound),
-    row("GET", "/v1/keys", key(ManageEncryption, Role::Admin), &[200], Scoped),
+    row("GET", "/v1/encryption-keys", key(ManageEncryptionKeys, Role::Admin), &[200], Scoped),
     // A reseal of the caller's tenant, started in the background: 202 at once.
-    row("POST", "/v1/keys/reseal", key(ManageEncryption, Role::Admin), &[202], Scoped),
+    row("POST", "/v1/encryption-keys/reseal", key(ManageEncryptionKeys, Role::Admin), &[202], Scoped),
     row("POST", "/v1/api-keys", key(ManageApiKeys, Role::Admin), &[201], Scoped),
     row("GET", "/v1/api-keys", key(ManageApiKeys, Role::Admin), &[200], Scoped),
     row("DELETE", "/v1/api-keys/{key_id}", key(ManageApiKeys, Role::Admin), &[204], NotFound),
@@ -208,7 +208,7 @@ fn all_actions() -> Vec<Action> {
         ReadTools,
         ManageTools,
         ManageSecrets,
-        ManageEncryption,
+        ManageEncryptionKeys,
         ManageApiKeys,
         ManageMembers,
         ManageOwners,
@@ -217,7 +217,7 @@ fn all_actions() -> Vec<Action> {
     for a in all {
         match a {
             ReadAgents | ManageAgents | ReadRuns | CreateRuns | PostMessages | CancelRuns
-            | ResolveActions | ReadTools | ManageTools | ManageSecrets | ManageEncryption
+            | ResolveActions | ReadTools | ManageTools | ManageSecrets | ManageEncryptionKeys
             | ManageApiKeys | ManageMembers | ManageOwners | ReadAudit => {}
         }
     }
@@ -782,7 +782,9 @@ fn request(row: &Row, src: Src, nonce: &str) -> Req {
             Some(json!({"value": format!("value {nonce}")})),
         ),
         ("DELETE", "/v1/secrets/{name}") => (format!("/v1/secrets/{}", outer.secret), None),
-        ("GET", "/v1/keys") | ("POST", "/v1/keys/reseal") => (row.path.to_string(), None),
+        ("GET", "/v1/encryption-keys") | ("POST", "/v1/encryption-keys/reseal") => {
+            (row.path.to_string(), None)
+        }
         ("POST", "/v1/api-keys") => (
             row.path.to_string(),
             Some(json!({"name": format!("{nonce} key"), "role": "viewer"})),

@@ -5,7 +5,7 @@
 //! row rewritten since (a secret put again) keeps its newer value.
 //!
 //! Counting and paging are scoped to the tenant when one is given (a tenant admin's
-//! re-seal) and cross-tenant only when none is (`baton keys`, over every tenant). Each
+//! re-seal) and cross-tenant only when none is (`baton encryption-keys`, over every tenant). Each
 //! swap is written scoped to its own record's tenant, whichever way it was found.
 
 /// Implements `SealedStore` for `$store` (a `$db` store), mapping driver errors with

@@ -305,6 +305,10 @@ fn embedded_constructor_for_tests_listens_on_port_zero() {
             if p == &PathBuf::from("/tmp/baton-test/baton.db")
     ));
     assert!(matches!(config.bus, Bus::InProcess));
+    assert!(matches!(
+        &config.crypto,
+        Crypto::Generated { dir } if dir == &PathBuf::from("/tmp/baton-test/keyring")
+    ));
 }
 
 #[test]

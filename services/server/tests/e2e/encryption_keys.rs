@@ -1,12 +1,12 @@
-//! Encryption keys over HTTP: `GET /v1/keys` shows an admin the tenant's secrets and
-//! checkpoints per key id, and `POST /v1/keys/reseal` re-seals them under the active key in
-//! the background, within the caller's tenant alone; and in the embedded tier, `baton keys
+//! Encryption keys over HTTP: `GET /v1/encryption-keys` shows an admin the tenant's secrets and
+//! checkpoints per key id, and `POST /v1/encryption-keys/reseal` re-seals them under the active key in
+//! the background, within the caller's tenant alone; and in the embedded tier, `baton encryption-keys
 //! rotate --new` makes a new generated key active, re-seals, and the server reads
 //! everything with it after a restart once the first key is retired.
 //!
 //! Also the harness the rotation test shares: in-process team-tier apps on one Postgres
 //! database whose keyring each test chooses, restarted with another keyring as an operator
-//! rolls replicas, and `baton keys` as a child process with the same configuration.
+//! rolls replicas, and `baton encryption-keys` as a child process with the same configuration.
 
 use crate::common::{Api, assert_problem, store_key};
 use baton_core::crypto::Keyring;
@@ -141,7 +141,7 @@ pub fn ring(keys: &[(&str, &str)], active: &str) -> Keyring {
     Keyring::from_config(&keys, active).expect("ring")
 }
 
-/// `baton keys ARGS` with the configuration of a team replica on `db_url` holding `keys`
+/// `baton encryption-keys ARGS` with the configuration of a team replica on `db_url` holding `keys`
 /// (active `active`), in `dir`, its environment cleared but for that.
 pub fn keys_command(
     dir: &Path,
@@ -151,7 +151,7 @@ pub fn keys_command(
     args: &[&str],
 ) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"));
-    cmd.arg("keys")
+    cmd.arg("encryption-keys")
         .args(args)
         .args(["--tier", "team", "--auth-required"])
         .current_dir(dir)
@@ -192,7 +192,7 @@ pub fn status_row(stdout: &str, key_id: &str) -> Vec<String> {
         .unwrap_or_else(|| panic!("no row {key_id:?} in {stdout}"))
 }
 
-/// The entry of `key_id` in a `GET /v1/keys` answer, as `(secrets, checkpoints)`.
+/// The entry of `key_id` in a `GET /v1/encryption-keys` answer, as `(secrets, checkpoints)`.
 fn counts(body: &Value, key_id: &str) -> (u64, u64) {
     let k = body["keys"]
         .as_array()
@@ -204,11 +204,11 @@ fn counts(body: &Value, key_id: &str) -> (u64, u64) {
     )
 }
 
-/// Polls `GET /v1/keys` until the latest reseal is no longer running; returns the answer.
+/// Polls `GET /v1/encryption-keys` until the latest reseal is no longer running; returns the answer.
 async fn wait_reseal(api: &Api) -> Value {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        let r = api.get("/v1/keys").await;
+        let r = api.get("/v1/encryption-keys").await;
         assert_eq!(r.status, 200, "{}", r.body);
         if r.body["reseal"]["state"] != "running" {
             return r.body;
@@ -252,16 +252,16 @@ async fn an_admins_reseal_moves_the_tenants_records_and_no_one_elses() {
     let b_owner = Api::new(&base(&app), b_owner.token.clone());
     for role in [Role::Viewer, Role::Member] {
         let api = client(&app, a, role).await;
-        let detail = assert_problem(&api.get("/v1/keys").await, 403, "forbidden");
+        let detail = assert_problem(&api.get("/v1/encryption-keys").await, 403, "forbidden");
         assert!(detail.contains("encryption"), "{detail}");
         assert_problem(
-            &api.post("/v1/keys/reseal", json!({})).await,
+            &api.post("/v1/encryption-keys/reseal", json!({})).await,
             403,
             "forbidden",
         );
     }
 
-    let before = admin.get("/v1/keys").await;
+    let before = admin.get("/v1/encryption-keys").await;
     assert_eq!(before.status, 200, "{}", before.body);
     assert_eq!(before.body["active_key"], "new");
     assert_eq!(before.body["reseal"], Value::Null);
@@ -274,16 +274,16 @@ async fn an_admins_reseal_moves_the_tenants_records_and_no_one_elses() {
     );
 
     let bad = admin
-        .send(admin.req(reqwest::Method::POST, "/v1/keys/reseal?batch=0"))
+        .send(admin.req(reqwest::Method::POST, "/v1/encryption-keys/reseal?batch=0"))
         .await;
     let detail = assert_problem(&bad, 400, "invalid_request");
     assert!(detail.contains("batch"), "{detail}");
 
     let accepted = admin
-        .send(admin.req(reqwest::Method::POST, "/v1/keys/reseal?batch=1"))
+        .send(admin.req(reqwest::Method::POST, "/v1/encryption-keys/reseal?batch=1"))
         .await;
     assert_eq!(accepted.status, 202, "{}", accepted.body);
-    assert_eq!(accepted.body["status_url"], "/v1/keys");
+    assert_eq!(accepted.body["status_url"], "/v1/encryption-keys");
     assert_eq!(accepted.body["reseal"]["active_key"], "new");
     let after = wait_reseal(&admin).await;
     let job = &after["reseal"];
@@ -305,7 +305,7 @@ async fn an_admins_reseal_moves_the_tenants_records_and_no_one_elses() {
     );
 
     // Tenant B's records are where they were, and B sees no reseal of its own.
-    let theirs = b_owner.get("/v1/keys").await;
+    let theirs = b_owner.get("/v1/encryption-keys").await;
     assert_eq!(counts(&theirs.body, "old"), (3, 1), "{}", theirs.body);
     assert_eq!(counts(&theirs.body, "new"), (0, 0));
     assert_eq!(theirs.body["reseal"], Value::Null);
@@ -319,7 +319,7 @@ async fn an_admins_reseal_moves_the_tenants_records_and_no_one_elses() {
     );
 
     // Another reseal of A finds nothing to do.
-    let again = admin.post("/v1/keys/reseal", json!({})).await;
+    let again = admin.post("/v1/encryption-keys/reseal", json!({})).await;
     assert_eq!(again.status, 202, "{}", again.body);
     let done = wait_reseal(&admin).await;
     assert_eq!(done["reseal"]["progress"]["secrets"]["total"], 0, "{done}");
@@ -366,7 +366,7 @@ async fn the_embedded_tier_rotates_its_generated_key() {
 
     let baton = |args: &[&str]| {
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"));
-        cmd.arg("keys")
+        cmd.arg("encryption-keys")
             .args(args)
             .arg("--data-dir")
             .arg(&data)
@@ -399,7 +399,7 @@ async fn the_embedded_tier_rotates_its_generated_key() {
     // Restarted, the server seals with k2 and reads the re-sealed secret and checkpoint.
     let app = start(&Config::embedded(&data)).await;
     let api = Api::new(&base(&app), None);
-    let keys = api.get("/v1/keys").await;
+    let keys = api.get("/v1/encryption-keys").await;
     assert_eq!(keys.body["active_key"], "k2", "{}", keys.body);
     assert_eq!(counts(&keys.body, "k2"), (1, 1));
     let posted = api.message(&run, "look it up", None).await;

@@ -1,4 +1,4 @@
-//! `/v1/keys`: which encryption keys seal the tenant's secrets and checkpoints, and a
+//! `/v1/encryption-keys`: which encryption keys seal the tenant's secrets and checkpoints, and a
 //! reseal of them under the active key, run in the background on the replica that took
 //! the request (admins only). Key ids only: no answer carries key material or anything a
 //! record holds.
@@ -14,7 +14,7 @@ use baton_core::encryption_keys::{ResealJob, TenantKeys};
 use serde::{Deserialize, Serialize};
 
 /// Where a reseal's progress shows.
-const STATUS_URL: &str = "/v1/keys";
+const STATUS_URL: &str = "/v1/encryption-keys";
 
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -27,7 +27,7 @@ pub struct ResealQuery {
 /// A reseal accepted: it runs in the background; its progress shows at `status_url`.
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct ResealAccepted {
-    /// `/v1/keys`.
+    /// `/v1/encryption-keys`.
     pub status_url: String,
     /// The reseal as it stands: just started, or the one already running.
     pub reseal: ResealJob,
@@ -35,7 +35,7 @@ pub struct ResealAccepted {
 
 /// Per encryption key id, the tenant's secrets and checkpoints sealed under it; the active
 /// key; the tenant's latest reseal on this replica (admin).
-#[utoipa::path(get, path = "/v1/keys", tag = "encryption",
+#[utoipa::path(get, path = "/v1/encryption-keys", tag = "encryption-keys",
     responses((status = 200, body = TenantKeys), (status = "4XX", body = Problem)))]
 pub async fn status(
     State(st): State<AppState>,
@@ -46,12 +46,12 @@ pub async fn status(
 
 /// Re-seal the tenant's secrets and checkpoints that are not under the active key under it
 /// (admin): in the background on this replica, in batches of one transaction each.
-/// Answers at once; `GET /v1/keys` shows the progress. While a reseal of the tenant runs
+/// Answers at once; `GET /v1/encryption-keys` shows the progress. While a reseal of the tenant runs
 /// on this replica, this answers with that one rather than starting another.
-#[utoipa::path(post, path = "/v1/keys/reseal", tag = "encryption", params(ResealQuery),
+#[utoipa::path(post, path = "/v1/encryption-keys/reseal", tag = "encryption-keys", params(ResealQuery),
     responses(
         (status = 202, body = ResealAccepted,
-         headers(("location" = String, description = "Where the progress shows: `/v1/keys`"))),
+         headers(("location" = String, description = "Where the progress shows: `/v1/encryption-keys`"))),
         (status = "4XX", body = Problem)))]
 pub async fn reseal(
     State(st): State<AppState>,

@@ -15,7 +15,7 @@
 use super::load;
 use crate::app;
 use crate::config::{CliOverrides, Config, Crypto};
-use crate::keyring;
+use crate::encryption_keys;
 use anyhow::Context;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -130,7 +130,7 @@ fn generate(id: Option<String>, dir: Option<&Path>) -> anyhow::Result<()> {
     crypto::validate_key_id(&id)?;
     match dir {
         Some(dir) => {
-            let path = keyring::write_new_key(dir, &id)?;
+            let path = encryption_keys::write_new_key(dir, &id)?;
             println!("key_id: {id}");
             println!("file:   {}", path.display());
             eprintln!(
@@ -162,7 +162,7 @@ fn generate(id: Option<String>, dir: Option<&Path>) -> anyhow::Result<()> {
 
 /// The configured keyring and the database's sealed records.
 async fn open(config: &Config) -> anyhow::Result<(Resealer, app::Stores)> {
-    let ring = keyring::load(&config.crypto).context("loading the encryption keys")?;
+    let ring = encryption_keys::load(&config.crypto).context("loading the encryption keys")?;
     let stores = app::open_stores(&config.storage).await?;
     let resealer = Resealer {
         store: stores.sealed.clone(),
@@ -180,18 +180,19 @@ async fn rotate(
         let Crypto::Generated { dir } = &config.crypto else {
             anyhow::bail!(
                 "--new is for the embedded tier's generated keyring; with configured keys, make \
-                 a key with `baton keys generate`, add it to every replica, make it \
-                 crypto.active_key, roll the replicas, then run `baton keys rotate`"
+                 a key with `baton encryption-keys generate`, add it to every replica, make it \
+                 crypto.active_key, roll the replicas, then run `baton encryption-keys rotate`"
             );
         };
         // Creates the first key of a fresh data directory, so the new one is not alone.
-        let current = keyring::load(&config.crypto).context("loading the encryption keys")?;
+        let current =
+            encryption_keys::load(&config.crypto).context("loading the encryption keys")?;
         let id = id.unwrap_or_else(default_id);
         anyhow::ensure!(
             !current.contains(&id),
             "key {id:?} is in the keyring already: choose another id"
         );
-        let path = keyring::activate_new_generated_key(dir, &id)?;
+        let path = encryption_keys::activate_new_generated_key(dir, &id)?;
         eprintln!(
             "generated the key {id:?} ({}) and made it the active key; restart a running \
              `baton serve` now: it knows only the keys it started with",
@@ -231,7 +232,7 @@ async fn rotate(
     anyhow::ensure!(
         left == 0,
         "{} are still sealed under other keys: they were written under another key while \
-         this ran (does every replica seal with {active:?}?); run `baton keys rotate` again",
+         this ran (does every replica seal with {active:?}?); run `baton encryption-keys rotate` again",
         count(left, "record")
     );
     println!("every secret and checkpoint is sealed under {active:?}");
@@ -306,7 +307,7 @@ async fn retire(config: &Config, id: &str, dir: Option<&Path>) -> anyhow::Result
     anyhow::ensure!(
         keyring.active_id() != id,
         "key {id:?} is the active key: make another key active (crypto.active_key), roll the \
-         replicas and run `baton keys rotate` first"
+         replicas and run `baton encryption-keys rotate` first"
     );
     let (secrets, checkpoints) = usage
         .iter()
@@ -314,7 +315,7 @@ async fn retire(config: &Config, id: &str, dir: Option<&Path>) -> anyhow::Result
         .map_or((0, 0), |u| (u.secrets, u.checkpoints));
     anyhow::ensure!(
         secrets + checkpoints == 0,
-        "key {id:?} still seals {} and {}: run `baton keys rotate` first (`baton keys \
+        "key {id:?} still seals {} and {}: run `baton encryption-keys rotate` first (`baton encryption-keys \
          status` shows every key)",
         count(secrets, "secret"),
         count(checkpoints, "checkpoint")
@@ -327,7 +328,7 @@ async fn retire(config: &Config, id: &str, dir: Option<&Path>) -> anyhow::Result
     match file_dir {
         Some(dir) => {
             let path = dir.join(id);
-            if keyring::remove_key_file(&dir, id)? {
+            if encryption_keys::remove_key_file(&dir, id)? {
                 println!(
                     "nothing is sealed under key {id:?}: deleted its key file {}",
                     path.display()

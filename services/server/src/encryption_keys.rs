@@ -1,7 +1,7 @@
 //! Builds the encryption [`Keyring`] from the configuration at start-up: the keys of
 //! `crypto.keys`, the key files of `crypto.keys_dir`, or — in the embedded tier without
 //! configured keys — the keys Baton generates under the data directory. Also writes key
-//! files (`baton keys generate --dir`), makes a new generated key active (`baton keys
+//! files (`baton encryption-keys generate --dir`), makes a new generated key active (`baton encryption-keys
 //! rotate --new` in the embedded tier) and deletes a retired key's file.
 //!
 //! The embedded tier's keyring directory holds its keys, one file each, and a hidden file

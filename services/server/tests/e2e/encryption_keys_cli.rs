@@ -7,7 +7,7 @@
 //! `new` alone reads every secret (a tool call sends them all) and restores every run
 //! from its checkpoint, while every row opens with `new` alone.
 
-use crate::keys::{
+use crate::encryption_keys::{
     NEW, OLD, base, client, key_ids, keys_command, output, put_secret, ring, start, status_row,
     team_config, tenant, text, wait_checkpoints,
 };
@@ -159,7 +159,7 @@ async fn a_rotation_killed_midway_resumes_and_the_old_key_is_then_retired() {
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("spawn baton keys rotate");
+        .expect("spawn baton encryption-keys rotate");
     let stderr = child.stderr.take().expect("stderr");
     let mut lines = BufReader::new(stderr).lines();
     let mut said = Vec::new();
