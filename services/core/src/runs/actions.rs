@@ -4,16 +4,13 @@
 //! run version it read, so two racing decisions cannot both land; then it wakes the
 //! run's driver.
 
-use super::{MAX_ATTEMPTS, Runs, meta};
+use super::{MAX_ATTEMPTS, Runs, decide, meta};
 use crate::error::{CoreError, StoreError};
+use crate::model::Receipt;
 use crate::model::{Action, Principal};
-use crate::model::{Receipt, ReceiptState, RunSummary};
 use crate::ports::{AppendOutcome, AppendRequest};
 use crate::validate;
-use baton_events::{
-    ApprovalDecided, ApprovalId, Decoded, Envelope, NewEvent, ReceiptId, Resolution, RunEvent,
-    RunId, ToolOutcome, ToolResolved, ToolResult,
-};
+use baton_events::{ApprovalId, Decoded, Envelope, NewEvent, ReceiptId, Resolution, RunId};
 use serde::Deserialize;
 
 /// Largest output a client or member may submit for one call.
@@ -73,26 +70,8 @@ impl Runs {
         if let Some(r) = &decision.reason {
             validate::text("reason", r, super::MAX_TITLE_CHARS * 10)?;
         }
-        self.act(p, run, |_, receipts| {
-            let r = receipts
-                .iter()
-                .find(|r| r.approval_id == Some(approval))
-                .ok_or(CoreError::NotFound("approval"))?;
-            if r.state != ReceiptState::AwaitingApproval {
-                return Err(CoreError::WrongState(format!(
-                    "approval {approval} was already decided (the call is {})",
-                    r.state.as_str()
-                )));
-            }
-            Ok((
-                vec![RunEvent::ApprovalDecided(ApprovalDecided {
-                    approval_id: approval,
-                    receipt_id: r.id,
-                    approved: decision.approve,
-                    reason: decision.reason.clone(),
-                })],
-                vec![r.clone()],
-            ))
+        self.act(p, run, |receipts| {
+            decide::decide_approval(receipts, approval, &decision)
         })
         .await
         .and_then(only)
@@ -124,39 +103,8 @@ impl Runs {
                 )));
             }
         }
-        self.act(p, run, |_, receipts| {
-            let mut events = Vec::with_capacity(outputs.len());
-            let mut touched = Vec::with_capacity(outputs.len());
-            for o in &outputs {
-                let r = receipts
-                    .iter()
-                    .find(|r| r.id == o.receipt_id)
-                    .ok_or(CoreError::NotFound("receipt"))?;
-                if r.state != ReceiptState::AwaitingClient {
-                    return Err(CoreError::WrongState(format!(
-                        "receipt {} does not await a client output (it is {})",
-                        r.id,
-                        r.state.as_str()
-                    )));
-                }
-                events.push(RunEvent::ToolResult(ToolResult {
-                    receipt_id: r.id,
-                    call_id: r.call_id.clone(),
-                    tool: r.tool.clone(),
-                    outcome: if o.is_error {
-                        ToolOutcome::Error
-                    } else {
-                        ToolOutcome::Ok
-                    },
-                    output: o.output.clone(),
-                    error: None,
-                    duration_ms: 0,
-                    truncated: false,
-                    from_client: true,
-                }));
-                touched.push(r.clone());
-            }
-            Ok((events, touched))
+        self.act(p, run, |receipts| {
+            decide::submit_tool_outputs(receipts, &outputs)
         })
         .await
     }
@@ -170,43 +118,19 @@ impl Runs {
         res: ReceiptResolution,
     ) -> Result<Receipt, CoreError> {
         p.require(Action::ResolveActions)?;
-        match (&res.resolution, &res.output) {
-            (Resolution::Complete, None) => {
-                return Err(CoreError::invalid("resolution complete needs an output"));
-            }
-            (Resolution::Complete, Some(o)) => validate::text("output", o, MAX_OUTPUT_CHARS)?,
-            (_, Some(_)) => {
-                return Err(CoreError::invalid(
-                    "output is given only with resolution complete",
-                ));
-            }
-            (_, None) => {}
+        decide::check_resolution(&res)?;
+        if let Some(o) = &res.output {
+            validate::text("output", o, MAX_OUTPUT_CHARS)?;
         }
-        self.act(p, run, |_, receipts| {
-            let r = receipts
-                .iter()
-                .find(|r| r.id == receipt)
-                .ok_or(CoreError::NotFound("receipt"))?;
-            if r.state != ReceiptState::Uncertain {
-                return Err(CoreError::WrongState(format!(
-                    "receipt {receipt} is not uncertain (it is {})",
-                    r.state.as_str()
-                )));
-            }
-            Ok((
-                vec![RunEvent::ToolResolved(ToolResolved {
-                    receipt_id: receipt,
-                    resolution: res.resolution,
-                    output: res.output.clone(),
-                })],
-                vec![r.clone()],
-            ))
+        self.act(p, run, |receipts| {
+            decide::resolve_receipt(receipts, receipt, &res)
         })
         .await
         .and_then(only)
     }
 
-    /// Reads the run and its receipts, lets `decide` pick the events and the receipts
+    /// Reads the run and its receipts, lets `decide` (one of [`decide`]'s functions) pick
+    /// the events and the receipts
     /// they change, appends the events against the version read (again from a fresh
     /// read after losing a race), wakes the run's driver and returns those receipts as
     /// the append left them (folded here with [`Receipt::apply`], not read again).
@@ -214,15 +138,13 @@ impl Runs {
         &self,
         p: &Principal,
         run_id: RunId,
-        decide: impl Fn(&RunSummary, &[Receipt]) -> Result<(Vec<RunEvent>, Vec<Receipt>), CoreError>,
+        decide: impl Fn(&[Receipt]) -> Result<decide::Acted, CoreError>,
     ) -> Result<Vec<Receipt>, CoreError> {
         for _ in 0..MAX_ATTEMPTS {
             let run = self.load(p.tenant, run_id).await?;
-            if run.status.is_terminal() {
-                return Err(CoreError::RunEnded(run.status.as_str()));
-            }
+            decide::open_for_actions(&run)?;
             let receipts = self.reader.list_receipts(p.tenant, run_id).await?;
-            let (events, touched) = decide(&run, &receipts)?;
+            let (events, touched) = decide(&receipts)?;
             let meta = meta(&self.replica, p, None);
             let req = AppendRequest::new(
                 run_id,

@@ -7,6 +7,7 @@
 
 mod actions;
 mod checkpoints;
+pub mod decide;
 mod follow;
 mod idempotency;
 mod recorder;
@@ -25,8 +26,8 @@ use crate::ports::{
 };
 use crate::validate;
 use baton_events::{
-    AgentId, Envelope, EventMeta, MessageAppended, MessageId, MessageRole, NewEvent,
-    RunCancelRequested, RunCancelled, RunCreated, RunEvent, RunId, TenantId, TurnRequested,
+    AgentId, Envelope, EventMeta, MessageId, MessageRole, NewEvent, RunCreated, RunEvent, RunId,
+    TenantId,
 };
 use idempotency::{check_replay, fingerprint, record};
 use serde::{Deserialize, Serialize};
@@ -129,7 +130,7 @@ impl Runs {
             created_at: at,
         });
         if let Some(m) = &message {
-            events.extend(user_turn(m, 1, &meta));
+            events.extend(with_meta(decide::user_turn(m.id, &m.content, 1), &meta));
         }
         let mut run = RunSummary::empty(p.tenant, run_id, at);
         for (i, e) in events.iter().enumerate() {
@@ -196,24 +197,21 @@ impl Runs {
                 return Ok(done);
             }
             let run = self.load(p.tenant, run_id).await?;
-            let refusal = if run.status.is_terminal() {
-                Some(CoreError::RunEnded(run.status.as_str()))
-            } else if run.status.in_turn() {
-                Some(CoreError::RunBusy)
-            } else {
-                None
-            };
-            if let Some(refusal) = refusal {
-                // The original of a repeated request may have committed (and made the run
-                // busy) between the idempotency check above and this read: it wins.
-                if let Some(done) = self.replay(p, &cmd.request_id, &fingerprint).await? {
-                    return Ok(done);
+            let message_id = MessageId::new();
+            let (events, turn) = match decide::post_message(&run, message_id, &cmd.content) {
+                Ok(decided) => decided,
+                Err(refusal) => {
+                    // The original of a repeated request may have committed (and made the
+                    // run busy) between the idempotency check above and this read: it wins.
+                    if let Some(done) = self.replay(p, &cmd.request_id, &fingerprint).await? {
+                        return Ok(done);
+                    }
+                    return Err(refusal);
                 }
-                return Err(refusal);
-            }
+            };
             let at = self.clock.now();
             let message = Message {
-                id: MessageId::new(),
+                id: message_id,
                 run_id,
                 seq: run.message_count + 1,
                 role: MessageRole::User,
@@ -221,13 +219,8 @@ impl Runs {
                 version: run.version + 1,
                 created_at: at,
             };
-            let turn = run.turn_count + 1;
             let result = PostedMessage { message, turn };
-            let events = user_turn(
-                &result.message,
-                turn,
-                &meta(&self.replica, p, cmd.request_id.as_deref()),
-            );
+            let events = with_meta(events, &meta(&self.replica, p, cmd.request_id.as_deref()));
             let mut req = AppendRequest::new(run_id, run.version, events, at);
             req.idempotency = record(
                 &cmd.request_id,
@@ -286,30 +279,11 @@ impl Runs {
         }
         for _ in 0..MAX_ATTEMPTS {
             let run = self.load(p.tenant, run_id).await?;
-            match run.status {
-                RunStatus::Cancelled => return Ok(run),
-                s if s.is_terminal() => return Err(CoreError::RunEnded(s.as_str())),
-                s if s.in_turn() && run.cancel_requested => return Ok(run),
-                _ => {}
-            }
-            let meta = meta(&self.replica, p, None);
-            let mut events = vec![NewEvent::new(
-                RunEvent::RunCancelRequested(RunCancelRequested {
-                    reason: reason.clone(),
-                }),
-                meta.clone(),
-            )];
-            // A run within a turn is settled by its engine, which records what happens
-            // to tool calls in flight; an idle run is cancelled here and now.
-            let busy = run.status.in_turn();
-            if !busy {
-                events.push(NewEvent::new(
-                    RunEvent::RunCancelled(RunCancelled {
-                        reason: reason.clone(),
-                    }),
-                    meta,
-                ));
-            }
+            let (events, busy) = match decide::cancel(&run, reason.as_deref())? {
+                decide::Cancel::Unchanged => return Ok(run),
+                decide::Cancel::Append { events, wake } => (events, wake),
+            };
+            let events = with_meta(events, &meta(&self.replica, p, None));
             let req = AppendRequest::new(run_id, run.version, events, self.clock.now());
             match self.recorder.append(p.tenant, req).await {
                 Ok(AppendOutcome::Appended { run, .. }) => {
@@ -371,25 +345,12 @@ impl Runs {
     }
 }
 
-/// The two events of a user message that asks for a turn.
-fn user_turn(m: &Message, turn: i64, meta: &EventMeta) -> Vec<NewEvent> {
-    vec![
-        NewEvent::new(
-            RunEvent::MessageAppended(MessageAppended {
-                message_id: m.id,
-                role: m.role,
-                content: m.content.clone(),
-            }),
-            meta.clone(),
-        ),
-        NewEvent::new(
-            RunEvent::TurnRequested(TurnRequested {
-                turn,
-                message_id: m.id,
-            }),
-            meta.clone(),
-        ),
-    ]
+/// The events to append, each with `meta`.
+fn with_meta(events: Vec<RunEvent>, meta: &EventMeta) -> Vec<NewEvent> {
+    events
+        .into_iter()
+        .map(|e| NewEvent::new(e, meta.clone()))
+        .collect()
 }
 
 fn meta(replica: &str, p: &Principal, request_id: Option<&str>) -> EventMeta {
