@@ -16,7 +16,6 @@ use crate::crypto::tokens;
 use crate::error::{CoreError, StoreError};
 use crate::model::{ApiKeyRecord, Principal, Role, Session, TenantRole, User};
 use crate::ports::{ApiKeyStore, Clock, TenantStore, UserStore};
-use crate::users::MAX_MEMBERSHIPS_SHOWN;
 use baton_events::TenantId;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -26,6 +25,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use thiserror::Error;
 use tokio_util::task::TaskTracker;
 use uuid::Uuid;
+
+/// The most memberships [`Authenticator::whoami`] lists.
+pub const MAX_MEMBERSHIPS_SHOWN: u32 = 1000;
 
 /// Why credentials do not authenticate a request (in the tenant it names).
 #[derive(Debug, Error)]

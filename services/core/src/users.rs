@@ -13,7 +13,7 @@
 use crate::auth::AuthError;
 use crate::crypto::{Passwords, tokens};
 use crate::error::CoreError;
-use crate::model::{Session, TenantRole, User};
+use crate::model::{Session, User};
 use crate::ports::{Clock, UserStore};
 use crate::validate;
 use chrono::{DateTime, TimeDelta, Utc};
@@ -27,8 +27,6 @@ pub const MAX_EMAIL_CHARS: usize = 254;
 pub const MIN_PASSWORD_CHARS: usize = 12;
 /// Longest password, in characters: longer input is refused before any hashing.
 pub const MAX_PASSWORD_CHARS: usize = 1024;
-/// The most memberships `GET /v1/me` lists.
-pub const MAX_MEMBERSHIPS_SHOWN: u32 = 1000;
 
 /// A login as a client sends it.
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -186,22 +184,6 @@ impl Users {
             .await?;
         tracing::info!(user_id = %session.user, session_id = %session.id, "logged out");
         Ok(())
-    }
-
-    /// The user, for `GET /v1/me`.
-    pub async fn user(&self, id: Uuid) -> Result<User, CoreError> {
-        self.store
-            .get_user(id)
-            .await?
-            .ok_or(CoreError::NotFound("user"))
-    }
-
-    /// The user's tenants and roles, for `GET /v1/me`.
-    pub async fn memberships(&self, user: Uuid) -> Result<Vec<TenantRole>, CoreError> {
-        Ok(self
-            .store
-            .memberships_of(user, MAX_MEMBERSHIPS_SHOWN)
-            .await?)
     }
 }
 

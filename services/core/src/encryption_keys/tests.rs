@@ -6,14 +6,19 @@
 use super::*;
 use crate::crypto::{Aad, Keyring};
 use crate::error::CoreError;
+use crate::error::StoreError;
 use crate::model::{AuditAction, AuditEntry, Principal, Role};
 use crate::ports::{
     AuditQuery, AuditStore, KeyUsage, SealedRecord, SealedRef, SealedStore, SealedSwap, SystemClock,
 };
 use async_trait::async_trait;
+use baton_events::TenantId;
 use baton_events::{CheckpointId, RunId};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
 
 type Rows = BTreeMap<SealedRef, (String, Vec<u8>)>;
 type Hook = Box<dyn FnOnce(&mut Rows) + Send>;

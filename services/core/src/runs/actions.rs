@@ -4,47 +4,17 @@
 //! run version it read, so two racing decisions cannot both land; then it wakes the
 //! run's driver.
 
-use super::{MAX_ATTEMPTS, Runs, decide, meta};
+use super::commands::{MAX_ATTEMPTS, Runs, meta};
+use super::decide;
+use super::requests::{
+    ApprovalDecision, MAX_OUTPUT_CHARS, MAX_OUTPUTS, MAX_TITLE_CHARS, ReceiptResolution, ToolOutput,
+};
 use crate::error::{CoreError, StoreError};
 use crate::model::Receipt;
 use crate::model::{Action, Principal};
 use crate::ports::{AppendOutcome, AppendRequest};
 use crate::validate;
-use baton_events::{ApprovalId, Decoded, Envelope, NewEvent, ReceiptId, Resolution, RunId};
-use serde::Deserialize;
-
-/// Largest output a client or member may submit for one call.
-pub const MAX_OUTPUT_CHARS: usize = 200_000;
-/// Most outputs one submission may carry.
-pub const MAX_OUTPUTS: usize = 128;
-
-#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ApprovalDecision {
-    pub approve: bool,
-    #[serde(default)]
-    pub reason: Option<String>,
-}
-
-#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ToolOutput {
-    /// The receipt of a call in state `awaiting_client`.
-    pub receipt_id: ReceiptId,
-    pub output: String,
-    /// The tool failed: the model is told the output is an error.
-    #[serde(default)]
-    pub is_error: bool,
-}
-
-#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ReceiptResolution {
-    pub resolution: Resolution,
-    /// Required with `complete`: the call's output as the model will see it.
-    #[serde(default)]
-    pub output: Option<String>,
-}
+use baton_events::{ApprovalId, Decoded, Envelope, NewEvent, ReceiptId, RunId};
 
 impl Runs {
     #[tracing::instrument(name = "runs.list_receipts", skip_all)]
@@ -68,7 +38,7 @@ impl Runs {
     ) -> Result<Receipt, CoreError> {
         p.require(Action::ResolveActions)?;
         if let Some(r) = &decision.reason {
-            validate::text("reason", r, super::MAX_TITLE_CHARS * 10)?;
+            validate::text("reason", r, MAX_TITLE_CHARS * 10)?;
         }
         self.act(p, run, |receipts| {
             decide::decide_approval(receipts, approval, &decision)

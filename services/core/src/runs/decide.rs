@@ -2,7 +2,7 @@
 //! functions, no I/O. The use cases in [`super`] read, call one of these, and append the
 //! events against the version they read; `tests.rs` drives them given/when/then.
 
-use super::actions::{ApprovalDecision, ReceiptResolution, ToolOutput};
+use super::requests::{ApprovalDecision, ReceiptResolution, ToolOutput};
 use crate::error::CoreError;
 use crate::model::{Receipt, ReceiptState, RunStatus, RunSummary};
 use baton_events::{

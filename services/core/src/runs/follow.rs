@@ -15,7 +15,7 @@
 //! a reason to re-read (silence is measured between durable events only). A delta of a
 //! model step whose `model.completed` was already handed out is stale and dropped.
 
-use super::Runs;
+use super::commands::Runs;
 use crate::error::CoreError;
 use crate::model::{Action, Principal};
 use crate::ports::{RunReader, Subscription};

@@ -1,0 +1,328 @@
+//! The run commands and queries: create, read, list, post a message, cancel, read events.
+//! The engine drives turns; these only record what clients asked for and wake it.
+//!
+//! Busy rule: a message is accepted only while the run is idle. The check and the write
+//! are one optimistic append against the version that was checked, so of two racing
+//! messages exactly one is stored and the other gets `RunBusy` with nothing written.
+
+use super::decide;
+use super::idempotency::{check_replay, fingerprint, record};
+use super::recorder::Recorder;
+use super::requests::{
+    CreateRun, CreatedRun, MAX_CONTENT_CHARS, MAX_REQUEST_ID_CHARS, MAX_TITLE_CHARS, PostMessage,
+    PostedMessage,
+};
+use crate::error::{CoreError, StoreError};
+use crate::model::{Action, Principal};
+use crate::model::{Message, RunStatus, RunSummary};
+use crate::page::{self, Page};
+use crate::ports::{
+    AgentStore, AppendOutcome, AppendRequest, Clock, EventBus, RunDriver, RunListQuery, RunReader,
+};
+use crate::validate;
+use baton_events::{
+    Envelope, EventMeta, MessageId, MessageRole, NewEvent, RunCreated, RunEvent, RunId, TenantId,
+};
+use serde::Deserialize;
+use std::sync::Arc;
+
+/// How often a command re-reads and retries after losing a version race.
+pub(super) const MAX_ATTEMPTS: usize = 5;
+
+/// The run use cases, holding the ports they need.
+#[derive(Clone)]
+pub struct Runs {
+    pub reader: Arc<dyn RunReader>,
+    pub recorder: Recorder,
+    /// The replica taking the commands, recorded in their events' metadata.
+    pub replica: String,
+    pub agents: Arc<dyn AgentStore>,
+    pub driver: Arc<dyn RunDriver>,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Runs {
+    fn store(&self) -> &dyn RunReader {
+        self.reader.as_ref()
+    }
+
+    pub fn bus(&self) -> &Arc<dyn EventBus> {
+        &self.recorder.bus
+    }
+
+    #[tracing::instrument(name = "runs.create_run", skip_all)]
+    pub async fn create_run(&self, p: &Principal, cmd: CreateRun) -> Result<CreatedRun, CoreError> {
+        p.require(Action::CreateRuns)?;
+        validate::request_id(cmd.request_id.as_deref(), MAX_REQUEST_ID_CHARS)?;
+        if let Some(title) = &cmd.title {
+            validate::text("title", title, MAX_TITLE_CHARS)?;
+        }
+        if let Some(content) = &cmd.message {
+            check_content(content)?;
+        }
+        let fingerprint = fingerprint("create_run", &cmd);
+        if let Some(done) = self.replay(p, &cmd.request_id, &fingerprint).await? {
+            return Ok(done);
+        }
+        let agent = self
+            .agents
+            .get_agent(p.tenant, cmd.agent_id)
+            .await?
+            .ok_or(CoreError::NotFound("agent"))?;
+
+        let at = self.clock.now();
+        let run_id = RunId::new();
+        let meta = meta(&self.replica, p, cmd.request_id.as_deref());
+        let mut events = vec![NewEvent::new(
+            RunEvent::RunCreated(RunCreated {
+                agent_id: agent.id,
+                agent_version: agent.version,
+                title: cmd.title.clone(),
+            }),
+            meta.clone(),
+        )];
+        let message = cmd.message.as_ref().map(|content| Message {
+            id: MessageId::new(),
+            run_id,
+            seq: 1,
+            role: MessageRole::User,
+            content: content.clone(),
+            version: 2,
+            created_at: at,
+        });
+        if let Some(m) = &message {
+            events.extend(with_meta(decide::user_turn(m.id, &m.content, 1), &meta));
+        }
+        let mut run = RunSummary::empty(p.tenant, run_id, at);
+        for (i, e) in events.iter().enumerate() {
+            run.apply(&e.event, i as i64 + 1, at);
+        }
+        let result = CreatedRun { run, message };
+        let mut req = AppendRequest::new(run_id, 0, events, at);
+        req.idempotency = record(&cmd.request_id, "create_run", fingerprint.clone(), &result);
+        match self.recorder.append(p.tenant, req).await? {
+            AppendOutcome::Appended { run, .. } => {
+                if result.message.is_some() {
+                    self.driver.wake(p.tenant, run_id);
+                }
+                Ok(CreatedRun {
+                    run: *run,
+                    message: result.message,
+                })
+            }
+            AppendOutcome::Duplicate(rec) => check_replay(&rec, &fingerprint),
+        }
+    }
+
+    #[tracing::instrument(name = "runs.get_run", skip_all)]
+    pub async fn get_run(&self, p: &Principal, run: RunId) -> Result<RunSummary, CoreError> {
+        p.require(Action::ReadRuns)?;
+        self.load(p.tenant, run).await
+    }
+
+    #[tracing::instrument(name = "runs.list_runs", skip_all)]
+    pub async fn list_runs(
+        &self,
+        p: &Principal,
+        status: Option<RunStatus>,
+        cursor: Option<RunId>,
+        limit: Option<u32>,
+    ) -> Result<Page<RunSummary>, CoreError> {
+        p.require(Action::ReadRuns)?;
+        let limit = page::limit(limit)?;
+        let query = RunListQuery {
+            status,
+            before: cursor,
+            limit,
+        };
+        let items = self.store().list_runs(p.tenant, &query).await?;
+        let next_cursor = (items.len() == limit as usize)
+            .then(|| items.last().map(|r| r.id.to_string()))
+            .flatten();
+        Ok(Page { items, next_cursor })
+    }
+
+    #[tracing::instrument(name = "runs.post_message", skip_all)]
+    pub async fn post_message(
+        &self,
+        p: &Principal,
+        run_id: RunId,
+        cmd: PostMessage,
+    ) -> Result<PostedMessage, CoreError> {
+        p.require(Action::PostMessages)?;
+        validate::request_id(cmd.request_id.as_deref(), MAX_REQUEST_ID_CHARS)?;
+        check_content(&cmd.content)?;
+        let fingerprint = fingerprint("post_message", &(run_id, &cmd));
+        for _ in 0..MAX_ATTEMPTS {
+            if let Some(done) = self.replay(p, &cmd.request_id, &fingerprint).await? {
+                return Ok(done);
+            }
+            let run = self.load(p.tenant, run_id).await?;
+            let message_id = MessageId::new();
+            let (events, turn) = match decide::post_message(&run, message_id, &cmd.content) {
+                Ok(decided) => decided,
+                Err(refusal) => {
+                    // The original of a repeated request may have committed (and made the
+                    // run busy) between the idempotency check above and this read: it wins.
+                    if let Some(done) = self.replay(p, &cmd.request_id, &fingerprint).await? {
+                        return Ok(done);
+                    }
+                    return Err(refusal);
+                }
+            };
+            let at = self.clock.now();
+            let message = Message {
+                id: message_id,
+                run_id,
+                seq: run.message_count + 1,
+                role: MessageRole::User,
+                content: cmd.content.clone(),
+                version: run.version + 1,
+                created_at: at,
+            };
+            let result = PostedMessage { message, turn };
+            let events = with_meta(events, &meta(&self.replica, p, cmd.request_id.as_deref()));
+            let mut req = AppendRequest::new(run_id, run.version, events, at);
+            req.idempotency = record(
+                &cmd.request_id,
+                "post_message",
+                fingerprint.clone(),
+                &result,
+            );
+            match self.recorder.append(p.tenant, req).await {
+                Ok(AppendOutcome::Appended { .. }) => {
+                    self.driver.wake(p.tenant, run_id);
+                    return Ok(result);
+                }
+                Ok(AppendOutcome::Duplicate(rec)) => return check_replay(&rec, &fingerprint),
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(CoreError::Conflict)
+    }
+
+    #[tracing::instrument(name = "runs.list_messages", skip_all)]
+    pub async fn list_messages(
+        &self,
+        p: &Principal,
+        run: RunId,
+        after: Option<i64>,
+        limit: Option<u32>,
+    ) -> Result<Page<Message>, CoreError> {
+        p.require(Action::ReadRuns)?;
+        let limit = page::limit(limit)?;
+        let after = validate::non_negative("after", after)?;
+        self.load(p.tenant, run).await?;
+        let items = self
+            .store()
+            .list_messages(p.tenant, run, after, limit)
+            .await?;
+        let next_cursor = (items.len() == limit as usize)
+            .then(|| items.last().map(|m| m.seq.to_string()))
+            .flatten();
+        Ok(Page { items, next_cursor })
+    }
+
+    /// Cancels a run. An idle run is cancelled at once; a busy one gets
+    /// `run.cancel_requested` and the engine ends the turn at its next step boundary.
+    /// Cancelling a cancelled run returns it unchanged.
+    #[tracing::instrument(name = "runs.cancel_run", skip_all)]
+    pub async fn cancel_run(
+        &self,
+        p: &Principal,
+        run_id: RunId,
+        reason: Option<String>,
+    ) -> Result<RunSummary, CoreError> {
+        p.require(Action::CancelRuns)?;
+        if let Some(r) = &reason {
+            validate::text("reason", r, MAX_TITLE_CHARS)?;
+        }
+        for _ in 0..MAX_ATTEMPTS {
+            let run = self.load(p.tenant, run_id).await?;
+            let (events, busy) = match decide::cancel(&run, reason.as_deref())? {
+                decide::Cancel::Unchanged => return Ok(run),
+                decide::Cancel::Append { events, wake } => (events, wake),
+            };
+            let events = with_meta(events, &meta(&self.replica, p, None));
+            let req = AppendRequest::new(run_id, run.version, events, self.clock.now());
+            match self.recorder.append(p.tenant, req).await {
+                Ok(AppendOutcome::Appended { run, .. }) => {
+                    if busy {
+                        self.driver.wake(p.tenant, run_id);
+                    }
+                    return Ok(*run);
+                }
+                Ok(AppendOutcome::Duplicate(_)) => {
+                    return Err(CoreError::Internal("unexpected idempotency hit".into()));
+                }
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(CoreError::Conflict)
+    }
+
+    /// A page of a run's events with `version > after`.
+    #[tracing::instrument(name = "runs.read_events", skip_all)]
+    pub async fn read_events(
+        &self,
+        p: &Principal,
+        run: RunId,
+        after: Option<i64>,
+        limit: Option<u32>,
+    ) -> Result<Vec<Envelope>, CoreError> {
+        p.require(Action::ReadRuns)?;
+        let limit = page::limit(limit)?;
+        let after = validate::non_negative("after", after)?;
+        self.load(p.tenant, run).await?;
+        Ok(self
+            .store()
+            .read_stream(p.tenant, run, after, limit)
+            .await?)
+    }
+
+    pub(super) async fn load(&self, tenant: TenantId, run: RunId) -> Result<RunSummary, CoreError> {
+        self.store()
+            .get_run(tenant, run)
+            .await?
+            .ok_or(CoreError::NotFound("run"))
+    }
+
+    /// The stored result of an earlier request with the same `request_id`, if any.
+    async fn replay<T: for<'de> Deserialize<'de>>(
+        &self,
+        p: &Principal,
+        request_id: &Option<String>,
+        fingerprint: &str,
+    ) -> Result<Option<T>, CoreError> {
+        let Some(id) = request_id else {
+            return Ok(None);
+        };
+        match self.store().find_idempotency(p.tenant, id).await? {
+            Some(rec) => check_replay(&rec, fingerprint).map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+/// The events to append, each with `meta`.
+fn with_meta(events: Vec<RunEvent>, meta: &EventMeta) -> Vec<NewEvent> {
+    events
+        .into_iter()
+        .map(|e| NewEvent::new(e, meta.clone()))
+        .collect()
+}
+
+pub(super) fn meta(replica: &str, p: &Principal, request_id: Option<&str>) -> EventMeta {
+    let mut meta = EventMeta::new(p.tenant);
+    meta.replica = Some(replica.to_string());
+    meta.actor = Some(p.actor.clone());
+    meta.request_id = request_id.map(str::to_string);
+    meta.traceparent = crate::trace::current();
+    meta
+}
+
+fn check_content(content: &str) -> Result<(), CoreError> {
+    validate::non_blank("content", content, MAX_CONTENT_CHARS)
+}
