@@ -72,6 +72,24 @@ no encryption keyring, or credentials where they would land in a ConfigMap.
 {{- if and $natsUrl (regexMatch "^[a-z]+://[^/]*@" $natsUrl) }}
 {{- fail "nats.url carries credentials: put the URL in a Secret and set nats.existingSecret.name instead" }}
 {{- end }}
+{{- $auth := .Values.nats.auth }}
+{{- $ways := 0 }}
+{{- if or $auth.user $auth.passwordKey }}{{ $ways = add1 $ways }}{{ end }}
+{{- if $auth.tokenKey }}{{ $ways = add1 $ways }}{{ end }}
+{{- if $auth.nkeySeedKey }}{{ $ways = add1 $ways }}{{ end }}
+{{- if $auth.credsKey }}{{ $ways = add1 $ways }}{{ end }}
+{{- if gt $ways 1 }}
+{{- fail "set one way to authenticate to NATS in nats.auth: user with passwordKey, tokenKey, nkeySeedKey or credsKey" }}
+{{- end }}
+{{- if and (or $auth.user $auth.passwordKey) (not (and $auth.user $auth.passwordKey)) }}
+{{- fail "nats.auth.user and nats.auth.passwordKey go together" }}
+{{- end }}
+{{- if and (gt $ways 0) (not $auth.existingSecret) }}
+{{- fail "nats.auth.existingSecret must name the Secret that holds the NATS credentials" }}
+{{- end }}
+{{- if and .Values.nats.tls.clientCert (not .Values.nats.tls.existingSecret) }}
+{{- fail "nats.tls.clientCert needs nats.tls.existingSecret (a Secret with ca.crt, tls.crt and tls.key)" }}
+{{- end }}
 {{- if and $natsSecret (not .Values.nats.existingSecret.key) }}
 {{- fail "nats.existingSecret.key must name the key of the NATS URL in that Secret" }}
 {{- end }}
@@ -121,7 +139,72 @@ The non-secret BATON_* settings as a YAML map (the ConfigMap's data; the migrati
 {{- if .Values.nats.url }}
 {{- $_ := set $env "BATON_BUS__NATS_URL" .Values.nats.url }}
 {{- end }}
+{{- if .Values.nats.auth.user }}
+{{- $_ := set $env "BATON_BUS__NATS_USER" .Values.nats.auth.user }}
+{{- end }}
+{{- if .Values.nats.tls.required }}
+{{- $_ := set $env "BATON_BUS__NATS_TLS_REQUIRED" "true" }}
+{{- end }}
 {{- toYaml $env }}
+{{- end }}
+
+{{/*
+Where the NATS credentials and TLS files are (paths, not secrets): set on the pods directly,
+like the keyring's, so that the ConfigMap carries no setting named like a credential.
+*/}}
+{{- define "baton.natsFileEnv" -}}
+{{- if .Values.nats.auth.credsKey }}
+- name: BATON_BUS__NATS_CREDS_FILE
+  value: {{ printf "%s/%s" (include "baton.natsCredsPath" .) .Values.nats.auth.credsKey | quote }}
+{{- end }}
+{{- with .Values.nats.tls.existingSecret }}
+{{- $dir := include "baton.natsTlsPath" $ }}
+- name: BATON_BUS__NATS_TLS_CA_FILE
+  value: {{ printf "%s/ca.crt" $dir | quote }}
+{{- if $.Values.nats.tls.clientCert }}
+- name: BATON_BUS__NATS_TLS_CERT_FILE
+  value: {{ printf "%s/tls.crt" $dir | quote }}
+- name: BATON_BUS__NATS_TLS_KEY_FILE
+  value: {{ printf "%s/tls.key" $dir | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Where the NATS .creds file and TLS Secret are mounted. */}}
+{{- define "baton.natsCredsPath" -}}
+/etc/baton/nats-creds
+{{- end }}
+{{- define "baton.natsTlsPath" -}}
+/etc/baton/nats-tls
+{{- end }}
+
+{{/* The NATS volume mounts and volumes, when credentials or TLS come as files. */}}
+{{- define "baton.natsVolumeMounts" -}}
+{{- if .Values.nats.auth.credsKey }}
+- name: nats-creds
+  mountPath: {{ include "baton.natsCredsPath" . }}
+  readOnly: true
+{{- end }}
+{{- if .Values.nats.tls.existingSecret }}
+- name: nats-tls
+  mountPath: {{ include "baton.natsTlsPath" . }}
+  readOnly: true
+{{- end }}
+{{- end }}
+{{- define "baton.natsVolumes" -}}
+{{- if .Values.nats.auth.credsKey }}
+- name: nats-creds
+  secret:
+    secretName: {{ .Values.nats.auth.existingSecret | quote }}
+    items:
+      - key: {{ .Values.nats.auth.credsKey | quote }}
+        path: {{ .Values.nats.auth.credsKey | quote }}
+{{- end }}
+{{- if .Values.nats.tls.existingSecret }}
+- name: nats-tls
+  secret:
+    secretName: {{ .Values.nats.tls.existingSecret | quote }}
+{{- end }}
 {{- end }}
 
 {{/* Where the keyring Secret is mounted: crypto.keys_dir. */}}
@@ -152,7 +235,7 @@ ConfigMap carries no setting named like a credential.
   value: {{ .Values.encryption.activeKey | quote }}
 {{- end }}
 
-{{/* Secret-backed env: the DSN and (when from a Secret) the NATS URL. */}}
+{{/* Secret-backed env: the DSN, (when from a Secret) the NATS URL, and the NATS credentials. */}}
 {{- define "baton.secretEnv" -}}
 - name: BATON_DATABASE__URL
   valueFrom:
@@ -165,5 +248,15 @@ ConfigMap carries no setting named like a credential.
     secretKeyRef:
       name: {{ .Values.nats.existingSecret.name | quote }}
       key: {{ .Values.nats.existingSecret.key | quote }}
+{{- end }}
+{{- $auth := .Values.nats.auth }}
+{{- range $var, $key := dict "BATON_BUS__NATS_PASSWORD" $auth.passwordKey "BATON_BUS__NATS_TOKEN" $auth.tokenKey "BATON_BUS__NATS_NKEY_SEED" $auth.nkeySeedKey }}
+{{- if $key }}
+- name: {{ $var }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ $auth.existingSecret | quote }}
+      key: {{ $key | quote }}
+{{- end }}
 {{- end }}
 {{- end }}

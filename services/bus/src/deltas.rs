@@ -6,7 +6,7 @@
 
 use crate::hub::Hub;
 use crate::nats::round_trip;
-use crate::subjects;
+use crate::subjects::Subjects;
 use baton_events::{MessageDelta, RunId, TenantId};
 use futures::StreamExt;
 use std::collections::HashMap;
@@ -30,14 +30,16 @@ struct Feed {
 
 pub(crate) struct DeltaFeeds {
     client: async_nats::Client,
+    subjects: Subjects,
     hub: Arc<Hub>,
     feeds: Mutex<HashMap<Key, Feed>>,
 }
 
 impl DeltaFeeds {
-    pub(crate) fn new(client: async_nats::Client, hub: Arc<Hub>) -> Self {
+    pub(crate) fn new(client: async_nats::Client, subjects: Subjects, hub: Arc<Hub>) -> Self {
         Self {
             client,
+            subjects,
             hub,
             feeds: Mutex::new(HashMap::new()),
         }
@@ -54,6 +56,7 @@ impl DeltaFeeds {
                 let (tx, ready) = watch::channel(false);
                 let task = tokio::spawn(forward(
                     self.client.clone(),
+                    self.subjects.clone(),
                     self.hub.clone(),
                     (tenant, run),
                     wait,
@@ -114,12 +117,13 @@ impl Drop for DeltaFeeds {
 /// (or `wait` passed), and hands every delta to the hub until aborted.
 async fn forward(
     client: async_nats::Client,
+    subjects: Subjects,
     hub: Arc<Hub>,
     (tenant, run): Key,
     wait: Duration,
     ready: watch::Sender<bool>,
 ) {
-    let subject = subjects::delta(tenant, run);
+    let subject = subjects.delta(tenant, run);
     let mut sub = match client.subscribe(subject.clone()).await {
         Ok(sub) => sub,
         Err(e) => {
@@ -131,7 +135,7 @@ async fn forward(
     };
     // Unconfirmed in time (NATS is away), the subscription still takes effect once the
     // server gets it; subscribers have waited long enough.
-    let _ = round_trip(&client, wait).await;
+    let _ = round_trip(&client, &subjects, wait).await;
     ready.send_replace(true);
     while let Some(msg) = sub.next().await {
         match serde_json::from_slice::<MessageDelta>(&msg.payload) {

@@ -11,6 +11,7 @@
 //! never close a durable feed. With NATS a replica takes a run's deltas only while it has
 //! local subscribers of that run.
 
+mod credentials;
 mod deltas;
 mod hub;
 mod in_process;
@@ -18,6 +19,9 @@ mod nats;
 mod publisher;
 pub mod subjects;
 
+pub use subjects::Subjects;
+
+pub use credentials::{NatsAuth, NatsTls};
 pub use hub::Hub;
 pub use in_process::InProcessBus;
 pub use nats::{NatsBus, NatsError, NatsOptions};

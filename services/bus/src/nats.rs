@@ -1,17 +1,18 @@
-//! The team tier's bus: events are published to `baton.ev.<tenant>.<run>` after commit;
+//! The team tier's bus: events are published to `<prefix>.ev.<tenant>.<run>` after commit;
 //! one wildcard subscription per replica feeds the local hub. Publishing never waits on
 //! NATS: events go through a bounded queue to a background publisher, and a lost or
 //! failed publish is counted and logged (throttled): subscribers fill the gap from the
 //! database.
 //!
-//! Ephemeral deltas go to `baton.delta.<tenant>.<run>` through the same queue (dropped
+//! Ephemeral deltas go to `<prefix>.delta.<tenant>.<run>` through the same queue (dropped
 //! when it is half full). A replica takes a run's deltas only while it has local
 //! subscribers of that run (see [`crate::deltas`]).
 
+use crate::credentials::{NatsAuth, NatsTls};
 use crate::deltas::DeltaFeeds;
 use crate::hub::Hub;
 use crate::publisher::Publisher;
-use crate::subjects;
+use crate::subjects::Subjects;
 use async_trait::async_trait;
 use baton_core::StoreError;
 use baton_core::ports::{ControlMessage, EventBus, Subscription};
@@ -29,9 +30,15 @@ pub enum NatsError {
     Subscribe { subject: String, reason: String },
 }
 
-/// How a [`NatsBus`] buffers; `NatsOptions { publish_queue: 64, ..Default::default() }`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// How a [`NatsBus`] connects and buffers;
+/// `NatsOptions { publish_queue: 64, ..Default::default() }`.
+#[derive(Debug, Clone)]
 pub struct NatsOptions {
+    /// The installation's subjects (its prefix).
+    pub subjects: Subjects,
+    /// Credentials beyond the URL's.
+    pub auth: NatsAuth,
+    pub tls: NatsTls,
     /// Each local subscriber's buffer, in events (at least 1); a subscriber that falls
     /// this far behind is closed and resumes from its cursor.
     pub subscriber_buffer: usize,
@@ -45,6 +52,9 @@ pub struct NatsOptions {
 impl Default for NatsOptions {
     fn default() -> Self {
         Self {
+            subjects: Subjects::default(),
+            auth: NatsAuth::None,
+            tls: NatsTls::default(),
             subscriber_buffer: 256,
             publish_queue: 8192,
             connect_timeout: Duration::from_secs(5),
@@ -54,6 +64,7 @@ impl Default for NatsOptions {
 
 pub struct NatsBus {
     client: async_nats::Client,
+    subjects: Subjects,
     hub: Arc<Hub>,
     publisher: Publisher,
     forwarder: tokio::task::JoinHandle<()>,
@@ -79,26 +90,39 @@ impl NatsBus {
     /// (start-up should say so, not hang); after that the client reconnects by itself.
     /// The URL may carry credentials; it never reaches logs or errors.
     pub async fn connect_with(url: &str, options: NatsOptions) -> Result<Self, NatsError> {
-        let client = async_nats::ConnectOptions::new()
+        // Two rustls crypto providers are linked in (ring, and aws-lc-rs through reqwest),
+        // so rustls cannot pick one for the NATS client's TLS by itself: unless the process
+        // chose one already, it gets ring.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let connect = async_nats::ConnectOptions::new()
             .connection_timeout(options.connect_timeout)
-            .name("baton")
+            .name("baton");
+        let connect = options
+            .auth
+            .apply(options.tls.apply(connect))
+            .await
+            .map_err(|e| NatsError::Connect(format!("reading the NATS credentials file: {e}")))?;
+        let client = connect
             .connect(url)
             .await
             .map_err(|e| NatsError::Connect(e.kind().to_string()))?;
+        let subjects = options.subjects;
         let hub = Arc::new(Hub::new(options.subscriber_buffer));
+        let all_events = subjects.all_events();
         let mut sub =
             client
-                .subscribe(subjects::ALL_EVENTS)
+                .subscribe(all_events.clone())
                 .await
                 .map_err(|e| NatsError::Subscribe {
-                    subject: subjects::ALL_EVENTS.into(),
+                    subject: all_events.clone(),
                     reason: e.to_string(),
                 })?;
-        // Make sure the server has the subscription before anyone publishes.
-        round_trip(&client, options.connect_timeout)
+        // Make sure the server has the subscription before anyone publishes; an account
+        // that may not subscribe there gets a permissions violation instead.
+        round_trip(&client, &subjects, options.connect_timeout)
             .await
             .map_err(|reason| NatsError::Subscribe {
-                subject: subjects::ALL_EVENTS.into(),
+                subject: all_events,
                 reason,
             })?;
         let feed = hub.clone();
@@ -112,10 +136,16 @@ impl NatsBus {
             }
         });
         // Detached: it ends soon after the publisher handle drops with the bus.
-        let (publisher, _) = Publisher::start(client.clone(), options.publish_queue);
-        let deltas = Arc::new(DeltaFeeds::new(client.clone(), hub.clone()));
+        let (publisher, _) =
+            Publisher::start(client.clone(), subjects.clone(), options.publish_queue);
+        let deltas = Arc::new(DeltaFeeds::new(
+            client.clone(),
+            subjects.clone(),
+            hub.clone(),
+        ));
         Ok(Self {
             client,
+            subjects,
             hub,
             publisher,
             forwarder,
@@ -204,12 +234,13 @@ impl EventBus for NatsBus {
     ) -> Result<tokio::sync::mpsc::Receiver<ControlMessage>, StoreError> {
         let mut sub = self
             .client
-            .subscribe(subjects::CONTROL)
+            .subscribe(self.subjects.control())
             .await
             .map_err(|e| StoreError::Unavailable(format!("cannot subscribe to control: {e}")))?;
         // Control messages are hints: should the server not confirm in time, the
         // subscription still takes effect once it gets there.
-        if let Err(reason) = round_trip(&self.client, CONTROL_SUBSCRIBE_WAIT).await {
+        if let Err(reason) = round_trip(&self.client, &self.subjects, CONTROL_SUBSCRIBE_WAIT).await
+        {
             tracing::warn!(%reason, "the control subscription is not confirmed yet");
         }
         let (tx, rx) = tokio::sync::mpsc::channel(CONTROL_BUFFER);
@@ -244,19 +275,21 @@ const CONTROL_SUBSCRIBE_WAIT: Duration = Duration::from_secs(5);
 
 /// Waits, at most `timeout`, until the server has processed everything this client sent
 /// so far, its subscriptions included: the server handles a connection's messages in
-/// order, so once a message to a fresh inbox of ours comes back, what was sent before it
-/// has taken effect. (`Client::flush` only empties the client's own write buffer.)
+/// order, so once a message to a fresh probe subject of ours comes back, what was sent
+/// before it has taken effect. (`Client::flush` only empties the client's own write
+/// buffer.) The probe is under the installation's prefix, which its account allows.
 pub(crate) async fn round_trip(
     client: &async_nats::Client,
+    subjects: &Subjects,
     timeout: Duration,
 ) -> Result<(), String> {
-    let inbox = client.new_inbox();
+    let probe = subjects.probe();
     let mut echo = client
-        .subscribe(inbox.clone())
+        .subscribe(probe.clone())
         .await
         .map_err(|e| e.to_string())?;
     client
-        .publish(inbox, bytes::Bytes::new())
+        .publish(probe, bytes::Bytes::new())
         .await
         .map_err(|e| e.to_string())?;
     match tokio::time::timeout(timeout, echo.next()).await {

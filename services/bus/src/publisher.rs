@@ -8,7 +8,7 @@
 //! never crowds out durable events; a delta that finds no room is dropped and counted
 //! apart (it is lost for good, which is fine: the durable reply follows).
 
-use crate::subjects;
+use crate::subjects::Subjects;
 use baton_core::ports::ControlMessage;
 use baton_events::{Envelope, MessageDelta, RunId, TenantId};
 use std::sync::Arc;
@@ -55,13 +55,14 @@ impl Publisher {
     /// The task ends soon after the handle is dropped; awaiting it is optional.
     pub(crate) fn start(
         client: async_nats::Client,
+        subjects: Subjects,
         capacity: usize,
     ) -> (Self, tokio::task::JoinHandle<()>) {
         let capacity = capacity.max(1);
         let (queue, rx) = mpsc::channel(capacity);
         let (stop, stopped) = watch::channel(());
         let counters = Arc::new(Counters::default());
-        let task = tokio::spawn(run(client, rx, stopped, counters.clone()));
+        let task = tokio::spawn(run(client, subjects, rx, stopped, counters.clone()));
         let publisher = Self {
             queue,
             counters,
@@ -153,6 +154,7 @@ impl Publisher {
 /// never outlives its bus by more than what the client accepts at once.
 async fn run(
     client: async_nats::Client,
+    subjects: Subjects,
     mut queue: mpsc::Receiver<Outgoing>,
     mut stopped: watch::Receiver<()>,
     counters: Arc<Counters>,
@@ -174,16 +176,16 @@ async fn run(
                 if let Some(tp) = &event.meta.traceparent {
                     headers.insert("traceparent", tp.as_str());
                 }
-                let subject = subjects::event(event.meta.tenant, event.stream);
+                let subject = subjects.event(event.meta.tenant, event.stream);
                 (subject, headers, serde_json::to_vec(&event))
             }
             Outgoing::Delta { tenant, run, delta } => (
-                subjects::delta(tenant, run),
+                subjects.delta(tenant, run),
                 async_nats::HeaderMap::new(),
                 serde_json::to_vec(&delta),
             ),
             Outgoing::Control(msg) => (
-                subjects::CONTROL.to_string(),
+                subjects.control(),
                 async_nats::HeaderMap::new(),
                 serde_json::to_vec(&msg),
             ),
@@ -278,7 +280,7 @@ mod tests {
             .connect(nats.url())
             .await
             .expect("connect");
-        let (publisher, task) = Publisher::start(client.clone(), 4);
+        let (publisher, task) = Publisher::start(client.clone(), Subjects::default(), 4);
         nats.stop();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         while client.connection_state() == async_nats::connection::State::Connected {

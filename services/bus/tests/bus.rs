@@ -186,7 +186,7 @@ async fn nats_messages_carry_the_events_trace_context_in_their_headers() {
     let (tenant, run) = (TenantId::new(), RunId::new());
     let raw = async_nats::connect(nats_url()).await.expect("nats");
     let mut sub = raw
-        .subscribe(baton_bus::subjects::event(tenant, run))
+        .subscribe(baton_bus::Subjects::default().event(tenant, run))
         .await
         .expect("subscribe");
     raw.flush().await.expect("flush");

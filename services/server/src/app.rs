@@ -5,7 +5,7 @@
 use crate::config::{Bus, Config, SqliteLocation, Storage};
 use anyhow::Context;
 use baton_api::{AppState, HttpSettings};
-use baton_bus::{InProcessBus, NatsBus};
+use baton_bus::{InProcessBus, NatsBus, NatsOptions};
 use baton_core::agents::Agents;
 use baton_core::api_keys::ApiKeys;
 use baton_core::audit::Audit;
@@ -228,11 +228,25 @@ pub async fn open_stores(storage: &Storage) -> anyhow::Result<Stores> {
 async fn open_bus(bus: &Bus, buffer: usize) -> anyhow::Result<Arc<dyn EventBus>> {
     Ok(match bus {
         Bus::InProcess => Arc::new(InProcessBus::new(buffer)),
-        Bus::Nats { url } => Arc::new(
-            NatsBus::connect(url.expose_secret(), buffer)
-                .await
-                .context("connecting to NATS")?,
-        ),
+        Bus::Nats {
+            url,
+            subjects,
+            auth,
+            tls,
+        } => {
+            let options = NatsOptions {
+                subjects: subjects.clone(),
+                auth: auth.clone(),
+                tls: tls.clone(),
+                subscriber_buffer: buffer,
+                ..NatsOptions::default()
+            };
+            Arc::new(
+                NatsBus::connect_with(url.expose_secret(), options)
+                    .await
+                    .context("connecting to NATS")?,
+            )
+        }
     })
 }
 

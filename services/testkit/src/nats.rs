@@ -28,21 +28,38 @@ pub struct TestNats {
     port: u16,
     dir: tempfile::TempDir,
     child: Option<Child>,
+    /// A configuration file (`-c`) for servers with authorization or TLS.
+    config: Option<PathBuf>,
 }
 
 impl TestNats {
     /// Starts a server on a free port of 127.0.0.1 and waits until it accepts clients.
     pub async fn start() -> anyhow::Result<Self> {
+        Self::start_with_config("").await
+    }
+
+    /// [`TestNats::start`] with `config` (nats-server configuration syntax, such as an
+    /// `authorization { … }` or `tls { … }` block) in a configuration file. A server that
+    /// requires TLS is reached over TCP all the same, so readiness is checked alike.
+    pub async fn start_with_config(config: &str) -> anyhow::Result<Self> {
         let bin = server_bin()?;
         let dir = tempfile::Builder::new()
             .prefix("baton-test-nats-")
             .tempdir()
             .context("cannot create a temporary directory")?;
+        let config = if config.is_empty() {
+            None
+        } else {
+            let path = dir.path().join("nats.conf");
+            std::fs::write(&path, config).context("cannot write the nats-server configuration")?;
+            Some(path)
+        };
         let mut nats = TestNats {
             bin,
             port: 0,
             dir,
             child: None,
+            config,
         };
         let mut last = None;
         for _ in 0..START_ATTEMPTS {
@@ -98,7 +115,11 @@ impl TestNats {
             .append(true)
             .open(self.log_path())
             .context("cannot open the nats-server log")?;
-        let child = Command::new(&self.bin)
+        let mut command = Command::new(&self.bin);
+        if let Some(config) = &self.config {
+            command.arg("-c").arg(config);
+        }
+        let child = command
             .args([
                 "-a",
                 "127.0.0.1",

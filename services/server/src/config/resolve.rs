@@ -6,15 +6,28 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use baton_bus::{NatsAuth, NatsTls, Subjects};
 use baton_core::crypto::Keyring;
 use baton_core::crypto::PasswordParams;
 use secrecy::{ExposeSecret, SecretString};
 
 use super::ConfigError;
 use super::schema::{
-    AuthSection, ClusterSection, CryptoSection, HttpSection, LogFormat, RawConfig, Tier,
+    AuthSection, BusSection, ClusterSection, CryptoSection, HttpSection, LogFormat, RawConfig, Tier,
 };
 use super::urls::{DatabaseUrl, check_nats_url, parse_database_url};
+
+impl Bus {
+    /// NATS at `url` with the default subject prefix and no credentials beyond the URL's.
+    pub fn nats(url: SecretString) -> Bus {
+        Bus::Nats {
+            url,
+            subjects: Subjects::default(),
+            auth: NatsAuth::None,
+            tls: NatsTls::default(),
+        }
+    }
+}
 
 /// The validated configuration of one replica.
 #[derive(Debug, Clone)]
@@ -192,6 +205,10 @@ pub enum Bus {
     Nats {
         /// Server URL(s), comma-separated (secret: may carry credentials).
         url: SecretString,
+        /// The installation's subjects.
+        subjects: Subjects,
+        auth: NatsAuth,
+        tls: NatsTls,
     },
 }
 
@@ -243,6 +260,9 @@ impl RawConfig {
             check_nats_url(nats.expose_secret())?;
         }
         let crypto = configured_crypto(&self.crypto)?;
+        let subjects = Subjects::new(&self.bus.subject_prefix)
+            .map_err(|e| invalid("bus.subject_prefix", &e.to_string()))?;
+        let (nats_auth, nats_tls) = validate_nats(&self.bus)?;
 
         let (storage, bus, crypto) = match self.tier {
             Tier::Team => {
@@ -279,7 +299,12 @@ impl RawConfig {
                             acquire_timeout,
                             migrate_on_start: db.migrate_on_start,
                         },
-                        Bus::Nats { url: nats.clone() },
+                        Bus::Nats {
+                            url: nats.clone(),
+                            subjects,
+                            auth: nats_auth,
+                            tls: nats_tls,
+                        },
                         crypto,
                     ),
                     _ => return Err(ConfigError::TeamRequirements { missing }),
@@ -298,9 +323,9 @@ impl RawConfig {
                     Some(DatabaseUrl::Sqlite(url)) => SqliteLocation::Url(url),
                     None => SqliteLocation::File(self.data_dir.join("baton.db")),
                 };
-                if self.bus.nats_url.is_some() {
+                if let Some(key) = nats_setting(&self.bus) {
                     return Err(ConfigError::TeamOnly {
-                        key: "bus.nats_url",
+                        key,
                         what: "set",
                         uses: "the in-process bus",
                         wants: "NATS",
@@ -358,6 +383,94 @@ impl RawConfig {
             crypto,
         })
     }
+}
+
+/// The first NATS setting that is set, if any: the embedded tier has no NATS.
+fn nats_setting(b: &BusSection) -> Option<&'static str> {
+    [
+        ("bus.nats_url", b.nats_url.is_some()),
+        ("bus.nats_user", b.nats_user.is_some()),
+        ("bus.nats_password", b.nats_password.is_some()),
+        ("bus.nats_token", b.nats_token.is_some()),
+        ("bus.nats_nkey_seed", b.nats_nkey_seed.is_some()),
+        ("bus.nats_creds_file", b.nats_creds_file.is_some()),
+        ("bus.nats_tls_required", b.nats_tls_required),
+        ("bus.nats_tls_ca_file", b.nats_tls_ca_file.is_some()),
+        ("bus.nats_tls_cert_file", b.nats_tls_cert_file.is_some()),
+        ("bus.nats_tls_key_file", b.nats_tls_key_file.is_some()),
+    ]
+    .into_iter()
+    .find_map(|(key, set)| set.then_some(key))
+}
+
+/// The NATS credentials and TLS settings: at most one way to authenticate, a user with its
+/// password, a client certificate with its key.
+fn validate_nats(b: &BusSection) -> Result<(NatsAuth, NatsTls), ConfigError> {
+    let mut ways = Vec::new();
+    if b.nats_user.is_some() || b.nats_password.is_some() {
+        ways.push("bus.nats_user");
+    }
+    if b.nats_token.is_some() {
+        ways.push("bus.nats_token");
+    }
+    if b.nats_nkey_seed.is_some() {
+        ways.push("bus.nats_nkey_seed");
+    }
+    if b.nats_creds_file.is_some() {
+        ways.push("bus.nats_creds_file");
+    }
+    if let [first, second, ..] = ways.as_slice() {
+        return Err(invalid(
+            second,
+            &format!("is set together with {first}: choose one way to authenticate to NATS"),
+        ));
+    }
+    let auth = match (&b.nats_user, &b.nats_password) {
+        (Some(user), Some(password)) => NatsAuth::UserPassword {
+            user: user.clone(),
+            password: password.clone(),
+        },
+        (Some(_), None) => {
+            return Err(invalid(
+                "bus.nats_password",
+                "is required with bus.nats_user",
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(invalid(
+                "bus.nats_user",
+                "is required with bus.nats_password",
+            ));
+        }
+        (None, None) => match (&b.nats_token, &b.nats_nkey_seed, &b.nats_creds_file) {
+            (Some(token), _, _) => NatsAuth::Token(token.clone()),
+            (_, Some(seed), _) => NatsAuth::NKey(seed.clone()),
+            (_, _, Some(path)) => NatsAuth::CredsFile(path.clone()),
+            _ => NatsAuth::None,
+        },
+    };
+    let client_cert = match (&b.nats_tls_cert_file, &b.nats_tls_key_file) {
+        (Some(cert), Some(key)) => Some((cert.clone(), key.clone())),
+        (None, None) => None,
+        (Some(_), None) => {
+            return Err(invalid(
+                "bus.nats_tls_key_file",
+                "is required with bus.nats_tls_cert_file",
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(invalid(
+                "bus.nats_tls_cert_file",
+                "is required with bus.nats_tls_key_file",
+            ));
+        }
+    };
+    let tls = NatsTls {
+        required: b.nats_tls_required,
+        ca_file: b.nats_tls_ca_file.clone(),
+        client_cert,
+    };
+    Ok((auth, tls))
 }
 
 /// Where the embedded tier keeps the key it generates.

@@ -13,7 +13,7 @@ use schemars::JsonSchema;
 use secrecy::SecretString;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::urls::{redact_dsn, redact_nats_url};
+use super::urls::{REDACTED, redact_dsn, redact_nats_url};
 
 /// Deployment tier: which storage and bus the replica uses and how strict start-up is.
 #[derive(
@@ -232,7 +232,7 @@ impl Default for DatabaseSection {
 }
 
 /// `[bus]`: fan-out between replicas.
-#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct BusSection {
     /// NATS server URL(s), comma-separated: `nats://`, `tls://`, `ws://` or `wss://`; may carry
@@ -244,6 +244,84 @@ pub struct BusSection {
     )]
     #[schemars(with = "Option<String>")]
     pub nats_url: Option<SecretString>,
+    /// The first token(s) of every NATS subject this installation uses
+    /// (`<prefix>.ev.<tenant>.<run>`, `<prefix>.ctl.cluster`, …). Installations sharing one
+    /// NATS must each have their own, and an account allowed to publish and subscribe on
+    /// `<prefix>.>` is all one needs. Letters, digits, `-` and `_`, tokens separated by `.`.
+    pub subject_prefix: String,
+    /// NATS user name, with `bus.nats_password`. At most one of user and password, token,
+    /// NKey seed and credentials file is set.
+    #[serde(deserialize_with = "deserialize_text")]
+    pub nats_user: Option<String>,
+    /// Password of `bus.nats_user`. Secret: redacted in `config explain`.
+    #[serde(
+        deserialize_with = "deserialize_secret",
+        serialize_with = "serialize_redacted"
+    )]
+    #[schemars(with = "Option<String>")]
+    pub nats_password: Option<SecretString>,
+    /// NATS authentication token. Secret: redacted in `config explain`.
+    #[serde(
+        deserialize_with = "deserialize_secret",
+        serialize_with = "serialize_redacted"
+    )]
+    #[schemars(with = "Option<String>")]
+    pub nats_token: Option<SecretString>,
+    /// Seed of an NKey user (`SU…`) whose public key the server knows. Secret: redacted in
+    /// `config explain`.
+    #[serde(
+        deserialize_with = "deserialize_secret",
+        serialize_with = "serialize_redacted"
+    )]
+    #[schemars(with = "Option<String>")]
+    pub nats_nkey_seed: Option<SecretString>,
+    /// A NATS credentials file (`.creds`: a user JWT and its NKey seed, as `nsc` writes
+    /// it), read at start-up.
+    #[serde(
+        deserialize_with = "deserialize_path",
+        serialize_with = "serialize_opt_path"
+    )]
+    pub nats_creds_file: Option<PathBuf>,
+    /// Refuse a NATS connection without TLS (a `tls://` URL asks for TLS as well).
+    pub nats_tls_required: bool,
+    /// PEM file of the CA that signs the NATS server's certificate; the system's roots when
+    /// unset.
+    #[serde(
+        deserialize_with = "deserialize_path",
+        serialize_with = "serialize_opt_path"
+    )]
+    pub nats_tls_ca_file: Option<PathBuf>,
+    /// PEM file of a client certificate for NATS servers that verify clients, with
+    /// `bus.nats_tls_key_file`.
+    #[serde(
+        deserialize_with = "deserialize_path",
+        serialize_with = "serialize_opt_path"
+    )]
+    pub nats_tls_cert_file: Option<PathBuf>,
+    /// PEM file of the key of `bus.nats_tls_cert_file`.
+    #[serde(
+        deserialize_with = "deserialize_path",
+        serialize_with = "serialize_opt_path"
+    )]
+    pub nats_tls_key_file: Option<PathBuf>,
+}
+
+impl Default for BusSection {
+    fn default() -> Self {
+        Self {
+            nats_url: None,
+            subject_prefix: baton_bus::subjects::DEFAULT_PREFIX.to_owned(),
+            nats_user: None,
+            nats_password: None,
+            nats_token: None,
+            nats_nkey_seed: None,
+            nats_creds_file: None,
+            nats_tls_required: false,
+            nats_tls_ca_file: None,
+            nats_tls_cert_file: None,
+            nats_tls_key_file: None,
+        }
+    }
 }
 
 /// `[auth]`: authentication of API requests, user passwords and login sessions.
@@ -411,6 +489,17 @@ fn serialize_nats_url<S: Serializer>(
     use secrecy::ExposeSecret;
     match value {
         Some(v) => ser.serialize_some(&redact_nats_url(v.expose_secret())),
+        None => ser.serialize_none(),
+    }
+}
+
+/// A secret that is set shows as redacted, whatever it holds.
+fn serialize_redacted<S: Serializer>(
+    value: &Option<SecretString>,
+    ser: S,
+) -> Result<S::Ok, S::Error> {
+    match value {
+        Some(_) => ser.serialize_some(REDACTED),
         None => ser.serialize_none(),
     }
 }

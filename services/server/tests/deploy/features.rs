@@ -59,6 +59,53 @@ fn optional_features_render_what_they_promise() {
     }
     assert_no_secrets_in_config_maps(&r);
 
+    // NATS credentials from a Secret and TLS files, under the installation's prefix: the
+    // password reaches the pods from the Secret only, the files as read-only mounts.
+    let r = by_name("nats-secured");
+    let config = r.config_map();
+    assert_eq!(config["BATON_BUS__SUBJECT_PREFIX"], "acme-prod");
+    assert_eq!(config["BATON_BUS__NATS_USER"], "baton");
+    assert_eq!(config["BATON_BUS__NATS_TLS_REQUIRED"], "true");
+    let value = |name: &str| env_entry(r.container(), name).map(|e| e["value"].clone());
+    assert_eq!(
+        value("BATON_BUS__NATS_TLS_CA_FILE"),
+        Some(json!("/etc/baton/nats-tls/ca.crt"))
+    );
+    assert_eq!(
+        value("BATON_BUS__NATS_TLS_CERT_FILE"),
+        Some(json!("/etc/baton/nats-tls/tls.crt"))
+    );
+    assert_eq!(
+        value("BATON_BUS__NATS_TLS_KEY_FILE"),
+        Some(json!("/etc/baton/nats-tls/tls.key"))
+    );
+    assert_eq!(
+        env_entry(r.container(), "BATON_BUS__NATS_PASSWORD").expect("from the Secret")["valueFrom"],
+        json!({"secretKeyRef": {"name": "baton-nats-auth", "key": "password"}})
+    );
+    let mounts = &r.container()["volumeMounts"];
+    let tls_mount = mounts
+        .as_array()
+        .expect("mounts")
+        .iter()
+        .find(|m| m["name"] == "nats-tls")
+        .expect("the TLS Secret is mounted");
+    assert_eq!(tls_mount["mountPath"], "/etc/baton/nats-tls");
+    assert_eq!(tls_mount["readOnly"], true);
+    assert_no_secrets_in_config_maps(&r);
+    let r = by_name("nats-creds");
+    assert_eq!(
+        env_entry(r.container(), "BATON_BUS__NATS_CREDS_FILE").map(|e| e["value"].clone()),
+        Some(json!("/etc/baton/nats-creds/baton.creds"))
+    );
+    let volume = r.pod()["spec"]["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .find(|v| v["name"] == "nats-creds")
+        .expect("the creds file is mounted");
+    assert_eq!(volume["secret"]["secretName"], "baton-nats-auth");
+
     // ServiceMonitor (a CRD: no schema in kubernetes-validate, so its shape is checked here):
     // it scrapes /metrics, which the API serves on its own port, the Service's `http`.
     let r = by_name("service-monitor");

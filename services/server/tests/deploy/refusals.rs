@@ -46,6 +46,40 @@ fn chart_refuses_to_render_without_its_requirements_or_with_secrets_in_values() 
             "nats.url carries credentials",
         ),
         (
+            "two ways to authenticate to NATS",
+            merged(
+                required(),
+                json!({"nats": {"auth": {"existingSecret": "n", "tokenKey": "t", "nkeySeedKey": "s"}}}),
+            ),
+            "one way to authenticate to NATS",
+        ),
+        (
+            "a NATS user without a password",
+            merged(
+                required(),
+                json!({"nats": {"auth": {"existingSecret": "n", "user": "baton"}}}),
+            ),
+            "go together",
+        ),
+        (
+            "NATS credentials without their Secret",
+            merged(required(), json!({"nats": {"auth": {"tokenKey": "t"}}})),
+            "nats.auth.existingSecret must name",
+        ),
+        (
+            "a NATS client certificate without its Secret",
+            merged(required(), json!({"nats": {"tls": {"clientCert": true}}})),
+            "nats.tls.clientCert needs",
+        ),
+        (
+            "a subject prefix NATS would misread",
+            merged(
+                required(),
+                json!({"config": {"bus": {"subject_prefix": "acme.>"}}}),
+            ),
+            "subject_prefix",
+        ),
+        (
             "NATS twice",
             merged(
                 required(),

@@ -77,6 +77,28 @@ pub fn value_sets() -> Vec<ValueSet> {
             ),
         },
         ValueSet {
+            name: "nats-secured",
+            values: merged(
+                required(),
+                json!({
+                    "nats": {
+                        "auth": {"existingSecret": "baton-nats-auth", "user": "baton",
+                                 "passwordKey": "password"},
+                        "tls": {"required": true, "existingSecret": "baton-nats-tls",
+                                "clientCert": true}
+                    },
+                    "config": {"bus": {"subject_prefix": "acme-prod"}}
+                }),
+            ),
+        },
+        ValueSet {
+            name: "nats-creds",
+            values: merged(
+                required(),
+                json!({"nats": {"auth": {"existingSecret": "baton-nats-auth", "credsKey": "baton.creds"}}}),
+            ),
+        },
+        ValueSet {
             name: "service-monitor",
             values: merged(
                 required(),
@@ -238,6 +260,10 @@ pub fn container_env(
             match name.as_str() {
                 "BATON_DATABASE__URL" => "postgres://baton:s3cret@pg:5432/baton".to_owned(),
                 "BATON_BUS__NATS_URL" => "nats://baton:s3cret@nats:4222".to_owned(),
+                "BATON_BUS__NATS_PASSWORD" | "BATON_BUS__NATS_TOKEN" => "s3cret".to_owned(),
+                "BATON_BUS__NATS_NKEY_SEED" => {
+                    "SUAMK2FG4MI6UE3ACF3FK3OIQBCEIEZV7NSWFFEW63UXMRLFM2XLAXK4GY".to_owned()
+                }
                 other => panic!("unexpected secret variable {other}: {secret:?}"),
             }
         } else {

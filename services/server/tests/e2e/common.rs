@@ -56,9 +56,7 @@ impl TestApp {
             acquire_timeout: Duration::from_secs(5),
             migrate_on_start: true,
         };
-        config.bus = Bus::Nats {
-            url: SecretString::from(nats.to_string()),
-        };
+        config.bus = Bus::nats(SecretString::from(nats.to_string()));
         config.crypto = Crypto::Keys {
             keys: vec![("test".into(), SecretString::from(TEST_KEY))],
             dir: None,

@@ -44,9 +44,7 @@ pub fn team_config(dir: &Path, db_url: &str, keys: &[(&str, &str)], active: &str
         acquire_timeout: Duration::from_secs(5),
         migrate_on_start: true,
     };
-    config.bus = Bus::Nats {
-        url: SecretString::from(nats_url()),
-    };
+    config.bus = Bus::nats(SecretString::from(nats_url()));
     config.crypto = Crypto::Keys {
         keys: keys
             .iter()

@@ -76,9 +76,7 @@ impl App {
                 acquire_timeout: Duration::from_secs(5),
                 migrate_on_start: true,
             };
-            config.bus = Bus::Nats {
-                url: SecretString::from(nats_url()),
-            };
+            config.bus = Bus::nats(SecretString::from(nats_url()));
             config.crypto = Crypto::Keys {
                 keys: vec![("test".into(), SecretString::from(TEST_KEY))],
                 dir: None,

@@ -43,6 +43,16 @@ database.statement_timeout_ms  10000           default
 database.acquire_timeout_ms    5000            default
 database.migrate_on_start      true            default
 bus.nats_url                   (unset)         default
+bus.subject_prefix             baton           default
+bus.nats_user                  (unset)         default
+bus.nats_password              (unset)         default
+bus.nats_token                 (unset)         default
+bus.nats_nkey_seed             (unset)         default
+bus.nats_creds_file            (unset)         default
+bus.nats_tls_required          false           default
+bus.nats_tls_ca_file           (unset)         default
+bus.nats_tls_cert_file         (unset)         default
+bus.nats_tls_key_file          (unset)         default
 auth.required                  false           default
 auth.argon2_memory_kib         19456           default
 auth.argon2_iterations         2               default
@@ -102,7 +112,7 @@ fn explain_covers_every_schema_key_exactly_once() {
     unique.sort_unstable();
     unique.dedup();
     assert_eq!(unique.len(), keys.len());
-    assert_eq!(keys.len(), 39);
+    assert_eq!(keys.len(), 49);
 }
 
 #[test]
@@ -164,6 +174,24 @@ fn explain_redacts_a_dsn_given_via_env() {
         "postgres://baton:***@db.internal:5433/baton?sslmode=require"
     );
     assert_eq!(url.source, Layer::Env("BATON_DATABASE__URL".into()));
+}
+
+#[test]
+fn explain_redacts_every_nats_secret_and_shows_the_rest() {
+    let loaded = load_ok(with_env(&[
+        ("BATON_BUS__NATS_PASSWORD", PASSWORD),
+        ("BATON_BUS__NATS_TOKEN", PASSWORD),
+        ("BATON_BUS__NATS_NKEY_SEED", PASSWORD),
+        ("BATON_BUS__NATS_USER", "baton"),
+        ("BATON_BUS__SUBJECT_PREFIX", "acme"),
+    ]));
+    let text = loaded.explain();
+    assert!(!text.contains(PASSWORD), "{text}");
+    for key in ["bus.nats_password", "bus.nats_token", "bus.nats_nkey_seed"] {
+        assert_eq!(row(&loaded, key).value, "***", "{key}");
+    }
+    assert_eq!(row(&loaded, "bus.nats_user").value, "baton");
+    assert_eq!(row(&loaded, "bus.subject_prefix").value, "acme");
 }
 
 #[test]

@@ -92,7 +92,7 @@ fn complete_team_config_resolves_to_postgres_and_nats() {
         }
         other => panic!("expected Postgres, got {other:?}"),
     }
-    assert!(matches!(&config.bus, Bus::Nats { url } if url.expose_secret() == NATS));
+    assert!(matches!(&config.bus, Bus::Nats { url, .. } if url.expose_secret() == NATS));
     assert!(config.auth_required);
 }
 
@@ -462,4 +462,99 @@ fn allowed_hosts_and_origins_are_normalized_and_checked() {
             .to_ascii_lowercase();
         assert!(err.contains(&dotted), "{bad}: {err}");
     }
+}
+
+#[test]
+fn team_tier_takes_its_nats_prefix_credentials_and_tls() {
+    let config = validate_team(&[
+        ("BATON_BUS__SUBJECT_PREFIX", "acme.prod"),
+        ("BATON_BUS__NATS_USER", "baton"),
+        ("BATON_BUS__NATS_PASSWORD", "s3cret-nats"),
+        ("BATON_BUS__NATS_TLS_REQUIRED", "true"),
+        ("BATON_BUS__NATS_TLS_CA_FILE", "/etc/nats/ca.pem"),
+    ])
+    .expect("valid");
+    match &config.bus {
+        Bus::Nats {
+            subjects,
+            auth: baton_bus::NatsAuth::UserPassword { user, password },
+            tls,
+            ..
+        } => {
+            assert_eq!(subjects.prefix(), "acme.prod");
+            assert_eq!(
+                (user.as_str(), password.expose_secret()),
+                ("baton", "s3cret-nats")
+            );
+            assert!(tls.required);
+            assert_eq!(
+                tls.ca_file.as_deref(),
+                Some(std::path::Path::new("/etc/nats/ca.pem"))
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let defaults = validate_team(&[]).expect("valid");
+    assert!(matches!(&defaults.bus, Bus::Nats { subjects, .. } if subjects.prefix() == "baton"));
+}
+
+#[test]
+fn nats_settings_that_contradict_each_other_are_refused_naming_the_key() {
+    let cases: &[(&[(&str, &str)], &str)] = &[
+        (
+            &[("BATON_BUS__SUBJECT_PREFIX", "acme.>")],
+            "bus.subject_prefix",
+        ),
+        (
+            &[("BATON_BUS__SUBJECT_PREFIX", "a..b")],
+            "bus.subject_prefix",
+        ),
+        (&[("BATON_BUS__NATS_USER", "baton")], "bus.nats_password"),
+        (&[("BATON_BUS__NATS_PASSWORD", "pw")], "bus.nats_user"),
+        (
+            &[
+                ("BATON_BUS__NATS_TOKEN", "t"),
+                ("BATON_BUS__NATS_NKEY_SEED", "SUAB"),
+            ],
+            "bus.nats_nkey_seed",
+        ),
+        (
+            &[
+                ("BATON_BUS__NATS_USER", "u"),
+                ("BATON_BUS__NATS_PASSWORD", "p"),
+                ("BATON_BUS__NATS_CREDS_FILE", "/x.creds"),
+            ],
+            "bus.nats_creds_file",
+        ),
+        (
+            &[("BATON_BUS__NATS_TLS_CERT_FILE", "/c.pem")],
+            "bus.nats_tls_key_file",
+        ),
+        (
+            &[("BATON_BUS__NATS_TLS_KEY_FILE", "/k.pem")],
+            "bus.nats_tls_cert_file",
+        ),
+    ];
+    for (vars, key) in cases {
+        let err = validate_team(vars).expect_err("refused").to_string();
+        assert!(err.contains(key), "{vars:?}: {err}");
+        assert!(
+            !err.contains("SUAB") && !err.contains("=p"),
+            "no secret in {err}"
+        );
+    }
+}
+
+#[test]
+fn the_embedded_tier_refuses_nats_credentials_it_would_not_use() {
+    let err = validate_env(&[("BATON_BUS__NATS_TOKEN", "tok-1")])
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        err.contains("bus.nats_token") && !err.contains("tok-1"),
+        "{err}"
+    );
+    let config =
+        validate_env(&[("BATON_BUS__SUBJECT_PREFIX", "local")]).expect("a prefix is harmless");
+    assert!(matches!(config.bus, Bus::InProcess));
 }
