@@ -4,5 +4,6 @@
 //! test makes its own app and tenant.
 
 mod auth;
+mod errors;
 mod support;
 mod tenancy;
