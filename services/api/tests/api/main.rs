@@ -5,5 +5,6 @@
 
 mod auth;
 mod errors;
+mod runs;
 mod support;
 mod tenancy;
