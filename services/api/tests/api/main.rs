@@ -3,6 +3,7 @@
 //! (no socket, no process). One binary, so the harness in `support` compiles once; each
 //! test makes its own app and tenant.
 
+mod admin;
 mod auth;
 mod errors;
 mod runs;
