@@ -6,6 +6,7 @@
 mod admin;
 mod auth;
 mod errors;
+mod openapi;
 mod runs;
 mod support;
 mod tenancy;
