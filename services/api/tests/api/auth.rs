@@ -53,6 +53,11 @@ async fn missing_malformed_unknown_revoked_and_expired_keys_answer_401_and_write
             .await;
         let detail = assert_problem(&r, 401, "unauthorized");
         assert!(detail.contains(why), "{authorization:?}: {detail}");
+        assert_eq!(
+            r.headers[header::WWW_AUTHENTICATE],
+            "Bearer",
+            "the scheme to use"
+        );
     }
     let agents = app.get("/v1/agents", &t.owner).await;
     assert_eq!(agents.items().len(), 0, "{}", agents.text);
