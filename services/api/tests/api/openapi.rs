@@ -1,5 +1,5 @@
 //! The OpenAPI document at `/openapi.json` describes the router: every operation it lists
-//! is served.
+//! is served, under a tag it declares.
 
 use crate::support::{Anonymous, TestApp};
 use axum::body::Body;
@@ -33,11 +33,24 @@ async fn every_operation_of_the_openapi_document_is_served() {
         "{}",
         doc.body["openapi"]
     );
+    // Operations are grouped by the tags the document declares.
+    let declared: Vec<Value> = doc.body["tags"]
+        .as_array()
+        .expect("tags")
+        .iter()
+        .map(|t| t["name"].clone())
+        .collect();
     let paths = doc.body["paths"].as_object().expect("paths");
     let mut served = Vec::new();
     for (template, item) in paths {
         let path = concrete(template);
-        for method in item.as_object().expect("a path item").keys() {
+        for (method, op) in item.as_object().expect("a path item") {
+            for tag in op["tags"].as_array().expect("tags") {
+                assert!(
+                    declared.contains(tag),
+                    "{method} {template}: tag {tag} is undeclared"
+                );
+            }
             let method: Method = method.to_uppercase().parse().expect("a method");
             let req = app
                 .request(method.clone(), &path, &t.owner)
