@@ -20,23 +20,24 @@ fn keys(v: &Value) -> Vec<&str> {
 
 #[tokio::test]
 async fn updating_an_agent_makes_version_2_and_runs_keep_the_version_they_started_with() {
-    let app = TestApp::new().await;
-    let t = app.tenant().await;
+    let (app, t) = TestApp::with_tenant().await;
     let created = app
         .post(
             "/v1/agents",
             &t.owner,
             scripted_agent(json!([{"content": "v1"}])),
         )
-        .await;
-    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
+        .await
+        .expect_status(201);
     assert_eq!(created.body["version"], 1);
     let agent = created.str("/id");
     let before = app.run(&t.owner, &agent, None).await;
     let mut v2 = scripted_agent(json!([{"content": "v2"}]));
     v2["name"] = json!("renamed");
-    let updated = app.put(&format!("/v1/agents/{agent}"), &t.owner, v2).await;
-    assert_eq!(updated.status, StatusCode::OK, "{}", updated.text);
+    let updated = app
+        .put(&format!("/v1/agents/{agent}"), &t.owner, v2)
+        .await
+        .expect_status(200);
     assert_eq!(
         (updated.str("/id"), &updated.body["version"]),
         (agent.clone(), &json!(2))
@@ -56,31 +57,24 @@ async fn updating_an_agent_makes_version_2_and_runs_keep_the_version_they_starte
 async fn a_tool_name_is_unique_in_its_tenant() {
     let app = TestApp::new().await;
     let (t, other) = (app.tenant().await, app.tenant().await);
-    let created = app.post("/v1/tools", &t.owner, client_tool("lookup")).await;
-    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
-    assert_eq!(created.body["name"], "lookup");
+    let tool = app.tool(&t.owner, "lookup").await;
     let again = app.post("/v1/tools", &t.owner, client_tool("lookup")).await;
     assert_problem(&again, 409, "already_exists");
-    assert_eq!(
-        app.get("/v1/tools", &t.owner).await.item_fields("id"),
-        [created.body["id"].clone()]
-    );
+    let tools = app.get("/v1/tools", &t.owner).await;
+    assert_eq!(tools.item_fields("id"), [json!(tool)]);
+    assert_eq!(tools.item_fields("name"), [json!("lookup")]);
     // Another tenant's namespace is its own.
-    let theirs = app
-        .post("/v1/tools", &other.owner, client_tool("lookup"))
-        .await;
-    assert_eq!(theirs.status, StatusCode::CREATED, "{}", theirs.text);
+    app.tool(&other.owner, "lookup").await;
 }
 
 #[tokio::test]
 async fn a_secret_value_is_never_answered_and_a_deleted_secret_is_gone() {
-    let app = TestApp::new().await;
-    let t = app.tenant().await;
+    let (app, t) = TestApp::with_tenant().await;
     let value = "s3cr3t-value-never-shown";
     let put = app
         .put("/v1/secrets/shop_token", &t.owner, json!({"value": value}))
-        .await;
-    assert_eq!(put.status, StatusCode::OK, "{}", put.text);
+        .await
+        .expect_status(200);
     assert_eq!(
         keys(&put.body),
         ["created_at", "key_id", "name", "updated_at"]
@@ -110,16 +104,15 @@ async fn a_secret_value_is_never_answered_and_a_deleted_secret_is_gone() {
 
 #[tokio::test]
 async fn an_api_key_token_is_shown_once_and_revoking_it_makes_it_401() {
-    let app = TestApp::new().await;
-    let t = app.tenant().await;
+    let (app, t) = TestApp::with_tenant().await;
     let created = app
         .post(
             "/v1/api-keys",
             &t.owner,
             json!({"name": "ci", "role": "member"}),
         )
-        .await;
-    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
+        .await
+        .expect_status(201);
     let token = created.str("/token");
     let id = created.str("/key/id");
     assert!(
@@ -129,24 +122,23 @@ async fn an_api_key_token_is_shown_once_and_revoking_it_makes_it_401() {
     );
     assert_eq!(app.get("/v1/runs", &token).await.status, StatusCode::OK);
 
-    let list = app.get("/v1/api-keys", &t.owner).await;
-    assert_eq!(list.status, StatusCode::OK, "{}", list.text);
+    let list = app.get("/v1/api-keys", &t.owner).await.expect_status(200);
     assert!(list.item_fields("id").contains(&json!(id)));
     assert!(list.items().iter().all(|k| k.get("token").is_none()));
     assert!(!list.text.contains(&token), "the token is never listed");
     // A member manages no keys.
     assert_problem(&app.get("/v1/api-keys", &token).await, 403, "forbidden");
 
-    let revoked = app.delete(&format!("/v1/api-keys/{id}"), &t.owner).await;
-    assert_eq!(revoked.status, StatusCode::NO_CONTENT, "{}", revoked.text);
+    app.delete(&format!("/v1/api-keys/{id}"), &t.owner)
+        .await
+        .expect_status(204);
     let detail = assert_problem(&app.get("/v1/runs", &token).await, 401, "unauthorized");
     assert!(detail.contains("revoked"), "{detail}");
 }
 
 #[tokio::test]
 async fn an_admin_adds_members_but_cannot_make_an_owner() {
-    let app = TestApp::new().await;
-    let t = app.tenant().await;
+    let (app, t) = TestApp::with_tenant().await;
     let admin = app.key(t.id, Role::Admin).await;
     app.user("bob@example.com", "a long enough password").await;
     let r = app
@@ -168,8 +160,8 @@ async fn an_admin_adds_members_but_cannot_make_an_owner() {
             &admin,
             json!({"email": "bob@example.com", "role": "admin"}),
         )
-        .await;
-    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+        .await
+        .expect_status(201);
     let user = r.str("/user_id");
     let promote = app
         .put(
@@ -185,14 +177,12 @@ async fn an_admin_adds_members_but_cannot_make_an_owner() {
 
 #[tokio::test]
 async fn a_change_shows_in_the_audit_stream_with_its_actor() {
-    let app = TestApp::new().await;
-    let t = app.tenant().await;
-    let tool = app
-        .post("/v1/tools", &t.owner, client_tool("lookup"))
+    let (app, t) = TestApp::with_tenant().await;
+    let tool = app.tool(&t.owner, "lookup").await;
+    let audit = app
+        .get("/v1/audit?action=tool.created", &t.owner)
         .await
-        .str("/id");
-    let audit = app.get("/v1/audit?action=tool.created", &t.owner).await;
-    assert_eq!(audit.status, StatusCode::OK, "{}", audit.text);
+        .expect_status(200);
     let entry = &audit.items()[0];
     assert_eq!(
         (&entry["action"], &entry["target"]),
@@ -211,15 +201,16 @@ async fn a_change_shows_in_the_audit_stream_with_its_actor() {
 
 #[tokio::test]
 async fn an_admin_sees_which_encryption_keys_seal_the_tenants_secrets() {
-    let app = TestApp::new().await;
-    let t = app.tenant().await;
+    let (app, t) = TestApp::with_tenant().await;
     let admin = app.key(t.id, Role::Admin).await;
     let put = app
         .put("/v1/secrets/shop_token", &admin, json!({"value": "v"}))
-        .await;
-    assert_eq!(put.status, StatusCode::OK, "{}", put.text);
-    let status = app.get("/v1/encryption-keys", &admin).await;
-    assert_eq!(status.status, StatusCode::OK, "{}", status.text);
+        .await
+        .expect_status(200);
+    let status = app
+        .get("/v1/encryption-keys", &admin)
+        .await
+        .expect_status(200);
     assert_eq!(status.body["active_key"], put.body["key_id"]);
     assert_eq!(
         status.body["keys"],

@@ -20,8 +20,7 @@ async fn post_empty(app: &TestApp, path: &str, auth: &str) -> crate::support::Re
 
 #[tokio::test]
 async fn missing_malformed_unknown_revoked_and_expired_keys_answer_401_and_write_nothing() {
-    let app = TestApp::new().await;
-    let t = app.tenant().await;
+    let (app, t) = TestApp::with_tenant().await;
     let now = Utc::now();
     let revoked = app.key_with(t.id, Role::Owner, None, Some(now)).await;
     let expired = app
@@ -77,8 +76,9 @@ async fn a_key_naming_another_tenant_in_baton_tenant_is_forbidden() {
     let req = app
         .request(Method::GET, "/v1/runs", &a.owner)
         .header("baton-tenant", a.id.to_string());
-    let r = app.send(req.body(Body::empty()).expect("a request")).await;
-    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    app.send(req.body(Body::empty()).expect("a request"))
+        .await
+        .expect_status(200);
 }
 
 #[tokio::test]
@@ -107,8 +107,7 @@ async fn a_wrong_password_and_an_unknown_email_get_the_same_401() {
 
 #[tokio::test]
 async fn a_session_acts_with_its_membership_until_logout_and_is_refused_after() {
-    let app = TestApp::new().await;
-    let t = app.tenant().await;
+    let (app, t) = TestApp::with_tenant().await;
     app.user(EMAIL, PASSWORD).await;
     let added = app
         .post(
@@ -116,8 +115,8 @@ async fn a_session_acts_with_its_membership_until_logout_and_is_refused_after() 
             &t.owner,
             json!({"email": EMAIL, "role": "member"}),
         )
-        .await;
-    assert_eq!(added.status, StatusCode::CREATED, "{}", added.text);
+        .await
+        .expect_status(201);
     let user_id = added.str("/user_id");
 
     // The email matches whatever its case and surrounding spaces.
@@ -127,15 +126,14 @@ async fn a_session_acts_with_its_membership_until_logout_and_is_refused_after() 
             &Anonymous,
             json!({"email": " Ada@Example.COM ", "password": PASSWORD}),
         )
-        .await;
-    assert_eq!(login.status, StatusCode::OK, "{}", login.text);
+        .await
+        .expect_status(200);
     let session = login.str("/token");
     assert!(session.starts_with(tokens::SESSION_PREFIX), "{session}");
     assert_eq!(login.body["user"]["email"], EMAIL);
     assert_eq!(login.body["user"].get("password_hash"), None);
 
-    let me = app.get("/v1/me", &session).await;
-    assert_eq!(me.status, StatusCode::OK, "{}", me.text);
+    let me = app.get("/v1/me", &session).await.expect_status(200);
     assert_eq!(me.body["actor"], format!("user:{user_id}"));
     assert_eq!(
         me.body["tenants"],
@@ -157,8 +155,7 @@ async fn a_session_acts_with_its_membership_until_logout_and_is_refused_after() 
 
 #[tokio::test]
 async fn logout_with_an_api_key_is_a_bad_request_and_keeps_the_key() {
-    let app = TestApp::new().await;
-    let t = app.tenant().await;
+    let (app, t) = TestApp::with_tenant().await;
     let detail = assert_problem(
         &post_empty(&app, "/v1/logout", &t.owner).await,
         400,
@@ -170,8 +167,7 @@ async fn logout_with_an_api_key_is_a_bad_request_and_keeps_the_key() {
 
 #[tokio::test]
 async fn a_viewer_reads_agents_but_cannot_create_one() {
-    let app = TestApp::new().await;
-    let t = app.tenant().await;
+    let (app, t) = TestApp::with_tenant().await;
     let viewer = app.key(t.id, Role::Viewer).await;
     let r = app
         .post(
@@ -181,21 +177,19 @@ async fn a_viewer_reads_agents_but_cannot_create_one() {
         )
         .await;
     assert_problem(&r, 403, "forbidden");
-    let agents = app.get("/v1/agents", &viewer).await;
-    assert_eq!(agents.status, StatusCode::OK, "{}", agents.text);
+    let agents = app.get("/v1/agents", &viewer).await.expect_status(200);
     assert_eq!(agents.items().len(), 0, "nothing was created");
 }
 
 #[tokio::test]
 async fn a_member_creates_runs_but_not_tools() {
-    let app = TestApp::new().await;
-    let t = app.tenant().await;
+    let (app, t) = TestApp::with_tenant().await;
     let member = app.key(t.id, Role::Member).await;
     let agent = app.agent(&t.owner, json!([{"content": "hi"}])).await;
     let run = app
         .post("/v1/runs", &member, json!({"agent_id": agent}))
-        .await;
-    assert_eq!(run.status, StatusCode::CREATED, "{}", run.text);
+        .await
+        .expect_status(201);
     assert_eq!(run.body["run"]["status"], "waiting");
     let r = app.post("/v1/tools", &member, client_tool("lookup")).await;
     assert_problem(&r, 403, "forbidden");
@@ -206,8 +200,7 @@ async fn a_member_creates_runs_but_not_tools() {
 #[tokio::test]
 async fn without_auth_requests_act_as_the_local_owner_on_loopback_only() {
     let (app, tenant) = TestApp::local_owner().await;
-    let me = app.get("/v1/me", &Anonymous).await;
-    assert_eq!(me.status, StatusCode::OK, "{}", me.text);
+    let me = app.get("/v1/me", &Anonymous).await.expect_status(200);
     assert_eq!(me.body["actor"], "local");
     assert_eq!(me.body["tenants"][0]["tenant_id"], json!(tenant));
     assert_eq!(me.body["tenants"][0]["role"], "owner");

@@ -3,7 +3,7 @@
 
 use crate::support::{Anonymous, TestApp};
 use axum::body::Body;
-use axum::http::{Method, StatusCode, header};
+use axum::http::{Method, header};
 use serde_json::Value;
 
 /// `template` with each `{param}` filled: a fresh id, or a secret's name.
@@ -21,10 +21,11 @@ fn concrete(template: &str) -> String {
 
 #[tokio::test]
 async fn every_operation_of_the_openapi_document_is_served() {
-    let app = TestApp::new().await;
-    let t = app.tenant().await;
-    let doc = app.get("/openapi.json", &Anonymous).await;
-    assert_eq!(doc.status, StatusCode::OK, "{}", doc.text);
+    let (app, t) = TestApp::with_tenant().await;
+    let doc = app
+        .get("/openapi.json", &Anonymous)
+        .await
+        .expect_status(200);
     assert_eq!(doc.headers[header::CONTENT_TYPE], "application/json");
     assert!(
         doc.body["openapi"]

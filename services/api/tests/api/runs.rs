@@ -11,28 +11,36 @@ fn slow_reply() -> Value {
     json!([{"content": "eventually", "delay_ms": 60_000}])
 }
 
-/// A tenant and an agent of it with these scripted replies.
-async fn tenant_with_agent(app: &TestApp, replies: Value) -> (Tenant, String) {
-    let t = app.tenant().await;
+/// An app, a tenant of it and an agent of the tenant with these scripted replies.
+async fn app_with_agent(replies: Value) -> (TestApp, Tenant, String) {
+    let (app, t) = TestApp::with_tenant().await;
     let agent = app.agent(&t.owner, replies).await;
-    (t, agent)
+    (app, t, agent)
 }
 
-/// The run's messages as (seq, role, content).
-async fn messages(app: &TestApp, t: &Tenant, run: &str) -> Vec<(i64, String, String)> {
-    let r = app.get(&format!("/v1/runs/{run}/messages"), &t.owner).await;
-    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
-    r.items()
+/// Checks the run's messages are `expected`, as (seq, role, content).
+async fn assert_messages(app: &TestApp, t: &Tenant, run: &str, expected: &[(i64, &str, &str)]) {
+    let r = app
+        .get(&format!("/v1/runs/{run}/messages"), &t.owner)
+        .await
+        .expect_status(200);
+    let text = |m: &Value, f: &str| m[f].as_str().expect("a string field").to_string();
+    let got: Vec<(i64, String, String)> = r
+        .items()
         .iter()
         .map(|m| {
-            let text = |f: &str| m[f].as_str().expect("a string field").to_string();
             (
                 m["seq"].as_i64().expect("a seq"),
-                text("role"),
-                text("content"),
+                text(m, "role"),
+                text(m, "content"),
             )
         })
-        .collect()
+        .collect();
+    let expected: Vec<(i64, String, String)> = expected
+        .iter()
+        .map(|(seq, role, content)| (*seq, role.to_string(), content.to_string()))
+        .collect();
+    assert_eq!(got, expected, "{}", r.text);
 }
 
 /// The run's events as a client streaming them sees them, after `last_event_id` if given.
@@ -76,16 +84,15 @@ fn frames(text: &str) -> Vec<Frame> {
 
 #[tokio::test]
 async fn a_run_created_with_a_first_message_runs_its_turn_and_stores_the_reply() {
-    let app = TestApp::new().await;
-    let (t, agent) = tenant_with_agent(&app, json!([{"content": "Hello!"}])).await;
+    let (app, t, agent) = app_with_agent(json!([{"content": "Hello!"}])).await;
     let r = app
         .post(
             "/v1/runs",
             &t.owner,
             json!({"agent_id": agent, "title": "First", "message": "Hi"}),
         )
-        .await;
-    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+        .await
+        .expect_status(201);
     assert_eq!(r.body["run"]["status"], "queued");
     assert_eq!(r.body["run"]["title"], "First");
     assert_eq!(r.body["run"]["agent_version"], 1);
@@ -103,19 +110,18 @@ async fn a_run_created_with_a_first_message_runs_its_turn_and_stores_the_reply()
         (&summary["message_count"], &summary["turn_count"]),
         (&json!(2), &json!(1))
     );
-    assert_eq!(
-        messages(&app, &t, &run).await,
-        [
-            (1, "user".into(), "Hi".into()),
-            (2, "assistant".into(), "Hello!".into())
-        ]
-    );
+    assert_messages(
+        &app,
+        &t,
+        &run,
+        &[(1, "user", "Hi"), (2, "assistant", "Hello!")],
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn a_second_message_while_busy_is_run_busy_and_stores_nothing() {
-    let app = TestApp::new().await;
-    let (t, agent) = tenant_with_agent(&app, slow_reply()).await;
+    let (app, t, agent) = app_with_agent(slow_reply()).await;
     let run = app.run(&t.owner, &agent, Some("first")).await;
     let r = app
         .post(
@@ -125,25 +131,22 @@ async fn a_second_message_while_busy_is_run_busy_and_stores_nothing() {
         )
         .await;
     assert_problem(&r, 409, "run_busy");
-    assert_eq!(
-        messages(&app, &t, &run).await,
-        [(1, "user".into(), "first".into())]
-    );
+    assert_messages(&app, &t, &run, &[(1, "user", "first")]).await;
 }
 
 #[tokio::test]
 async fn a_repeated_request_id_answers_the_original_message_and_stores_one() {
-    let app = TestApp::new().await;
-    let (t, agent) = tenant_with_agent(&app, slow_reply()).await;
+    let (app, t, agent) = app_with_agent(slow_reply()).await;
     let run = app.run(&t.owner, &agent, None).await;
     let path = format!("/v1/runs/{run}/messages");
     let body = json!({"content": "Thanks", "request_id": "thanks-1"});
-    let first = app.post(&path, &t.owner, body.clone()).await;
-    assert_eq!(first.status, StatusCode::CREATED, "{}", first.text);
+    let first = app
+        .post(&path, &t.owner, body.clone())
+        .await
+        .expect_status(201);
     assert_eq!(first.body["turn"], 1);
     // Repeated while the turn it started is busy: the original answer, not run_busy.
-    let again = app.post(&path, &t.owner, body).await;
-    assert_eq!(again.status, StatusCode::CREATED, "{}", again.text);
+    let again = app.post(&path, &t.owner, body).await.expect_status(201);
     assert_eq!(again.body, first.body);
     let other = json!({"content": "Thanks a lot", "request_id": "thanks-1"});
     assert_problem(
@@ -151,20 +154,18 @@ async fn a_repeated_request_id_answers_the_original_message_and_stores_one() {
         422,
         "idempotency_key_reused",
     );
-    assert_eq!(
-        messages(&app, &t, &run).await,
-        [(1, "user".into(), "Thanks".into())]
-    );
+    assert_messages(&app, &t, &run, &[(1, "user", "Thanks")]).await;
 }
 
 #[tokio::test]
 async fn a_repeated_request_id_on_create_answers_the_original_run() {
-    let app = TestApp::new().await;
-    let (t, agent) = tenant_with_agent(&app, slow_reply()).await;
+    let (app, t, agent) = app_with_agent(slow_reply()).await;
     let body = json!({"agent_id": agent, "message": "Hi", "request_id": "create-1"});
     let first = app.post("/v1/runs", &t.owner, body.clone()).await;
-    let again = app.post("/v1/runs", &t.owner, body).await;
-    assert_eq!(again.status, StatusCode::CREATED, "{}", again.text);
+    let again = app
+        .post("/v1/runs", &t.owner, body)
+        .await
+        .expect_status(201);
     assert_eq!(again.str("/run/id"), first.str("/run/id"));
     assert_eq!(again.body["message"], first.body["message"]);
     let other = json!({"agent_id": agent, "message": "Hello", "request_id": "create-1"});
@@ -178,19 +179,20 @@ async fn a_repeated_request_id_on_create_answers_the_original_run() {
 
 #[tokio::test]
 async fn an_idle_run_is_cancelled_at_once_and_then_refuses_messages() {
-    let app = TestApp::new().await;
-    let (t, agent) = tenant_with_agent(&app, json!([{"content": "hi"}])).await;
+    let (app, t, agent) = app_with_agent(json!([{"content": "hi"}])).await;
     let run = app.run(&t.owner, &agent, None).await;
     let cancel = format!("/v1/runs/{run}/cancel");
     // The body is optional.
     let req = app.request(Method::POST, &cancel, &t.owner);
-    let r = app.send(req.body(Body::empty()).expect("a request")).await;
-    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let r = app
+        .send(req.body(Body::empty()).expect("a request"))
+        .await
+        .expect_status(200);
     assert_eq!(r.body["status"], "cancelled");
     let again = app
         .post(&cancel, &t.owner, json!({"reason": "twice"}))
-        .await;
-    assert_eq!(again.status, StatusCode::OK, "{}", again.text);
+        .await
+        .expect_status(200);
     assert_eq!(
         again.body, r.body,
         "cancelling a cancelled run changes nothing"
@@ -203,13 +205,12 @@ async fn an_idle_run_is_cancelled_at_once_and_then_refuses_messages() {
         )
         .await;
     assert_problem(&post, 409, "run_ended");
-    assert_eq!(messages(&app, &t, &run).await, []);
+    assert_messages(&app, &t, &run, &[]).await;
 }
 
 #[tokio::test]
 async fn runs_and_messages_are_listed_in_pages_with_cursors() {
-    let app = TestApp::new().await;
-    let (t, agent) = tenant_with_agent(&app, json!([{"content": "Hello!"}])).await;
+    let (app, t, agent) = app_with_agent(json!([{"content": "Hello!"}])).await;
     let mut runs = Vec::new();
     for _ in 0..3 {
         runs.push(app.run(&t.owner, &agent, None).await);
@@ -246,16 +247,14 @@ async fn runs_and_messages_are_listed_in_pages_with_cursors() {
 
 #[tokio::test]
 async fn events_are_read_in_pages_after_a_version() {
-    let app = TestApp::new().await;
-    let (t, agent) =
-        tenant_with_agent(&app, json!([{"content": "Bye", "complete_run": true}])).await;
+    let (app, t, agent) = app_with_agent(json!([{"content": "Bye", "complete_run": true}])).await;
     let run = app.run(&t.owner, &agent, Some("Hi")).await;
     let done = app.wait_run(&t.owner, &run, "completed").await;
     let last = done["version"].as_i64().expect("a version");
     let page = app
         .get(&format!("/v1/runs/{run}/events?after=0&limit=2"), &t.owner)
-        .await;
-    assert_eq!(page.status, StatusCode::OK, "{}", page.text);
+        .await
+        .expect_status(200);
     let events = page.body["events"].as_array().expect("events");
     let seen: Vec<_> = events
         .iter()
@@ -291,12 +290,9 @@ async fn events_are_read_in_pages_after_a_version() {
 
 #[tokio::test]
 async fn the_event_stream_of_a_run_that_completes_ends_after_run_completed() {
-    let app = TestApp::new().await;
-    let (t, agent) =
-        tenant_with_agent(&app, json!([{"content": "Bye", "complete_run": true}])).await;
+    let (app, t, agent) = app_with_agent(json!([{"content": "Bye", "complete_run": true}])).await;
     let run = app.run(&t.owner, &agent, Some("Hi")).await;
-    let r = stream(&app, &t, &run, None).await;
-    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let r = stream(&app, &t, &run, None).await.expect_status(200);
     assert_eq!(r.headers[header::CONTENT_TYPE], "text/event-stream");
     assert!(
         r.text.starts_with("retry: 1000\n"),

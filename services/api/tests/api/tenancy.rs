@@ -1,7 +1,7 @@
 //! A tenant never sees, nor learns of, another's records: they answer `404 not_found`,
 //! exactly like ones that do not exist, never `403`.
 
-use crate::support::{TestApp, assert_problem, client_tool, scripted_agent};
+use crate::support::{TestApp, assert_problem, scripted_agent};
 use axum::http::StatusCode;
 use serde_json::json;
 
@@ -9,9 +9,7 @@ use serde_json::json;
 async fn another_tenants_run_agent_tool_secret_and_receipt_answer_404_and_stay_untouched() {
     let app = TestApp::new().await;
     let (a, b) = (app.tenant().await, app.tenant().await);
-    let tool = app.post("/v1/tools", &a.owner, client_tool("lookup")).await;
-    assert_eq!(tool.status, StatusCode::CREATED, "{}", tool.text);
-    let tool = tool.str("/id");
+    let tool = app.tool(&a.owner, "lookup").await;
     let mut agent = scripted_agent(json!([
         {"tool_calls": [{"name": "lookup", "arguments": {}}]},
         {"content": "found it"}
@@ -22,14 +20,13 @@ async fn another_tenants_run_agent_tool_secret_and_receipt_answer_404_and_stay_u
     app.wait_run(&a.owner, &run, "requires_action").await;
     let receipts = app.get(&format!("/v1/runs/{run}/receipts"), &a.owner).await;
     let receipt = receipts.str("/items/0/id");
-    let secret = app
-        .put(
-            "/v1/secrets/shop_token",
-            &a.owner,
-            json!({"value": "a's value"}),
-        )
-        .await;
-    assert_eq!(secret.status, StatusCode::OK, "{}", secret.text);
+    app.put(
+        "/v1/secrets/shop_token",
+        &a.owner,
+        json!({"value": "a's value"}),
+    )
+    .await
+    .expect_status(200);
 
     for path in [
         format!("/v1/runs/{run}"),
