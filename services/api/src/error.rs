@@ -164,6 +164,11 @@ impl IntoResponse for ApiError {
         let mut res = (status, bytes).into_response();
         res.headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        if self.code == Code::Unauthorized {
+            // A 401 must name the scheme that would be accepted (RFC 9110, 11.6.1).
+            res.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
         if let Some(wait) = self.retry_after {
             // Whole seconds, rounded up: never earlier than the limiter allows.
             let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);

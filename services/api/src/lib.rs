@@ -31,8 +31,8 @@ use utoipa_axum::routes;
     info(title = "Baton API", description = "Durable control plane for AI agent runs."),
     tags(
         (name = "agents"), (name = "tools"), (name = "runs"), (name = "secrets"),
-        (name = "api-keys"), (name = "members"), (name = "audit"), (name = "sessions"),
-        (name = "health")
+        (name = "encryption-keys"), (name = "api-keys"), (name = "members"), (name = "audit"),
+        (name = "sessions"), (name = "health")
     ),
     security(("bearer" = [])),
     modifiers(&BearerAuth)

@@ -1,0 +1,12 @@
+//! In-process tests of the HTTP API's contracts: the router of `baton_api::router` over an
+//! in-memory SQLite store, the in-process bus and a real engine, driven with `oneshot`
+//! (no socket, no process). One binary, so the harness in `support` compiles once; each
+//! test makes its own app and tenant.
+
+mod admin;
+mod auth;
+mod errors;
+mod openapi;
+mod runs;
+mod support;
+mod tenancy;

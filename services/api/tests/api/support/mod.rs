@@ -1,0 +1,254 @@
+//! The app under test: `baton_api::router` over the real embedded-tier parts (an
+//! in-memory SQLite store, the in-process bus, an engine whose scripted agents complete
+//! runs), driven with `oneshot` ([`client`]), without a socket. Tests know the API by its
+//! paths and JSON, as a client does; the store is used only to make what the command line
+//! makes (tenants, their first keys, users).
+
+mod client;
+
+pub use client::{Anonymous, Reply, assert_problem, client_tool, scripted_agent};
+
+use axum::Router;
+use baton_api::accounts::{Accounts, LoginLimits};
+use baton_api::limits::RateLimits;
+use baton_api::{AppState, HttpSettings};
+use baton_bus::InProcessBus;
+use baton_core::agents::Agents;
+use baton_core::api_keys::ApiKeys;
+use baton_core::audit::Audit;
+use baton_core::auth::Authenticator;
+use baton_core::crypto::{Keyring, PasswordParams, Passwords, tokens};
+use baton_core::encryption_keys::{EncryptionKeys, Resealer};
+use baton_core::members::Members;
+use baton_core::model::{ApiKey, AuditAction, AuditEntry, Tenant as TenantRecord};
+use baton_core::ports::{ApiKeyStore, Clock, SystemClock, TenantStore};
+use baton_core::runs::{Checkpoints, Recorder, Runs};
+use baton_core::secrets::Secrets;
+use baton_core::tools::Tools;
+use baton_core::users::Users;
+use baton_core::{Role, TenantId};
+use baton_engine::{Engine, EngineOptions, EnginePorts};
+use baton_store::SqliteStore;
+use chrono::{DateTime, TimeDelta, Utc};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// Bound on every wait: a response body (an SSE stream included), a run reaching a status.
+pub const DEADLINE: Duration = Duration::from_secs(10);
+
+/// The cheapest argon2id parameters: the tests log in, they do not measure hashing.
+const CHEAP_PASSWORDS: PasswordParams = PasswordParams {
+    memory_kib: 8,
+    iterations: 1,
+    parallelism: 1,
+};
+
+/// The whole HTTP app over its own in-memory database.
+pub struct TestApp {
+    router: Router,
+    store: SqliteStore,
+    users: Users,
+}
+
+/// A tenant made for one test, and its owner's API key.
+pub struct Tenant {
+    pub id: TenantId,
+    pub owner: String,
+}
+
+impl TestApp {
+    /// Authentication required: every request needs an API key or a session token.
+    pub async fn new() -> Self {
+        Self::build(false).await.0
+    }
+
+    /// Authentication off: requests without credentials act as the owner of the tenant
+    /// returned (the embedded tier on loopback).
+    pub async fn local_owner() -> (Self, TenantId) {
+        let (app, tenant) = Self::build(true).await;
+        (app, tenant.expect("the local owner's tenant"))
+    }
+
+    async fn build(local_owner: bool) -> (Self, Option<TenantId>) {
+        let store = SqliteStore::in_memory().await.expect("an in-memory store");
+        let local = match local_owner {
+            true => Some(create_tenant(&store).await),
+            false => None,
+        };
+        let db = Arc::new(store.clone());
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let keyring = Arc::new(Keyring::ephemeral());
+        let recorder = Recorder {
+            log: db.clone(),
+            bus: Arc::new(InProcessBus::new(64)),
+        };
+        let secrets = Secrets {
+            store: db.clone(),
+            keyring: keyring.clone(),
+            clock: clock.clone(),
+        };
+        let engine = Engine::new(
+            EnginePorts {
+                runs: db.clone(),
+                recorder: recorder.clone(),
+                leases: db.clone(),
+                agents: db.clone(),
+                tools: db.clone(),
+                secrets: Arc::new(secrets.clone()),
+                checkpoints: db.clone(),
+                keyring: keyring.clone(),
+                clock: clock.clone(),
+            },
+            EngineOptions::new("api-tests"),
+        );
+        engine.start().await.expect("the engine starts");
+        let users = Users {
+            store: db.clone(),
+            passwords: Passwords::new(CHEAP_PASSWORDS).expect("argon2 parameters"),
+            clock: clock.clone(),
+            session_lifetime: TimeDelta::hours(1),
+        };
+        let tasks = TaskTracker::new();
+        let state = AppState {
+            runs: Runs {
+                reader: db.clone(),
+                recorder,
+                replica: "api-tests".into(),
+                agents: db.clone(),
+                driver: Arc::new(engine),
+                clock: clock.clone(),
+            },
+            agents: Agents {
+                store: db.clone(),
+                tools: db.clone(),
+                clock: clock.clone(),
+            },
+            tools: Tools {
+                store: db.clone(),
+                clock: clock.clone(),
+            },
+            checkpoints: Checkpoints {
+                store: db.clone(),
+                runs: db.clone(),
+            },
+            secrets,
+            audit: Audit { store: db.clone() },
+            encryption_keys: EncryptionKeys::new(
+                Resealer {
+                    store: db.clone(),
+                    keyring,
+                },
+                db.clone(),
+                clock.clone(),
+            ),
+            api_keys: ApiKeys {
+                store: db.clone(),
+                clock: clock.clone(),
+            },
+            members: Members {
+                store: db.clone(),
+                clock: clock.clone(),
+            },
+            auth: Authenticator::new(
+                db.clone(),
+                db.clone(),
+                db.clone(),
+                clock,
+                local,
+                tasks.clone(),
+            ),
+            accounts: Accounts {
+                users: users.clone(),
+                login_limits: LoginLimits::default(),
+            },
+            http: HttpSettings::default(),
+            limits: RateLimits::default(),
+            replica: "api-tests".into(),
+            shutdown: CancellationToken::new(),
+            tasks,
+        };
+        let app = TestApp {
+            router: baton_api::router(state, Router::new()),
+            store,
+            users,
+        };
+        (app, local)
+    }
+
+    /// An app with authentication required and a tenant of it.
+    pub async fn with_tenant() -> (Self, Tenant) {
+        let app = Self::new().await;
+        let tenant = app.tenant().await;
+        (app, tenant)
+    }
+
+    /// A new tenant and an owner API key of it.
+    pub async fn tenant(&self) -> Tenant {
+        let id = create_tenant(&self.store).await;
+        let owner = self.key(id, Role::Owner).await;
+        Tenant { id, owner }
+    }
+
+    /// A new API key of `role` in `tenant`; returns its token.
+    pub async fn key(&self, tenant: TenantId, role: Role) -> String {
+        self.key_with(tenant, role, None, None).await
+    }
+
+    /// Stores an API key as `baton admin create-tenant` does, expiring and revoked at the
+    /// times given; returns its token.
+    pub async fn key_with(
+        &self,
+        tenant: TenantId,
+        role: Role,
+        expires_at: Option<DateTime<Utc>>,
+        revoked_at: Option<DateTime<Utc>>,
+    ) -> String {
+        let issued = tokens::issue_token();
+        let key = ApiKey {
+            id: uuid::Uuid::now_v7(),
+            tenant,
+            name: "test".into(),
+            prefix: issued.prefix.clone(),
+            role,
+            created_at: SystemClock.now(),
+            expires_at,
+            revoked_at,
+        };
+        let audit = AuditEntry::operator(
+            SystemClock.now(),
+            AuditAction::ApiKeyCreated,
+            key.id.to_string(),
+            json!({}),
+        );
+        self.store
+            .create_api_key(&key, &issued.hash, &audit)
+            .await
+            .expect("the key is stored");
+        issued.token
+    }
+
+    /// A new user (of no tenant yet), as `baton admin create-user` makes one.
+    pub async fn user(&self, email: &str, password: &str) {
+        self.users
+            .create_user(email, password)
+            .await
+            .expect("the user is created");
+    }
+}
+
+/// Stores a tenant with a unique name, as `baton admin create-tenant` does.
+async fn create_tenant(store: &SqliteStore) -> TenantId {
+    let tenant = TenantRecord {
+        id: TenantId::new(),
+        name: format!("t-{}", uuid::Uuid::new_v4()),
+        created_at: SystemClock.now(),
+    };
+    store
+        .create_tenant(&tenant)
+        .await
+        .expect("the tenant is stored");
+    tenant.id
+}
