@@ -57,6 +57,7 @@ error_codes! {
     AlreadyExists => (CONFLICT, "already_exists"),
     IdempotencyKeyReused => (UNPROCESSABLE_ENTITY, "idempotency_key_reused"),
     RateLimited => (TOO_MANY_REQUESTS, "rate_limited"),
+    RequestTimeout => (REQUEST_TIMEOUT, "request_timeout"),
     Unavailable => (SERVICE_UNAVAILABLE, "unavailable"),
     Internal => (INTERNAL_SERVER_ERROR, "internal"),
 }

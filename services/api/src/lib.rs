@@ -13,6 +13,7 @@ pub mod metrics;
 mod problem;
 pub mod routes;
 pub mod state;
+pub mod streams;
 
 pub use state::{AppState, HttpSettings};
 
@@ -178,6 +179,7 @@ pub fn router(state: AppState, extra: Router) -> Router {
     let body_limit = state.http.body_limit_bytes;
     let cors = browser::cors(&state.http.allowed_origins);
     let guarded = state.clone();
+    let request_timeout = state.http.request_timeout;
     let app = routes
         .route(
             "/openapi.json",
@@ -197,6 +199,10 @@ pub fn router(state: AppState, extra: Router) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             guarded,
             browser::guard,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            request_timeout,
+            deadline,
         ))
         .layer(axum::middleware::from_fn(problem::finish_problems))
         .layer(DefaultBodyLimit::max(body_limit))
@@ -234,6 +240,28 @@ pub fn router(state: AppState, extra: Router) -> Router {
         None => app,
     };
     app.layer(axum::middleware::from_fn(security_headers))
+}
+
+/// Answers `408 request_timeout` when a request is not read and answered within
+/// `http.request_timeout_ms`: a body that trickles in holds a connection no longer than that.
+/// An event stream counts until its first frame is ready; it may stay open after.
+async fn deadline(
+    axum::extract::State(limit): axum::extract::State<std::time::Duration>,
+    req: Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    match tokio::time::timeout(limit, next.run(req)).await {
+        Ok(res) => res,
+        Err(_) => ApiError::new(
+            Code::RequestTimeout,
+            format!(
+                "the request was not received and answered within {} ms",
+                limit.as_millis()
+            ),
+        )
+        .into_response(),
+    }
 }
 
 /// Headers every answer carries: the API serves JSON and event streams, never a page,

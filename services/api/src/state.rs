@@ -29,6 +29,9 @@ pub struct HttpSettings {
     pub allowed_hosts: Vec<String>,
     /// Web origins (`scheme://host[:port]`, lower case) allowed to call from a browser.
     pub allowed_origins: Vec<String>,
+    /// How long a request may take to arrive and be answered (an event stream: until it
+    /// opens).
+    pub request_timeout: Duration,
 }
 
 impl Default for HttpSettings {
@@ -40,6 +43,7 @@ impl Default for HttpSettings {
             header_limit_bytes: 16 * 1024,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
+            request_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -65,6 +69,8 @@ pub struct AppState {
     pub http: HttpSettings,
     /// Request rate limits per key and per tenant.
     pub limits: crate::limits::RateLimits,
+    /// Open event streams per caller and per tenant.
+    pub streams: crate::streams::StreamLimits,
     /// This replica's identity (`name/boot`), shown by `/readyz`.
     pub replica: String,
     /// Cancelled when the server shuts down: SSE streams end so shutdown is not held up.

@@ -279,7 +279,7 @@ pub struct RunningApp {
     shutdown: CancellationToken,
     /// Background work of requests (reseals, API key last-use writes).
     tasks: TaskTracker,
-    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    server: tokio::task::JoinHandle<()>,
 }
 
 impl RunningApp {
@@ -303,7 +303,7 @@ impl RunningApp {
         self.tasks.close();
         self.tasks.wait().await;
         self.stores.close().await;
-        served.context("the HTTP server task failed")??;
+        served.context("the HTTP server task failed")?;
         Ok(())
     }
 }
@@ -402,14 +402,12 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
     let tasks = TaskTracker::new();
     let state = wiring.state(&engine, local_owner, shutdown.clone(), tasks.clone())?;
     let router = baton_api::router(state, metrics_route(&stores));
-    let token = shutdown.clone();
-    let server = tokio::spawn(async move {
-        // With each connection's peer address: login attempts are limited per address.
-        let app = router.into_make_service_with_connect_info::<SocketAddr>();
-        axum::serve(listener, app)
-            .with_graceful_shutdown(token.cancelled_owned())
-            .await
-    });
+    let server = tokio::spawn(crate::serve::serve(
+        listener,
+        router,
+        config.http.header_read_timeout,
+        shutdown.clone(),
+    ));
     tracing::info!(%addr, tier = config.tier.as_str(), replica = %wiring.replica, "baton is serving");
     Ok(RunningApp {
         addr,
@@ -549,10 +547,15 @@ impl Wiring<'_> {
                 header_limit_bytes: config.http.header_limit_bytes,
                 allowed_hosts: config.http.allowed_hosts.clone(),
                 allowed_origins: config.http.allowed_origins.clone(),
+                request_timeout: config.http.request_timeout,
             },
             limits: baton_api::limits::RateLimits::new(
                 config.http.key_rate_limit,
                 config.http.tenant_rate_limit,
+            ),
+            streams: baton_api::streams::StreamLimits::new(
+                config.http.sse_streams_per_key,
+                config.http.sse_streams_per_tenant,
             ),
             replica: self.replica.clone(),
             shutdown,

@@ -5,4 +5,5 @@ pub mod app;
 pub mod cli;
 pub mod config;
 pub mod encryption_keys;
+pub mod serve;
 pub mod telemetry;

@@ -86,6 +86,10 @@ pub async fn events(
         )?,
         None => after.unwrap_or(0),
     };
+    let permit = st
+        .streams
+        .open(&p)
+        .map_err(|e| ApiError::rate_limited(e.wait, e.what))?;
     let Some(live) = follow_live(&st.runs, &p, id, cursor, st.http.sse_resync).await? else {
         // The run has ended and the client has every event: 204 tells EventSource to stop
         // reconnecting.
@@ -93,7 +97,8 @@ pub async fn events(
     };
     let subscriber = crate::metrics::SseSubscriber::start();
     let frames = live.map(move |item| {
-        let _counted = &subscriber;
+        // Both end with the stream: the client went away, or the stream closed.
+        let _counted = (&subscriber, &permit);
         Ok::<_, Infallible>(match item {
             Ok(Live::Event(env)) => frame(Ok(*env)),
             Ok(Live::Delta(delta)) => delta_frame(id, &delta),

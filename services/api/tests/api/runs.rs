@@ -339,3 +339,48 @@ async fn the_event_stream_of_a_run_that_completes_ends_after_run_completed() {
     let r = stream(&app, &t, &run, Some("minus one")).await;
     assert_problem(&r, 400, "invalid_last_event_id");
 }
+
+#[tokio::test]
+async fn a_key_holds_only_so_many_open_streams_and_a_closed_one_frees_its_place() {
+    let (app, t, agent) = app_with_agent(json!([{"content": "x"}])).await;
+    // A run that waits for a message: its stream stays open.
+    let run = app.run(&t.owner, &agent, None).await;
+    let open = || async {
+        let req = app
+            .request(Method::GET, &format!("/v1/runs/{run}/events"), &t.owner)
+            .header(header::ACCEPT, "text/event-stream")
+            .body(Body::empty())
+            .expect("a request");
+        app.open(req).await
+    };
+    let mut held = Vec::new();
+    for _ in 0..crate::support::STREAMS_PER_KEY {
+        let res = open().await;
+        assert_eq!(res.status(), 200);
+        held.push(res);
+    }
+    let refused = open().await;
+    assert_eq!(refused.status(), 429);
+    assert_eq!(refused.headers()[header::RETRY_AFTER], "5");
+    let reply = app
+        .send(
+            app.request(Method::GET, &format!("/v1/runs/{run}/events"), &t.owner)
+                .header(header::ACCEPT, "text/event-stream")
+                .body(Body::empty())
+                .expect("a request"),
+        )
+        .await;
+    let detail = assert_problem(&reply, 429, "rate_limited");
+    assert!(detail.contains("open event streams"), "{detail}");
+    // Another key of the tenant has its own budget.
+    let other = app.key(t.id, baton_core::Role::Viewer).await;
+    let req = app
+        .request(Method::GET, &format!("/v1/runs/{run}/events"), &other)
+        .header(header::ACCEPT, "text/event-stream")
+        .body(Body::empty())
+        .expect("a request");
+    assert_eq!(app.open(req).await.status(), 200);
+    // A client that goes away frees its place.
+    drop(held.pop());
+    assert_eq!(open().await.status(), 200);
+}

@@ -122,6 +122,13 @@ pub struct HttpConfig {
     pub key_rate_limit: u32,
     /// Requests per second per tenant, per replica; 0: no limit.
     pub tenant_rate_limit: u32,
+    /// How long a client may take to send a request's headers.
+    pub header_read_timeout: Duration,
+    /// How long a request may take to arrive and be answered.
+    pub request_timeout: Duration,
+    /// Open event streams per caller and per tenant, per replica; 0: no limit.
+    pub sse_streams_per_key: u32,
+    pub sse_streams_per_tenant: u32,
 }
 
 /// Connection pools of one replica.
@@ -650,6 +657,13 @@ fn validate_http(http: &HttpSection) -> Result<HttpConfig, ConfigError> {
         allowed_origins,
         key_rate_limit: http.key_rate_limit,
         tenant_rate_limit: http.tenant_rate_limit,
+        header_read_timeout: positive_ms(
+            "http.header_read_timeout_ms",
+            http.header_read_timeout_ms,
+        )?,
+        request_timeout: positive_ms("http.request_timeout_ms", http.request_timeout_ms)?,
+        sse_streams_per_key: http.sse_streams_per_key,
+        sse_streams_per_tenant: http.sse_streams_per_tenant,
     })
 }
 

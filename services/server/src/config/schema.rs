@@ -157,6 +157,18 @@ pub struct HttpSection {
     /// Requests per second one tenant's keys together may make on one replica, with bursts
     /// of twice as many; beyond it, `429 rate_limited` with `Retry-After`. 0: no limit.
     pub tenant_rate_limit: u32,
+    /// Milliseconds a client may take to send a request's headers once it starts; a slower
+    /// one is disconnected. At least 1.
+    pub header_read_timeout_ms: u64,
+    /// Milliseconds a request may take to arrive (its body included) and be answered; beyond
+    /// it, `408 request_timeout`. An event stream counts until it opens. At least 1.
+    pub request_timeout_ms: u64,
+    /// Event streams one API key or login session (or the local owner) may hold open on one
+    /// replica; one more gets `429 rate_limited` with `Retry-After`. 0: no limit.
+    pub sse_streams_per_key: u32,
+    /// Event streams one tenant's callers together may hold open on one replica; one more
+    /// gets `429 rate_limited` with `Retry-After`. 0: no limit.
+    pub sse_streams_per_tenant: u32,
 }
 
 impl Default for HttpSection {
@@ -173,6 +185,10 @@ impl Default for HttpSection {
             allowed_origins: Vec::new(),
             key_rate_limit: 100,
             tenant_rate_limit: 500,
+            header_read_timeout_ms: 10_000,
+            request_timeout_ms: 30_000,
+            sse_streams_per_key: 100,
+            sse_streams_per_tenant: 1_000,
         }
     }
 }

@@ -79,6 +79,11 @@ impl TestApp {
         }
     }
 
+    /// The address the app listens on.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.running.as_ref().expect("running").addr
+    }
+
     /// The running app's stores.
     pub fn stores(&self) -> &app::Stores {
         &self.running.as_ref().expect("running").stores

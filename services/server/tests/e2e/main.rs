@@ -16,6 +16,7 @@ mod encryption_keys;
 mod encryption_keys_cli;
 mod roles;
 mod secrets;
+mod slow_clients;
 mod sse;
 mod tenancy;
 mod tools;

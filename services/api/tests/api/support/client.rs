@@ -121,14 +121,19 @@ impl TestApp {
         }
     }
 
-    /// Sends `req` through the router and reads the whole answer (within [`DEADLINE`]).
-    pub async fn send(&self, req: Request<Body>) -> Reply {
-        let res = self
-            .router
+    /// Sends `req` through the router and answers its response as is, its body unread
+    /// (an event stream stays open while the response is held).
+    pub async fn open(&self, req: Request<Body>) -> axum::response::Response {
+        self.router
             .clone()
             .oneshot(req)
             .await
-            .expect("the router never fails");
+            .expect("the router never fails")
+    }
+
+    /// Sends `req` through the router and reads the whole answer (within [`DEADLINE`]).
+    pub async fn send(&self, req: Request<Body>) -> Reply {
+        let res = self.open(req).await;
         let (status, headers) = (res.status(), res.headers().clone());
         let bytes = tokio::time::timeout(DEADLINE, to_bytes(res.into_body(), usize::MAX))
             .await

@@ -11,6 +11,7 @@ pub use client::{Anonymous, Reply, assert_problem, client_tool, scripted_agent};
 use axum::Router;
 use baton_api::accounts::{Accounts, LoginLimits};
 use baton_api::limits::RateLimits;
+use baton_api::streams::StreamLimits;
 use baton_api::{AppState, HttpSettings};
 use baton_bus::InProcessBus;
 use baton_core::agents::Agents;
@@ -47,6 +48,9 @@ const CHEAP_PASSWORDS: PasswordParams = PasswordParams {
 };
 
 /// The whole HTTP app over its own in-memory database.
+/// Event streams one key may hold open: small, so a test can reach the limit.
+pub const STREAMS_PER_KEY: u32 = 3;
+
 pub struct TestApp {
     router: Router,
     store: SqliteStore,
@@ -166,6 +170,7 @@ impl TestApp {
             },
             http: HttpSettings::default(),
             limits: RateLimits::default(),
+            streams: StreamLimits::new(STREAMS_PER_KEY, 0),
             replica: "api-tests".into(),
             shutdown: CancellationToken::new(),
             tasks,

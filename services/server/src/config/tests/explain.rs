@@ -34,6 +34,10 @@ http.allowed_hosts             []              default
 http.allowed_origins           []              default
 http.key_rate_limit            100             default
 http.tenant_rate_limit         500             default
+http.header_read_timeout_ms    10000           default
+http.request_timeout_ms        30000           default
+http.sse_streams_per_key       100             default
+http.sse_streams_per_tenant    1000            default
 database.url                   (unset)         default
 database.app_pool              16              default
 database.control_pool          2               default
@@ -112,7 +116,7 @@ fn explain_covers_every_schema_key_exactly_once() {
     unique.sort_unstable();
     unique.dedup();
     assert_eq!(unique.len(), keys.len());
-    assert_eq!(keys.len(), 49);
+    assert_eq!(keys.len(), 53);
 }
 
 #[test]
