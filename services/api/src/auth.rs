@@ -25,18 +25,42 @@ impl FromRequestParts<AppState> for Caller {
     /// Authenticates the request, picks its tenant, then counts it against the caller's
     /// rate limits.
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let identity = identify(parts, state).await?;
+        Ok(Caller(
+            Streaming::from_request_parts(parts, state).await?.principal,
+        ))
+    }
+}
+
+/// The caller with what it authenticated as: its principal, its identity and the hash of
+/// its bearer token, so a long-lived stream can end when those credentials do
+/// ([`crate::revocations`]).
+pub struct Streaming {
+    pub principal: Principal,
+    pub identity: Identity,
+    pub token_hash: Option<Vec<u8>>,
+}
+
+impl FromRequestParts<AppState> for Streaming {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let token = bearer(parts)?;
+        let identity = state.auth.identify(token).await.map_err(CoreError::from)?;
         let requested = requested_tenant(parts)?;
-        let caller = state
+        let principal = state
             .auth
             .principal(&identity, requested, peer_address(parts))
             .await
             .map_err(CoreError::from)?;
         state
             .limits
-            .check(&caller)
+            .check(&principal)
             .map_err(|e| ApiError::rate_limited(e.wait, e.what))?;
-        Ok(Caller(caller))
+        Ok(Streaming {
+            principal,
+            identity,
+            token_hash: token.map(baton_core::crypto::tokens::hash_token),
+        })
     }
 }
 
@@ -92,25 +116,28 @@ fn requested_tenant(parts: &Parts) -> Result<Option<TenantId>, ApiError> {
         })
 }
 
+/// The bearer token of the request, if it sends one.
+fn bearer(parts: &Parts) -> Result<Option<&str>, ApiError> {
+    let Some(value) = parts.headers.get(AUTHORIZATION) else {
+        return Ok(None);
+    };
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| v.split_once(' '))
+        // The scheme is case-insensitive (RFC 9110).
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| Some(token.trim()))
+        .ok_or_else(|| {
+            ApiError::new(
+                Code::Unauthorized,
+                "the Authorization header must be `Bearer <api key or session token>`",
+            )
+        })
+}
+
 /// Reads the bearer token of the request, if any, and checks it.
 async fn identify(parts: &Parts, state: &AppState) -> Result<Identity, ApiError> {
-    let token = match parts.headers.get(AUTHORIZATION) {
-        None => None,
-        Some(value) => Some(
-            value
-                .to_str()
-                .ok()
-                .and_then(|v| v.split_once(' '))
-                // The scheme is case-insensitive (RFC 9110).
-                .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-                .map(|(_, token)| token.trim())
-                .ok_or_else(|| {
-                    ApiError::new(
-                        Code::Unauthorized,
-                        "the Authorization header must be `Bearer <api key or session token>`",
-                    )
-                })?,
-        ),
-    };
+    let token = bearer(parts)?;
     Ok(state.auth.identify(token).await.map_err(CoreError::from)?)
 }

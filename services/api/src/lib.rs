@@ -11,6 +11,7 @@ pub mod extract;
 pub mod limits;
 pub mod metrics;
 mod problem;
+pub mod revocations;
 pub mod routes;
 pub mod state;
 pub mod streams;

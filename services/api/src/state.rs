@@ -71,6 +71,8 @@ pub struct AppState {
     pub limits: crate::limits::RateLimits,
     /// Open event streams per caller and per tenant.
     pub streams: crate::streams::StreamLimits,
+    /// Open event streams by their callers, ended when their credentials end.
+    pub revocations: crate::revocations::Revocations,
     /// This replica's identity (`name/boot`), shown by `/readyz`.
     pub replica: String,
     /// Cancelled when the server shuts down: SSE streams end so shutdown is not held up.

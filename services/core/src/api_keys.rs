@@ -8,6 +8,7 @@
 //! once per [`LAST_USE_INTERVAL`] per key ([`use_worth_recording`]), so authentication
 //! does not turn every read into a write.
 
+use crate::auth::Announcer;
 use crate::crypto::tokens;
 use crate::error::CoreError;
 use crate::model::ApiKey;
@@ -15,7 +16,7 @@ use crate::model::ApiKeyRecord;
 use crate::model::{Action, Principal, Role};
 use crate::model::{AuditAction, AuditEntry};
 use crate::page::{self, Page};
-use crate::ports::{ApiKeyStore, Clock};
+use crate::ports::{ApiKeyStore, Clock, Control};
 use crate::validate;
 use chrono::{DateTime, Datelike, SubsecRound, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
@@ -106,6 +107,8 @@ impl std::fmt::Debug for CreatedApiKey {
 pub struct ApiKeys {
     pub store: Arc<dyn ApiKeyStore>,
     pub clock: Arc<dyn Clock>,
+    /// Tells the replicas a key was revoked, so the streams it opened end.
+    pub announcer: Announcer,
 }
 
 impl ApiKeys {
@@ -199,6 +202,8 @@ impl ApiKeys {
             serde_json::json!({"name": record.key.name, "role": record.key.role}),
         );
         self.store.revoke_api_key(p.tenant, id, now, &audit).await?;
+        // Also when it was revoked already: an announcement lost then is made good now.
+        self.announcer.announce(Control::KeyRevoked { id }).await;
         Ok(())
     }
 }
@@ -397,10 +402,46 @@ mod tests {
         crate::ports::SystemClock.now()
     }
 
+    /// A bus nobody listens to: announcements go nowhere (the end-to-end tests follow
+    /// them to the streams they end).
+    struct Quiet;
+
+    #[async_trait]
+    impl crate::ports::EventBus for Quiet {
+        async fn publish(&self, _: &[baton_events::Envelope]) {}
+        async fn subscribe(
+            &self,
+            _: TenantId,
+            _: baton_events::RunId,
+        ) -> Result<crate::ports::Subscription, StoreError> {
+            Err(StoreError::Unavailable("no event feeds here".into()))
+        }
+        async fn ping(&self) -> Result<(), StoreError> {
+            Ok(())
+        }
+        fn publish_delta(
+            &self,
+            _: TenantId,
+            _: baton_events::RunId,
+            _: baton_events::MessageDelta,
+        ) {
+        }
+        async fn publish_control(&self, _: &crate::ports::ControlMessage) {}
+        async fn subscribe_control(
+            &self,
+        ) -> Result<tokio::sync::mpsc::Receiver<crate::ports::ControlMessage>, StoreError> {
+            Err(StoreError::Unavailable("no control feed here".into()))
+        }
+    }
+
     fn api_keys(store: Arc<Memory>) -> ApiKeys {
         ApiKeys {
             store,
             clock: Arc::new(Fixed(Mutex::new(now()))),
+            announcer: crate::auth::Announcer {
+                bus: Arc::new(Quiet),
+                replica: "test".into(),
+            },
         }
     }
 

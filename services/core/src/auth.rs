@@ -15,7 +15,7 @@ use crate::api_keys;
 use crate::crypto::tokens;
 use crate::error::{CoreError, StoreError};
 use crate::model::{ApiKeyRecord, Principal, Role, Session, TenantRole, User};
-use crate::ports::{ApiKeyStore, Clock, TenantStore, UserStore};
+use crate::ports::{ApiKeyStore, Clock, Control, ControlMessage, EventBus, TenantStore, UserStore};
 use baton_events::TenantId;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -98,6 +98,26 @@ impl From<AuthError> for CoreError {
     }
 }
 
+/// Tells every replica (this one too) that credentials ended or a member left, so the
+/// event streams they opened end at once; a lost message is caught by the streams' own
+/// periodic re-check ([`Authenticator::recheck`]).
+#[derive(Clone)]
+pub struct Announcer {
+    pub bus: Arc<dyn EventBus>,
+    /// This replica, as the sender.
+    pub replica: String,
+}
+
+impl Announcer {
+    pub async fn announce(&self, control: Control) {
+        let msg = ControlMessage {
+            from: self.replica.clone(),
+            control,
+        };
+        self.bus.publish_control(&msg).await;
+    }
+}
+
 /// Who presented which credentials, before a tenant is chosen.
 #[derive(Debug, Clone)]
 pub enum Identity {
@@ -107,6 +127,29 @@ pub enum Identity {
     Key(ApiKeyRecord),
     /// A live login session.
     Session(Session),
+}
+
+impl Identity {
+    /// Whether `control` ends what this identity opened in `tenant`.
+    pub fn ended_by(&self, tenant: TenantId, control: &Control) -> bool {
+        match (self, control) {
+            (Identity::Key(record), Control::KeyRevoked { id }) => record.key.id == *id,
+            (Identity::Session(s), Control::SessionEnded { id }) => s.id == *id,
+            (Identity::Session(s), Control::MemberRemoved { tenant: t, user }) => {
+                s.user == *user && tenant == *t
+            }
+            _ => false,
+        }
+    }
+
+    /// When the credentials expire, if they do.
+    pub fn expires_at(&self) -> Option<DateTime<Utc>> {
+        match self {
+            Identity::Local { .. } => None,
+            Identity::Key(record) => record.key.expires_at,
+            Identity::Session(s) => Some(s.expires_at),
+        }
+    }
 }
 
 /// Who the caller is and where it may act.
@@ -270,6 +313,55 @@ impl Authenticator {
             actor: format!("user:{}", session.user),
             source,
         })
+    }
+
+    /// Whether the credentials whose token hashes to `token_hash` still authenticate
+    /// `identity` in `tenant`, read again from the database: not revoked, not expired, and
+    /// for a session still a member of the tenant. What a long-lived stream asks now and
+    /// then, in case a revocation's announcement was lost.
+    pub async fn recheck(
+        &self,
+        identity: &Identity,
+        token_hash: Option<&[u8]>,
+        tenant: TenantId,
+    ) -> Result<(), AuthError> {
+        let now = self.clock.now();
+        match (identity, token_hash) {
+            (Identity::Local { .. }, _) => Ok(()),
+            (Identity::Key(_), Some(hash)) => {
+                let record = self
+                    .keys
+                    .lookup_api_key(hash)
+                    .await?
+                    .ok_or(AuthError::UnknownKey)?;
+                if record.key.revoked_at.is_some() {
+                    return Err(AuthError::KeyRevoked);
+                }
+                if record.key.expires_at.is_some_and(|t| t <= now) {
+                    return Err(AuthError::KeyExpired);
+                }
+                Ok(())
+            }
+            (Identity::Session(session), Some(hash)) => {
+                let current = self
+                    .users
+                    .lookup_session(hash)
+                    .await?
+                    .ok_or(AuthError::UnknownSession)?;
+                if current.revoked_at.is_some() {
+                    return Err(AuthError::SessionRevoked);
+                }
+                if current.expires_at <= now {
+                    return Err(AuthError::SessionExpired);
+                }
+                self.users
+                    .get_member(tenant, session.user)
+                    .await?
+                    .ok_or(AuthError::NotMember)?;
+                Ok(())
+            }
+            (_, None) => Err(AuthError::Missing),
+        }
     }
 
     /// Who `identity` is: its user and session (for a session) and the tenants it may act

@@ -2,10 +2,11 @@
 //! remove them, up to their own role: only owners make owners or touch an owner's
 //! membership, and the last owner can be neither removed nor demoted.
 
+use crate::auth::Announcer;
 use crate::error::CoreError;
 use crate::model::{Action, AuditAction, AuditEntry, Member, Principal, Role};
 use crate::page::{self, Page};
-use crate::ports::{Clock, MemberChange, UserStore};
+use crate::ports::{Clock, Control, MemberChange, UserStore};
 use crate::users::{MAX_EMAIL_CHARS, normalize_email};
 use crate::validate;
 use serde::Deserialize;
@@ -38,6 +39,8 @@ pub struct MemberRole {
 pub struct Members {
     pub store: Arc<dyn UserStore>,
     pub clock: Arc<dyn Clock>,
+    /// Tells the replicas a member left, so the streams its sessions opened here end.
+    pub announcer: Announcer,
 }
 
 impl Members {
@@ -146,7 +149,14 @@ impl Members {
             self.store
                 .remove_member(p.tenant, user, current.role, &audit)
                 .await?,
-        )
+        )?;
+        self.announcer
+            .announce(Control::MemberRemoved {
+                tenant: p.tenant,
+                user,
+            })
+            .await;
+        Ok(())
     }
 
     /// The caller's tenant's membership of `user`; another tenant's is `NotFound`.

@@ -10,11 +10,11 @@
 //! A user acts in a tenant through a membership, with the membership's role
 //! ([`crate::auth::Authenticator::principal`]); a user may belong to several tenants ([`crate::members`]).
 
-use crate::auth::AuthError;
+use crate::auth::{Announcer, AuthError};
 use crate::crypto::{Passwords, tokens};
 use crate::error::CoreError;
 use crate::model::{Session, User};
-use crate::ports::{Clock, UserStore};
+use crate::ports::{Clock, Control, UserStore};
 use crate::validate;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
@@ -110,6 +110,8 @@ pub struct Users {
     pub clock: Arc<dyn Clock>,
     /// How long a session lasts from its login.
     pub session_lifetime: TimeDelta,
+    /// Tells the replicas a session ended, so the streams it opened end.
+    pub announcer: Announcer,
 }
 
 impl Users {
@@ -182,6 +184,9 @@ impl Users {
         self.store
             .revoke_session(session.id, self.clock.now())
             .await?;
+        self.announcer
+            .announce(Control::SessionEnded { id: session.id })
+            .await;
         tracing::info!(user_id = %session.user, session_id = %session.id, "logged out");
         Ok(())
     }

@@ -218,6 +218,10 @@ pub(crate) fn spawn_listener(
                         tracing::warn!(error = %e, "adoption on request failed");
                     }
                 }
+                // Ended credentials end event streams; drivers have nothing to do.
+                Control::KeyRevoked { .. }
+                | Control::SessionEnded { .. }
+                | Control::MemberRemoved { .. } => {}
             }
         }
     });

@@ -4,12 +4,13 @@
 
 use crate::config::{Bus, Config, SqliteLocation, Storage};
 use anyhow::Context;
+use baton_api::revocations::Revocations;
 use baton_api::{AppState, HttpSettings};
 use baton_bus::{InProcessBus, NatsBus, NatsOptions};
 use baton_core::agents::Agents;
 use baton_core::api_keys::ApiKeys;
 use baton_core::audit::Audit;
-use baton_core::auth::Authenticator;
+use baton_core::auth::{Announcer, Authenticator};
 use baton_core::crypto::Keyring;
 use baton_core::encryption_keys::{EncryptionKeys, Resealer};
 use baton_core::members::Members;
@@ -334,6 +335,7 @@ pub fn users(
     config: &Config,
     stores: &Stores,
     clock: Arc<dyn Clock>,
+    announcer: Announcer,
 ) -> anyhow::Result<baton_core::users::Users> {
     let lifetime = chrono::TimeDelta::from_std(config.login.session_lifetime)
         .context("the session lifetime is too long")?;
@@ -343,6 +345,7 @@ pub fn users(
             .context("the argon2 password parameters")?,
         clock,
         session_lifetime: lifetime,
+        announcer,
     })
 }
 
@@ -400,7 +403,18 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
     engine.start().await.context("starting the engine")?;
     let shutdown = CancellationToken::new();
     let tasks = TaskTracker::new();
-    let state = wiring.state(&engine, local_owner, shutdown.clone(), tasks.clone())?;
+    let revocations = Revocations::default();
+    revocations
+        .listen(wiring.recorder.bus.as_ref(), &tasks, shutdown.clone())
+        .await
+        .context("listening for ended credentials")?;
+    let state = wiring.state(
+        &engine,
+        local_owner,
+        &revocations,
+        shutdown.clone(),
+        tasks.clone(),
+    )?;
     let router = baton_api::router(state, metrics_route(&stores));
     let server = tokio::spawn(crate::serve::serve(
         listener,
@@ -442,6 +456,13 @@ struct Wiring<'a> {
 }
 
 impl Wiring<'_> {
+    fn announcer(&self) -> Announcer {
+        Announcer {
+            bus: self.recorder.bus.clone(),
+            replica: self.replica.clone(),
+        }
+    }
+
     fn secrets(&self) -> Secrets {
         Secrets {
             store: self.stores.secrets.clone(),
@@ -479,6 +500,7 @@ impl Wiring<'_> {
         &self,
         engine: &Engine,
         local_owner: Option<TenantId>,
+        revocations: &Revocations,
         shutdown: CancellationToken,
         tasks: TaskTracker,
     ) -> anyhow::Result<AppState> {
@@ -520,10 +542,12 @@ impl Wiring<'_> {
             api_keys: ApiKeys {
                 store: stores.api_keys.clone(),
                 clock: clock.clone(),
+                announcer: self.announcer(),
             },
             members: Members {
                 store: stores.users.clone(),
                 clock: clock.clone(),
+                announcer: self.announcer(),
             },
             auth: Authenticator::new(
                 stores.api_keys.clone(),
@@ -534,7 +558,7 @@ impl Wiring<'_> {
                 tasks.clone(),
             ),
             accounts: baton_api::accounts::Accounts {
-                users: users(config, stores, clock.clone())?,
+                users: users(config, stores, clock.clone(), self.announcer())?,
                 login_limits: baton_api::accounts::LoginLimits::new(
                     config.login.account_rate_limit,
                     config.login.address_rate_limit,
@@ -553,6 +577,7 @@ impl Wiring<'_> {
                 config.http.key_rate_limit,
                 config.http.tenant_rate_limit,
             ),
+            revocations: revocations.clone(),
             streams: baton_api::streams::StreamLimits::new(
                 config.http.sse_streams_per_key,
                 config.http.sse_streams_per_tenant,

@@ -289,7 +289,12 @@ async fn create_user(
     let Some(tenant) = stores.tenants.find_tenant_by_name(tenant.trim()).await? else {
         anyhow::bail!("no tenant is named {tenant:?}: create it with `baton admin create-tenant`");
     };
-    let users = app::users(config, &stores, std::sync::Arc::new(SystemClock))?;
+    // Creating a user announces nothing: no bus to tell.
+    let announcer = baton_core::auth::Announcer {
+        bus: std::sync::Arc::new(baton_bus::InProcessBus::new(1)),
+        replica: baton_core::model::OPERATOR.into(),
+    };
+    let users = app::users(config, &stores, std::sync::Arc::new(SystemClock), announcer)?;
     let user = users.create_user(email, password).await?;
     let member = Member {
         user_id: user.id,

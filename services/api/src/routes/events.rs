@@ -4,7 +4,7 @@
 //! While live, the stream also carries the run's ephemeral `message.delta` frames: they
 //! have no `id`, so they never move the client's `Last-Event-ID`.
 
-use crate::auth::Caller;
+use crate::auth::Streaming;
 use crate::error::{ApiError, ApiResult, Code, Problem};
 use crate::extract::{ApiPath, ApiQuery};
 use crate::state::AppState;
@@ -59,11 +59,12 @@ pub struct EventsPage {
         (status = "4XX", body = Problem)))]
 pub async fn events(
     State(st): State<AppState>,
-    Caller(p): Caller,
+    caller: Streaming,
     ApiPath(id): ApiPath<RunId>,
     ApiQuery(q): ApiQuery<EventsQuery>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
+    let p = &caller.principal;
     let after = q
         .after
         .as_deref()
@@ -74,7 +75,7 @@ pub async fn events(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("text/event-stream"));
     if !wants_sse {
-        let events = st.runs.read_events(&p, id, after, q.limit).await?;
+        let events = st.runs.read_events(p, id, after, q.limit).await?;
         let next_after = events.last().map_or(after.unwrap_or(0), |e| e.version);
         return Ok(axum::Json(EventsPage { events, next_after }).into_response());
     }
@@ -88,9 +89,9 @@ pub async fn events(
     };
     let permit = st
         .streams
-        .open(&p)
+        .open(p)
         .map_err(|e| ApiError::rate_limited(e.wait, e.what))?;
-    let Some(live) = follow_live(&st.runs, &p, id, cursor, st.http.sse_resync).await? else {
+    let Some(live) = follow_live(&st.runs, p, id, cursor, st.http.sse_resync).await? else {
         // The run has ended and the client has every event: 204 tells EventSource to stop
         // reconnecting.
         return Ok(StatusCode::NO_CONTENT.into_response());
@@ -108,9 +109,16 @@ pub async fn events(
     let hint = futures::stream::once(async {
         Ok::<_, Infallible>(Event::default().retry(RETRY_HINT).comment("baton"))
     });
-    let stream = hint
-        .chain(frames)
-        .take_until(st.shutdown.clone().cancelled_owned());
+    // The stream ends with the server, or with the caller's credentials.
+    let watch = st.revocations.watch(&caller.identity, p.tenant);
+    let (auth, shutdown, tenant) = (st.auth.clone(), st.shutdown.clone(), p.tenant);
+    let end = async move {
+        tokio::select! {
+            () = shutdown.cancelled_owned() => {}
+            () = watch.ended(auth, caller.identity, caller.token_hash, tenant) => {}
+        }
+    };
+    let stream = hint.chain(frames).take_until(end);
     Ok(Sse::new(stream)
         .keep_alive(KeepAlive::new().interval(st.http.sse_keepalive))
         .into_response())

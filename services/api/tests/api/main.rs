@@ -8,5 +8,6 @@ mod auth;
 mod errors;
 mod openapi;
 mod runs;
+mod streams;
 mod support;
 mod tenancy;

@@ -96,6 +96,12 @@ pub enum Control {
     /// Leases were released (a replica drained): claim what needs driving now rather
     /// than at the next adoption round.
     Adopt,
+    /// An API key was revoked: the event streams it opened end, on every replica.
+    KeyRevoked { id: uuid::Uuid },
+    /// A login session ended (logout): the event streams it opened end.
+    SessionEnded { id: uuid::Uuid },
+    /// A user left a tenant: the event streams its sessions opened in that tenant end.
+    MemberRemoved { tenant: TenantId, user: uuid::Uuid },
 }
 
 /// A [`Control`] and the replica that sent it (receivers ignore their own).

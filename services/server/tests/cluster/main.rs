@@ -10,6 +10,7 @@
 //! private NATS, `nats-server`.
 
 mod adoption;
+mod credentials;
 mod fencing;
 mod handoff;
 mod nats;

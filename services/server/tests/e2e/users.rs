@@ -124,10 +124,15 @@ impl App {
 
     /// A user with [`PASSWORD`] and an email of its own starting with `name`.
     async fn user(&self, name: &str) -> User {
+        let announcer = baton_core::auth::Announcer {
+            bus: std::sync::Arc::new(baton_bus::InProcessBus::new(1)),
+            replica: "test".into(),
+        };
         let users = app::users(
             &self.config,
             self.stores(),
             std::sync::Arc::new(SystemClock),
+            announcer,
         )
         .expect("users");
         let email = format!("{name}-{}@example.com", uuid::Uuid::new_v4().simple());

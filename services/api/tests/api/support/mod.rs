@@ -11,13 +11,14 @@ pub use client::{Anonymous, Reply, assert_problem, client_tool, scripted_agent};
 use axum::Router;
 use baton_api::accounts::{Accounts, LoginLimits};
 use baton_api::limits::RateLimits;
+use baton_api::revocations::Revocations;
 use baton_api::streams::StreamLimits;
 use baton_api::{AppState, HttpSettings};
 use baton_bus::InProcessBus;
 use baton_core::agents::Agents;
 use baton_core::api_keys::ApiKeys;
 use baton_core::audit::Audit;
-use baton_core::auth::Authenticator;
+use baton_core::auth::{Announcer, Authenticator};
 use baton_core::crypto::{Keyring, PasswordParams, Passwords, tokens};
 use baton_core::encryption_keys::{EncryptionKeys, Resealer};
 use baton_core::members::Members;
@@ -94,6 +95,10 @@ impl TestApp {
             keyring: keyring.clone(),
             clock: clock.clone(),
         };
+        let announcer = Announcer {
+            bus: recorder.bus.clone(),
+            replica: "api-tests".into(),
+        };
         let engine = Engine::new(
             EnginePorts {
                 runs: db.clone(),
@@ -114,8 +119,14 @@ impl TestApp {
             passwords: Passwords::new(CHEAP_PASSWORDS).expect("argon2 parameters"),
             clock: clock.clone(),
             session_lifetime: TimeDelta::hours(1),
+            announcer: announcer.clone(),
         };
         let tasks = TaskTracker::new();
+        let revocations = Revocations::default();
+        revocations
+            .listen(recorder.bus.as_ref(), &tasks, CancellationToken::new())
+            .await
+            .expect("listening for ended credentials");
         let state = AppState {
             runs: Runs {
                 reader: db.clone(),
@@ -151,10 +162,12 @@ impl TestApp {
             api_keys: ApiKeys {
                 store: db.clone(),
                 clock: clock.clone(),
+                announcer: announcer.clone(),
             },
             members: Members {
                 store: db.clone(),
                 clock: clock.clone(),
+                announcer,
             },
             auth: Authenticator::new(
                 db.clone(),
@@ -171,6 +184,7 @@ impl TestApp {
             http: HttpSettings::default(),
             limits: RateLimits::default(),
             streams: StreamLimits::new(STREAMS_PER_KEY, 0),
+            revocations: revocations.clone(),
             replica: "api-tests".into(),
             shutdown: CancellationToken::new(),
             tasks,
