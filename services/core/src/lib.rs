@@ -6,7 +6,8 @@
 //! - the use cases, one module each: [`runs`], [`agents`], [`tools`], [`secrets`],
 //!   [`api_keys`], [`users`], [`members`], [`auth`], [`encryption_keys`], [`audit`];
 //! - [`crypto`]: the encryption keys that seal records at rest, password hashing and bearer
-//!   tokens.
+//!   tokens;
+//! - [`egress`]: which addresses and hosts an outbound call a tenant chose may reach.
 //!
 //! Every port method and use case takes the caller's [`TenantId`] (or a [`Principal`]
 //! carrying it) first.
@@ -16,6 +17,7 @@ pub mod api_keys;
 pub mod audit;
 pub mod auth;
 pub mod crypto;
+pub mod egress;
 pub mod encryption_keys;
 pub mod error;
 pub mod members;

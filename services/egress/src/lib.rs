@@ -1,0 +1,128 @@
+//! Baton's one way out: the HTTP client every call to a URL a tenant chose goes through
+//! (model providers, http tools, and whatever calls out later), under the installation's
+//! [`EgressPolicy`].
+//!
+//! The policy is applied where it matters. A URL whose host is an address (in any of the
+//! spellings the URL parser normalizes: `127.1`, `2130706433`, `0x7f.1`,
+//! `[::ffff:127.0.0.1]`) is judged before anything is sent; a host name is judged by the
+//! addresses it resolves to, in the client's own resolver, which hands the connector only
+//! the admitted ones: so a name that resolves to a denied address, or that rebinds to one
+//! between a check and the connection, never gets a connection. Redirects are not
+//! followed, and no proxy from the environment is used. A refusal names the rule, never
+//! the address.
+
+use baton_core::egress::{Denied, EgressPolicy, HostRule};
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use thiserror::Error;
+
+pub use baton_core::egress;
+
+#[derive(Debug, Error)]
+pub enum EgressError {
+    #[error("cannot build the outbound HTTP client: {0}")]
+    Client(String),
+}
+
+/// The outbound client and its policy; cheap to clone (one connection pool).
+#[derive(Clone)]
+pub struct Egress {
+    policy: Arc<EgressPolicy>,
+    client: reqwest::Client,
+}
+
+impl std::fmt::Debug for Egress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Egress")
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Egress {
+    pub fn new(policy: EgressPolicy) -> Result<Self, EgressError> {
+        let policy = Arc::new(policy);
+        let client = reqwest::Client::builder()
+            .dns_resolver(Arc::new(PolicyResolver {
+                policy: policy.clone(),
+            }))
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .build()
+            .map_err(|e| EgressError::Client(e.to_string()))?;
+        Ok(Self { policy, client })
+    }
+
+    pub fn policy(&self) -> &EgressPolicy {
+        &self.policy
+    }
+
+    /// A request to `url`, when the policy, and `tenant_hosts` (the tenant's allowlist,
+    /// empty when it keeps none), let it out; else the rule that refused it, counted.
+    pub fn request(
+        &self,
+        method: reqwest::Method,
+        url: &url::Url,
+        tenant_hosts: &[HostRule],
+    ) -> Result<reqwest::RequestBuilder, Denied> {
+        self.policy
+            .check_url(url, tenant_hosts)
+            .inspect_err(count)?;
+        Ok(self.client.request(method, url.clone()))
+    }
+
+    /// The rule that refused a call at connect time (its host resolved to denied
+    /// addresses only), if that is why `error` happened.
+    pub fn denied(error: &reqwest::Error) -> Option<Denied> {
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+        while let Some(e) = source {
+            if let Some(denied) = e.downcast_ref::<Denied>() {
+                return Some(denied.clone());
+            }
+            source = e.source();
+        }
+        None
+    }
+}
+
+/// The addresses of this machine's interfaces that are not loopback: a replica never
+/// calls itself through them (loopback is judged by its own rule).
+pub fn own_addresses() -> Vec<IpAddr> {
+    match if_addrs::get_if_addrs() {
+        Ok(interfaces) => interfaces
+            .into_iter()
+            .map(|i| i.ip())
+            .filter(|ip| !ip.is_loopback())
+            .collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot list this machine's addresses for the egress policy");
+            Vec::new()
+        }
+    }
+}
+
+fn count(denied: &Denied) {
+    metrics::counter!("baton_egress_denied_total", "rule" => denied.rule.clone()).increment(1);
+}
+
+/// Resolves names with the system resolver and keeps the addresses the policy admits.
+struct PolicyResolver {
+    policy: Arc<EgressPolicy>,
+}
+
+impl Resolve for PolicyResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let policy = self.policy.clone();
+        Box::pin(async move {
+            let host = name.as_str().to_string();
+            let found = tokio::net::lookup_host((host.as_str(), 0)).await?;
+            let admitted = policy
+                .admit(found.map(|a| a.ip()))
+                .inspect_err(count)
+                .map_err(|denied| Box::new(denied) as Box<dyn std::error::Error + Send + Sync>)?;
+            let addrs: Addrs = Box::new(admitted.into_iter().map(|ip| SocketAddr::new(ip, 0)));
+            Ok(addrs)
+        })
+    }
+}
