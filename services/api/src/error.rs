@@ -56,6 +56,7 @@ error_codes! {
     WrongState => (CONFLICT, "wrong_state"),
     AlreadyExists => (CONFLICT, "already_exists"),
     IdempotencyKeyReused => (UNPROCESSABLE_ENTITY, "idempotency_key_reused"),
+    EgressDenied => (UNPROCESSABLE_ENTITY, "egress_denied"),
     RateLimited => (TOO_MANY_REQUESTS, "rate_limited"),
     RequestTimeout => (REQUEST_TIMEOUT, "request_timeout"),
     Unavailable => (SERVICE_UNAVAILABLE, "unavailable"),
@@ -139,6 +140,7 @@ impl From<CoreError> for ApiError {
             CoreError::Conflict => ApiError::new(Code::Conflict, detail),
             CoreError::WrongState(_) => ApiError::new(Code::WrongState, detail),
             CoreError::AlreadyExists(_) => ApiError::new(Code::AlreadyExists, detail),
+            CoreError::EgressDenied(_) => ApiError::new(Code::EgressDenied, detail),
             CoreError::Unavailable(cause) => ApiError {
                 code: Code::Unavailable,
                 detail: "a backing service is unavailable; retry shortly".into(),

@@ -1,6 +1,7 @@
 //! Agent use cases: create, update, get, list. Agents are versioned rows, not streams:
 //! an update stores a new version and a run keeps the version it started with.
 
+use crate::egress::EgressPolicy;
 use crate::error::CoreError;
 use crate::model::{Action, Principal};
 use crate::model::{Agent, AgentLimits, OpenAiSpec, ProviderSpec, ScriptedReply};
@@ -41,6 +42,8 @@ pub struct Agents {
     pub store: Arc<dyn AgentStore>,
     pub tools: Arc<dyn ToolStore>,
     pub clock: Arc<dyn Clock>,
+    /// What a model provider's base URL may reach.
+    pub egress: Arc<EgressPolicy>,
 }
 
 impl Agents {
@@ -48,6 +51,7 @@ impl Agents {
     pub async fn create(&self, p: &Principal, new: NewAgent) -> Result<Agent, CoreError> {
         p.require(Action::ManageAgents)?;
         validate(&new)?;
+        self.check_egress(&new)?;
         self.check_tools(p.tenant, &new.tools).await?;
         let now = self.clock.now();
         let agent = Agent {
@@ -83,6 +87,7 @@ impl Agents {
     ) -> Result<Agent, CoreError> {
         p.require(Action::ManageAgents)?;
         validate(&new)?;
+        self.check_egress(&new)?;
         self.check_tools(p.tenant, &new.tools).await?;
         let current = self.get(p, id).await?;
         let agent = Agent {
@@ -129,6 +134,15 @@ impl Agents {
             .then(|| items.last().map(|a| a.id.to_string()))
             .flatten();
         Ok(Page { items, next_cursor })
+    }
+
+    /// A provider's base URL the egress policy refuses is refused here, at definition.
+    fn check_egress(&self, new: &NewAgent) -> Result<(), CoreError> {
+        if let ProviderSpec::Openai(spec) = &new.provider {
+            let url = validate::http_url("provider.base_url", &spec.base_url)?;
+            self.egress.check_definition("provider.base_url", &url)?;
+        }
+        Ok(())
     }
 
     /// Every attached tool exists in the caller's tenant (another tenant's id is as
@@ -199,7 +213,12 @@ fn validate_script(replies: &[ScriptedReply]) -> Result<(), CoreError> {
 }
 
 fn validate_openai(spec: &OpenAiSpec) -> Result<(), CoreError> {
-    validate::http_url("provider.base_url", &spec.base_url)?;
+    let base = validate::http_url("provider.base_url", &spec.base_url)?;
+    if base.query().is_some() || base.fragment().is_some() {
+        return Err(CoreError::invalid(
+            "provider.base_url must not carry a query or a fragment: paths are appended to it",
+        ));
+    }
     validate::non_blank("provider.model", &spec.model, MAX_NAME_CHARS)?;
     if let Some(secret) = &spec.api_key_secret {
         crate::tools::check_name("provider.api_key_secret", secret)?;

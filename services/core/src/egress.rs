@@ -210,6 +210,18 @@ impl EgressPolicy {
     }
 }
 
+impl EgressPolicy {
+    /// What a definition (a tool's URL, a provider's base URL) answers when the policy
+    /// refuses `url` in `field`: `egress_denied`, naming the field and the rule.
+    pub fn check_definition(&self, field: &str, url: &url::Url) -> Result<(), crate::CoreError> {
+        self.check_url(url, &[]).map_err(|denied| {
+            crate::CoreError::EgressDenied(format!(
+                "{field} may not be called from this installation: {denied}"
+            ))
+        })
+    }
+}
+
 /// The built-in category an address falls in, if any.
 fn category(ip: IpAddr) -> Option<&'static str> {
     match ip {

@@ -52,6 +52,10 @@ pub enum CoreError {
     WrongState(String),
     #[error("{0}")]
     AlreadyExists(String),
+    /// An outbound URL the egress policy refuses: the field and the rule, never an
+    /// address a name resolved to.
+    #[error("{0}")]
+    EgressDenied(String),
     #[error("service unavailable: {0}")]
     Unavailable(String),
     #[error("internal error: {0}")]

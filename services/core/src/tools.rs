@@ -2,6 +2,7 @@
 //! whole before it is stored: its name, its input schema (it must compile as a JSON
 //! schema), its timeout and how it is carried out.
 
+use crate::egress::EgressPolicy;
 use crate::error::CoreError;
 use crate::model::{Action, Principal};
 use crate::model::{AuditAction, AuditEntry};
@@ -52,6 +53,8 @@ fn default_timeout() -> u64 {
 pub struct Tools {
     pub store: Arc<dyn ToolStore>,
     pub clock: Arc<dyn Clock>,
+    /// What an http tool's URL may reach.
+    pub egress: Arc<EgressPolicy>,
 }
 
 impl Tools {
@@ -59,6 +62,10 @@ impl Tools {
     pub async fn create(&self, p: &Principal, new: NewTool) -> Result<Tool, CoreError> {
         p.require(Action::ManageTools)?;
         validate(&new)?;
+        if let ToolKindSpec::Http { url, .. } = &new.kind {
+            self.egress
+                .check_definition("kind.url", &validate::http_url("kind.url", url)?)?;
+        }
         let now = self.clock.now();
         let tool = Tool {
             id: ToolId::new(),

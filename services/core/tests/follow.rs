@@ -52,6 +52,7 @@ async fn world(buffer: usize, bus_publishes: bool) -> (World, RunId) {
         store: Arc::new(store.clone()),
         tools: Arc::new(store.clone()),
         clock: Arc::new(SystemClock),
+        egress: Arc::new(baton_core::egress::EgressPolicy::local()),
     };
     let agent = agents
         .create(

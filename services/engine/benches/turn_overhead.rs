@@ -123,6 +123,7 @@ impl Bench {
             let t = Tools {
                 store: Arc::new(store.clone()),
                 clock: clock.clone(),
+                egress: Arc::new(baton_core::egress::EgressPolicy::local()),
             };
             let new = NewTool {
                 name: "lookup".into(),
@@ -164,6 +165,7 @@ impl Bench {
             store: Arc::new(store.clone()),
             tools: Arc::new(store.clone()),
             clock,
+            egress: Arc::new(baton_core::egress::EgressPolicy::local()),
         };
         let new = NewAgent {
             name: "bench".into(),

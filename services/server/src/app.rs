@@ -12,6 +12,7 @@ use baton_core::api_keys::ApiKeys;
 use baton_core::audit::Audit;
 use baton_core::auth::{Announcer, Authenticator};
 use baton_core::crypto::Keyring;
+use baton_core::egress::EgressPolicy;
 use baton_core::encryption_keys::{EncryptionKeys, Resealer};
 use baton_core::members::Members;
 use baton_core::model::Tenant;
@@ -388,10 +389,15 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
     // The full boot id: with a shortened one, two boots of one pod name could collide
     // and the newer would renew the older's leases.
     let replica = format!("{}/{}", config.replica_name, uuid::Uuid::new_v4().simple());
+    let egress = EgressPolicy {
+        own_addresses: baton_egress::own_addresses(),
+        ..config.egress.clone()
+    };
     let wiring = Wiring {
         config,
         stores: &stores,
         keyring: Arc::new(keyring),
+        egress: Arc::new(egress),
         recorder: Recorder {
             log: stores.log.clone(),
             bus,
@@ -450,6 +456,8 @@ struct Wiring<'a> {
     config: &'a Config,
     stores: &'a Stores,
     keyring: Arc<Keyring>,
+    /// The configured egress policy with this machine's own addresses.
+    egress: Arc<EgressPolicy>,
     recorder: Recorder,
     clock: Arc<dyn Clock>,
     replica: String,
@@ -518,10 +526,12 @@ impl Wiring<'_> {
                 store: stores.agents.clone(),
                 tools: stores.tools.clone(),
                 clock: clock.clone(),
+                egress: self.egress.clone(),
             },
             tools: Tools {
                 store: stores.tools.clone(),
                 clock: clock.clone(),
+                egress: self.egress.clone(),
             },
             secrets: self.secrets(),
             audit: Audit {

@@ -105,6 +105,9 @@ impl ClusterBuilder {
             // Tests poll as fast as they like; a test of the limits sets its own.
             ("BATON_HTTP__KEY_RATE_LIMIT".to_string(), "0".to_string()),
             ("BATON_HTTP__TENANT_RATE_LIMIT".to_string(), "0".to_string()),
+            // The tests' tool and model servers listen on loopback: an operator's
+            // allowlist, as an installation with an internal tool service would have.
+            ("BATON_EGRESS__ALLOW".to_string(), "127.0.0.1".to_string()),
         ];
         env.extend(crypto_env().map(|(k, v)| (k.to_string(), v.to_string())));
         env.extend(self.env);

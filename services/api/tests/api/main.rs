@@ -5,6 +5,7 @@
 
 mod admin;
 mod auth;
+mod egress;
 mod errors;
 mod openapi;
 mod runs;

@@ -3,6 +3,7 @@
 
 use baton_bus::InProcessBus;
 use baton_core::agents::{Agents, NewAgent};
+use baton_core::egress::EgressPolicy;
 use baton_core::model::{AgentLimits, ProviderSpec, RunStatus, RunSummary, ScriptedReply};
 use baton_core::ports::{AgentStore, Clock, RunDriver, RunReader, SystemClock};
 use baton_core::runs::{CreateRun, Recorder, Runs};
@@ -108,6 +109,7 @@ impl World {
             store: Arc::new(self.store.clone()),
             tools: Arc::new(self.store.clone()),
             clock: Arc::new(SystemClock),
+            egress: Arc::new(EgressPolicy::local()),
         }
     }
 
@@ -116,6 +118,7 @@ impl World {
         let tools = Tools {
             store: Arc::new(self.store.clone()),
             clock: Arc::new(SystemClock),
+            egress: Arc::new(EgressPolicy::local()),
         };
         tools.create(&self.owner, new).await.expect("tool").id
     }

@@ -62,6 +62,9 @@ const KEY_ORDER: &[&str] = &[
     "crypto.keys",
     "crypto.keys_dir",
     "crypto.active_key",
+    "egress.allow",
+    "egress.deny",
+    "egress.allow_loopback",
 ];
 
 /// Shown for keys without a value.

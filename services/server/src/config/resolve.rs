@@ -9,11 +9,13 @@ use std::time::Duration;
 use baton_bus::{NatsAuth, NatsTls, Subjects};
 use baton_core::crypto::Keyring;
 use baton_core::crypto::PasswordParams;
+use baton_core::egress::{EgressPolicy, HostRule};
 use secrecy::{ExposeSecret, SecretString};
 
 use super::ConfigError;
 use super::schema::{
-    AuthSection, BusSection, ClusterSection, CryptoSection, HttpSection, LogFormat, RawConfig, Tier,
+    AuthSection, BusSection, ClusterSection, CryptoSection, EgressSection, HttpSection, LogFormat,
+    RawConfig, Tier,
 };
 use super::urls::{DatabaseUrl, check_nats_url, parse_database_url};
 
@@ -54,6 +56,8 @@ pub struct Config {
     pub cluster: ClusterConfig,
     /// Where the encryption keyring comes from.
     pub crypto: Crypto,
+    /// The egress policy (without the replica's own addresses, found at start-up).
+    pub egress: EgressPolicy,
 }
 
 /// Id of the key the embedded tier generates when none is configured.
@@ -270,6 +274,7 @@ impl RawConfig {
         let subjects = Subjects::new(&self.bus.subject_prefix)
             .map_err(|e| invalid("bus.subject_prefix", &e.to_string()))?;
         let (nats_auth, nats_tls) = validate_nats(&self.bus)?;
+        let egress = validate_egress(&self.egress, self.tier)?;
 
         let (storage, bus, crypto) = match self.tier {
             Tier::Team => {
@@ -388,8 +393,26 @@ impl RawConfig {
             },
             cluster,
             crypto,
+            egress,
         })
     }
+}
+
+/// The egress policy: the operator's lists, and loopback allowed in the embedded tier
+/// unless said otherwise.
+fn validate_egress(e: &EgressSection, tier: Tier) -> Result<EgressPolicy, ConfigError> {
+    let parse = |key: &'static str, texts: &[String]| {
+        texts
+            .iter()
+            .map(|t| HostRule::parse(t).map_err(|msg| invalid(key, &msg)))
+            .collect::<Result<Vec<_>, _>>()
+    };
+    Ok(EgressPolicy {
+        allow_loopback: e.allow_loopback.unwrap_or(tier == Tier::Embedded),
+        allow: parse("egress.allow", &e.allow)?,
+        deny: parse("egress.deny", &e.deny)?,
+        own_addresses: Vec::new(),
+    })
 }
 
 /// The first NATS setting that is set, if any: the embedded tier has no NATS.

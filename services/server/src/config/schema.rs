@@ -95,6 +95,8 @@ pub struct RawConfig {
     pub cluster: ClusterSection,
     /// The keyring that encrypts tenant secrets at rest.
     pub crypto: CryptoSection,
+    /// Where outbound calls to URLs tenants choose (tools, model providers) may go.
+    pub egress: EgressSection,
 }
 
 impl Default for RawConfig {
@@ -110,6 +112,7 @@ impl Default for RawConfig {
             log: LogSection::default(),
             cluster: ClusterSection::default(),
             crypto: CryptoSection::default(),
+            egress: EgressSection::default(),
         }
     }
 }
@@ -439,6 +442,26 @@ pub struct CryptoSection {
     /// The id of the key that seals new records; required when keys are configured.
     #[serde(deserialize_with = "deserialize_text")]
     pub active_key: Option<String>,
+}
+
+/// `[egress]`: the policy of outbound calls to URLs tenants choose. Loopback, link-local
+/// (cloud metadata among it), private, shared (CGNAT), multicast, unspecified and reserved
+/// addresses, and the replica's own, are refused unless allowed here.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct EgressSection {
+    /// Addresses, ranges (`10.20.0.0/16`) and host names (`*.svc.example` for every name
+    /// under a domain) outbound calls may reach although a built-in rule refuses them (an
+    /// internal service tools use). In the environment, a comma-separated list.
+    #[serde(deserialize_with = "deserialize_list")]
+    pub allow: Vec<String>,
+    /// Addresses, ranges and host names outbound calls never reach, whatever else says.
+    /// In the environment, a comma-separated list.
+    #[serde(deserialize_with = "deserialize_list")]
+    pub deny: Vec<String>,
+    /// Whether loopback addresses may be called. Unset: yes in the embedded tier (its owner
+    /// is its only tenant), no in the team tier.
+    pub allow_loopback: Option<bool>,
 }
 
 /// `[log]`: log output.

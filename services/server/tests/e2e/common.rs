@@ -2,6 +2,7 @@
 //! (`baton_testkit::api`), re-exported here for the test modules.
 
 use baton_core::crypto::tokens;
+use baton_core::egress::HostRule;
 use baton_core::model::{ApiKey, Tenant};
 use baton_core::model::{AuditAction, AuditEntry};
 use baton_core::ports::{Clock, SystemClock};
@@ -57,6 +58,10 @@ impl TestApp {
             migrate_on_start: true,
         };
         config.bus = Bus::nats(SecretString::from(nats.to_string()));
+        // The tests' tool and model servers listen on loopback: an operator's allowlist, as
+        // an installation with an internal tool service would have.
+        config.egress.allow_loopback = false;
+        config.egress.allow = vec![HostRule::parse("127.0.0.1").expect("a rule")];
         config.crypto = Crypto::Keys {
             keys: vec![("test".into(), SecretString::from(TEST_KEY))],
             dir: None,

@@ -20,6 +20,7 @@ use baton_core::api_keys::ApiKeys;
 use baton_core::audit::Audit;
 use baton_core::auth::{Announcer, Authenticator};
 use baton_core::crypto::{Keyring, PasswordParams, Passwords, tokens};
+use baton_core::egress::EgressPolicy;
 use baton_core::encryption_keys::{EncryptionKeys, Resealer};
 use baton_core::members::Members;
 use baton_core::model::{ApiKey, AuditAction, AuditEntry, Tenant as TenantRecord};
@@ -121,6 +122,9 @@ impl TestApp {
             session_lifetime: TimeDelta::hours(1),
             announcer: announcer.clone(),
         };
+        // The embedded tier's policy: loopback may be called, the rest of the built-in
+        // rules hold.
+        let egress = Arc::new(EgressPolicy::local());
         let tasks = TaskTracker::new();
         let revocations = Revocations::default();
         revocations
@@ -140,10 +144,12 @@ impl TestApp {
                 store: db.clone(),
                 tools: db.clone(),
                 clock: clock.clone(),
+                egress: egress.clone(),
             },
             tools: Tools {
                 store: db.clone(),
                 clock: clock.clone(),
+                egress,
             },
             checkpoints: Checkpoints {
                 store: db.clone(),

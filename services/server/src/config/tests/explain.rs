@@ -73,6 +73,9 @@ cluster.adopt_batch            100             default
 crypto.keys                    (unset)         default
 crypto.keys_dir                (unset)         default
 crypto.active_key              (unset)         default
+egress.allow                   []              default
+egress.deny                    []              default
+egress.allow_loopback          (unset)         default
 ";
     assert_eq!(text, expected);
 }
@@ -116,7 +119,7 @@ fn explain_covers_every_schema_key_exactly_once() {
     unique.sort_unstable();
     unique.dedup();
     assert_eq!(unique.len(), keys.len());
-    assert_eq!(keys.len(), 53);
+    assert_eq!(keys.len(), 56);
 }
 
 #[test]

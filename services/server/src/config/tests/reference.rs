@@ -37,6 +37,7 @@ fn each_variable_named_in_the_reference_sets_its_key() {
         "database.url" => "sqlite:reference.db".to_owned(),
         "bus.nats_url" => "nats://127.0.0.1:4222".to_owned(),
         "bus.nats_user" => "baton".to_owned(),
+        "egress.allow_loopback" => "true".to_owned(),
         "bus.nats_password" | "bus.nats_token" | "bus.nats_nkey_seed" => "secret".to_owned(),
         "bus.nats_creds_file" => "/etc/baton/nats.creds".to_owned(),
         "bus.nats_tls_ca_file" | "bus.nats_tls_cert_file" | "bus.nats_tls_key_file" => {
