@@ -2,7 +2,7 @@
 //! for every lease held) and the adopter (claims runs with work and no live lease).
 
 use crate::Engine;
-use crate::driver::Lease;
+use crate::lease::Lease;
 use baton_core::StoreError;
 use baton_core::ports::{Control, Fence};
 use baton_events::LeaseReason;
@@ -165,20 +165,10 @@ async fn adopt_batch(engine: &Engine) -> Result<usize, StoreError> {
         .await?;
     let n = claimed.len();
     for c in claimed {
-        let reason = c.reason;
-        count_claim(reason);
-        if reason == LeaseReason::Adopted {
+        if c.reason == LeaseReason::Adopted {
             tracing::info!(run_id = %c.run, epoch = c.epoch, "adopting a run whose lease expired");
         }
-        let lease = Lease {
-            tenant: c.tenant,
-            fence: Fence {
-                owner: inner.opts.replica.clone(),
-                epoch: c.epoch,
-            },
-            announced: false,
-            reason,
-        };
+        let lease = Lease::claimed(&inner.opts.replica, &c);
         if inner.mailboxes.is_parked(c.run) {
             // Its old lease expired; hold the new one so the run stays parked here.
             inner.mailboxes.repark(c.run, lease);
@@ -221,14 +211,4 @@ pub(crate) fn spawn_listener(
             }
         }
     });
-}
-
-/// Counts a lease claim by why it was taken.
-pub(crate) fn count_claim(reason: LeaseReason) {
-    let reason = match reason {
-        LeaseReason::New => "new",
-        LeaseReason::Adopted => "adopted",
-        LeaseReason::Handoff => "handoff",
-    };
-    metrics::counter!("baton_lease_claims_total", "reason" => reason).increment(1);
 }

@@ -4,14 +4,15 @@
 //! command just means reading again, and losing the lease stops the driver at once.
 
 use crate::Inner;
+use crate::lease::Lease;
 use crate::state::{CallState, RunState};
 use crate::turn::TurnContext;
 use baton_core::model::{RunStatus, RunSummary};
-use baton_core::ports::{AppendOutcome, AppendRequest, Fence, Release};
+use baton_core::ports::{AppendOutcome, AppendRequest, Release};
 use baton_core::{RunId, StoreError, TenantId};
 use baton_events::{
-    EventMeta, LeaseAcquired, LeaseReason, LeaseReleased, NewEvent, ReceiptId, ReleaseReason,
-    RunCancelled, RunEvent, ToolEffect, ToolOutcome, ToolResult, ToolUncertain, TurnStarted,
+    EventMeta, LeaseAcquired, LeaseReleased, NewEvent, ReceiptId, ReleaseReason, RunCancelled,
+    RunEvent, ToolEffect, ToolOutcome, ToolResult, ToolUncertain, TurnStarted,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,16 +23,6 @@ use tokio::sync::Notify;
 /// [`RETRY_MAX`] while the errors last.
 const RETRY_AFTER: Duration = Duration::from_millis(200);
 const RETRY_MAX: Duration = Duration::from_secs(30);
-
-/// A run lease this driver holds.
-#[derive(Debug, Clone)]
-pub(crate) struct Lease {
-    pub(crate) tenant: TenantId,
-    pub(crate) fence: Fence,
-    /// `lease.acquired` is in the stream (it goes with the first fenced append).
-    pub(crate) announced: bool,
-    pub(crate) reason: LeaseReason,
-}
 
 pub(crate) struct Driver {
     pub(crate) inner: Arc<Inner>,
@@ -198,16 +189,7 @@ impl Driver {
         let Some(c) = claimed.into_iter().next() else {
             return Ok(false);
         };
-        self.lease = Some(Lease {
-            tenant: self.tenant,
-            fence: Fence {
-                owner: opts.replica.clone(),
-                epoch: c.epoch,
-            },
-            announced: false,
-            reason: c.reason,
-        });
-        crate::cluster::count_claim(c.reason);
+        self.lease = Some(Lease::claimed(&opts.replica, &c));
         self.inner.mailboxes.set_leased(self.run, true);
         Ok(true)
     }

@@ -16,6 +16,7 @@
 mod checkpoint;
 mod cluster;
 mod driver;
+mod lease;
 mod mailbox;
 pub mod provider;
 mod state;
@@ -196,7 +197,7 @@ impl Engine {
 
     /// Starts a driver for the run, handing it `lease` when the caller already claimed it
     /// (a running driver gets the lease instead).
-    fn spawn_driver(&self, tenant: TenantId, run: RunId, lease: Option<driver::Lease>) {
+    fn spawn_driver(&self, tenant: TenantId, run: RunId, lease: Option<lease::Lease>) {
         let Some(notify) = self.inner.mailboxes.open(run, lease.clone()) else {
             return;
         };
