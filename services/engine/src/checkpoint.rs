@@ -42,7 +42,8 @@ impl Driver {
         .map_err(|e| StoreError::Other(format!("serializing a checkpoint: {e}")))?;
         let id = CheckpointId::new();
         let sealed = self
-            .inner
+            .shared
+            .ports
             .keyring
             .seal(&Aad::checkpoint(self.tenant, self.run, id), &plain)
             .map_err(|e| StoreError::Other(format!("sealing a checkpoint: {e}")))?;
@@ -52,13 +53,14 @@ impl Driver {
             key_id: sealed.key_id.clone(),
             size: plain.len() as u64,
             sha256: hex::encode(Sha256::digest(&plain)),
-            created_at: self.inner.clock.now(),
+            created_at: self.shared.ports.clock.now(),
         };
         let stored = StoredCheckpoint {
             meta: meta.clone(),
             ciphertext: sealed.bytes,
         };
-        self.inner
+        self.shared
+            .ports
             .checkpoints
             .save_checkpoint(self.tenant, self.run, &stored)
             .await?;
@@ -89,14 +91,14 @@ impl Driver {
             let event = self.seal_checkpoint().await?;
             let mut meta = EventMeta::new(self.tenant);
             meta.actor = Some("engine".into());
-            meta.replica = Some(self.inner.opts.replica.clone());
+            meta.replica = Some(self.shared.opts.replica.clone());
             let req = AppendRequest::new(
                 self.run,
                 run.version,
                 vec![NewEvent::new(event, meta)],
-                self.inner.clock.now(),
+                self.shared.ports.clock.now(),
             );
-            match self.inner.recorder.append(self.tenant, req).await {
+            match self.shared.ports.recorder.append(self.tenant, req).await {
                 Ok(_) | Err(StoreError::Conflict { .. }) => Ok(()),
                 Err(e) => Err(e),
             }
@@ -110,7 +112,8 @@ impl Driver {
     /// `run`; leaves it empty (rebuild from the events) when there is none.
     pub(crate) async fn restore(&mut self, run: &RunSummary) -> Result<(), StoreError> {
         let candidates = self
-            .inner
+            .shared
+            .ports
             .checkpoints
             .latest_checkpoints(self.tenant, self.run, TRIED)
             .await?;
@@ -137,7 +140,8 @@ impl Driver {
     fn open(&self, c: &StoredCheckpoint) -> Result<RunState, String> {
         let aad = Aad::checkpoint(self.tenant, self.run, c.meta.id);
         let plain = self
-            .inner
+            .shared
+            .ports
             .keyring
             .open(&aad, &c.ciphertext)
             .map_err(|e| format!("it does not open: {e}"))?;

@@ -3,8 +3,8 @@
 //! Each step is one optimistic append under the run's lease; losing a race to a client
 //! command just means reading again, and losing the lease stops the driver at once.
 
-use crate::Inner;
 use crate::lease::Lease;
+use crate::shared::Shared;
 use crate::state::{CallState, RunState};
 use crate::turn::TurnContext;
 use baton_core::model::{RunStatus, RunSummary};
@@ -24,8 +24,50 @@ use tokio::sync::Notify;
 const RETRY_AFTER: Duration = Duration::from_millis(200);
 const RETRY_MAX: Duration = Duration::from_secs(30);
 
+/// Starts a driver for the run, handing it `lease` when the caller already claimed it
+/// (a running driver gets the lease instead).
+pub(crate) fn spawn(shared: &Arc<Shared>, tenant: TenantId, run: RunId, lease: Option<Lease>) {
+    let Some(notify) = shared.mailboxes.open(run, lease.clone()) else {
+        return;
+    };
+    let driver = Driver::new(shared.clone(), tenant, run, notify, lease);
+    let shared = shared.clone();
+    shared.tasks.clone().spawn(async move {
+        let _guard = PanicGuard { shared, run };
+        driver.run().await;
+    });
+}
+
+/// Wakes this replica's driver of the run, if any; otherwise starts one when the run
+/// was parked here (with its lease) or when `start` (the command was taken here).
+pub(crate) fn wake_here(shared: &Arc<Shared>, tenant: TenantId, run: RunId, start: bool) {
+    if shared.shutdown.is_cancelled() || shared.mailboxes.wake(run) {
+        return;
+    }
+    let parked_lease = shared.mailboxes.unpark(run);
+    if start || parked_lease.is_some() {
+        spawn(shared, tenant, run, parked_lease);
+    }
+}
+
+/// Forgets the run's mailbox if its driver panics, so the run is not left with a dead
+/// driver: the keeper then frees its lease as an orphan and the run is driven again.
+struct PanicGuard {
+    shared: Arc<Shared>,
+    run: RunId,
+}
+
+impl Drop for PanicGuard {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            tracing::error!(run_id = %self.run, "a run's driver panicked; its lease will be freed");
+            self.shared.mailboxes.forget(self.run);
+        }
+    }
+}
+
 pub(crate) struct Driver {
-    pub(crate) inner: Arc<Inner>,
+    pub(crate) shared: Arc<Shared>,
     pub(crate) tenant: TenantId,
     pub(crate) run: RunId,
     notify: Arc<Notify>,
@@ -48,15 +90,15 @@ pub(crate) enum Next {
 }
 
 impl Driver {
-    pub(crate) fn new(
-        inner: Arc<Inner>,
+    fn new(
+        shared: Arc<Shared>,
         tenant: TenantId,
         run: RunId,
         notify: Arc<Notify>,
         lease: Option<Lease>,
     ) -> Self {
         Self {
-            inner,
+            shared,
             tenant,
             run,
             notify,
@@ -69,16 +111,16 @@ impl Driver {
     }
 
     #[tracing::instrument(name = "drive_run", skip_all, fields(tenant_id = %self.tenant, run_id = %self.run))]
-    pub(crate) async fn run(mut self) {
+    async fn run(mut self) {
         let mut backoff = RETRY_AFTER;
         loop {
-            let seen = self.inner.mailboxes.wakes(self.run);
-            if self.inner.shutdown.is_cancelled() {
+            let seen = self.shared.mailboxes.wakes(self.run);
+            if self.shared.shutdown.is_cancelled() {
                 self.hand_off().await;
-                self.inner.mailboxes.forget(self.run);
+                self.shared.mailboxes.forget(self.run);
                 return;
             }
-            if self.inner.mailboxes.lost(self.run) {
+            if self.shared.mailboxes.lost(self.run) {
                 tracing::warn!("the run's lease was taken over; stopping");
                 if self.give_up_lease(seen) {
                     return;
@@ -88,7 +130,7 @@ impl Driver {
             match self.step().await {
                 Ok(Next::Continue) => backoff = RETRY_AFTER,
                 Ok(Next::Idle) => {
-                    if self.inner.mailboxes.retire(self.run, seen) {
+                    if self.shared.mailboxes.retire(self.run, seen) {
                         return;
                     }
                 }
@@ -104,7 +146,7 @@ impl Driver {
                     // it, until a client command or the drain frees it.
                     tracing::error!(error = %e, "cannot read this run's data; parking it");
                     if self
-                        .inner
+                        .shared
                         .mailboxes
                         .park(self.run, self.lease.clone(), seen)
                     {
@@ -115,7 +157,7 @@ impl Driver {
                 Err(e) => {
                     tracing::warn!(error = %e, retry_in = ?backoff, "run step failed; retrying");
                     tokio::select! {
-                        () = self.inner.shutdown.cancelled() => {}
+                        () = self.shared.shutdown.cancelled() => {}
                         () = tokio::time::sleep(backoff) => {}
                     }
                     backoff = (backoff * 2).min(RETRY_MAX);
@@ -130,12 +172,18 @@ impl Driver {
         self.lease = None;
         // What another owner did since is in the stream; these may be stale.
         self.unsaved.clear();
-        self.inner.mailboxes.set_leased(self.run, false);
-        self.inner.mailboxes.retire(self.run, seen)
+        self.shared.mailboxes.set_leased(self.run, false);
+        self.shared.mailboxes.retire(self.run, seen)
     }
 
     async fn step(&mut self) -> Result<Next, StoreError> {
-        let Some(run) = self.inner.runs.get_run(self.tenant, self.run).await? else {
+        let Some(run) = self
+            .shared
+            .ports
+            .runs
+            .get_run(self.tenant, self.run)
+            .await?
+        else {
             return Ok(Next::Idle);
         };
         let has_work = run.status.is_busy() || (run.cancel_requested && !run.status.is_terminal());
@@ -144,7 +192,7 @@ impl Driver {
             return Ok(Next::Idle);
         }
         if self.lease.is_none() {
-            self.lease = self.inner.mailboxes.take_offered(self.run);
+            self.lease = self.shared.mailboxes.take_offered(self.run);
         }
         if self.lease.is_none() && !self.claim().await? {
             // Another replica drives it.
@@ -174,14 +222,15 @@ impl Driver {
 
     /// Takes the run's lease if it is free or expired.
     async fn claim(&mut self) -> Result<bool, StoreError> {
-        let opts = &self.inner.opts;
+        let opts = &self.shared.opts;
         let claimed = self
-            .inner
+            .shared
+            .ports
             .leases
             .claim_runs(
                 &opts.replica,
                 opts.lease_ttl,
-                self.inner.clock.now(),
+                self.shared.ports.clock.now(),
                 1,
                 Some((self.tenant, self.run)),
             )
@@ -190,16 +239,17 @@ impl Driver {
             return Ok(false);
         };
         self.lease = Some(Lease::claimed(&opts.replica, &c));
-        self.inner.mailboxes.set_leased(self.run, true);
+        self.shared.mailboxes.set_leased(self.run, true);
         Ok(true)
     }
 
     /// Gives up a lease the run no longer needs (nothing to announce: no event).
     async fn release(&mut self) {
         if let Some(lease) = self.lease.take() {
-            self.inner.mailboxes.set_leased(self.run, false);
+            self.shared.mailboxes.set_leased(self.run, false);
             let _ = self
-                .inner
+                .shared
+                .ports
                 .leases
                 .release_lease(self.tenant, self.run, &lease.fence)
                 .await;
@@ -214,9 +264,7 @@ impl Driver {
         };
         if !lease.announced {
             self.release().await;
-            self.inner
-                .handed_off
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.shared.count_hand_off();
             return;
         }
         // A client command may move the version under us: read and try again.
@@ -226,7 +274,7 @@ impl Driver {
                 epoch: lease.fence.epoch,
                 reason: ReleaseReason::Drained,
             });
-            let run = match self.inner.runs.get_run(self.tenant, self.run).await {
+            let run = match self.shared.ports.runs.get_run(self.tenant, self.run).await {
                 Ok(Some(run)) => run,
                 _ => return,
             };
@@ -241,9 +289,7 @@ impl Driver {
             events.push(released);
             match self.append(&run, events, Some(Release::HandOff)).await {
                 Ok(_) if self.lease.is_none() => {
-                    self.inner
-                        .handed_off
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.shared.count_hand_off();
                     metrics::counter!("baton_lease_handoffs_total").increment(1);
                     tracing::info!(epoch = lease.fence.epoch, "handed the run off");
                     return;
@@ -304,7 +350,7 @@ impl Driver {
         };
         let mut meta = EventMeta::new(self.tenant);
         meta.actor = Some("engine".into());
-        meta.replica = Some(self.inner.opts.replica.clone());
+        meta.replica = Some(self.shared.opts.replica.clone());
         meta.traceparent = self.state.turn_trace.clone();
         let mut all = Vec::with_capacity(events.len() + 1);
         if !lease.announced {
@@ -321,15 +367,15 @@ impl Driver {
             all.into_iter()
                 .map(|e| NewEvent::new(e, meta.clone()))
                 .collect(),
-            self.inner.clock.now(),
+            self.shared.ports.clock.now(),
         );
         req.fence = Some(lease.fence.clone());
         req.release = release;
-        match self.inner.recorder.append(self.tenant, req).await {
+        match self.shared.ports.recorder.append(self.tenant, req).await {
             Ok(AppendOutcome::Appended { run, .. }) => {
                 if release.is_some() {
                     self.lease = None;
-                    self.inner.mailboxes.set_leased(self.run, false);
+                    self.shared.mailboxes.set_leased(self.run, false);
                 } else if let Some(l) = self.lease.as_mut() {
                     l.announced = true;
                 }
@@ -348,7 +394,8 @@ impl Driver {
         }
         while self.state.version < run.version {
             let events = self
-                .inner
+                .shared
+                .ports
                 .runs
                 .read_stream(self.tenant, self.run, self.state.version, 500)
                 .await?;
@@ -423,7 +470,7 @@ impl Driver {
                         return Ok(Interrupted::Cancel);
                     }
                 }
-                () = self.inner.shutdown.cancelled() => return Ok(Interrupted::Shutdown),
+                () = self.shared.shutdown.cancelled() => return Ok(Interrupted::Shutdown),
             }
         }
     }
@@ -451,7 +498,7 @@ impl Driver {
     /// goes on (cutting a tool call short would leave its mutation uncertain), and the
     /// next step reads again.
     async fn cancel_requested(&self) -> bool {
-        match self.inner.runs.get_run(self.tenant, self.run).await {
+        match self.shared.ports.runs.get_run(self.tenant, self.run).await {
             Ok(run) => run.is_some_and(|r| r.cancel_requested),
             Err(e) => {
                 tracing::warn!(error = %e, "could not check for a cancel; carrying on");

@@ -337,7 +337,7 @@ impl Driver {
     }
 
     /// Resolves a planned call's secret headers. A secret that is missing or cannot be
-    /// read is the inner error: it fails the turn before anything is recorded.
+    /// read is the shared error: it fails the turn before anything is recorded.
     async fn planned(
         &self,
         run: &RunSummary,
@@ -361,7 +361,7 @@ impl Driver {
         }))
     }
 
-    /// A tenant secret in the clear; the inner error (missing, unreadable) fails the
+    /// A tenant secret in the clear; the shared error (missing, unreadable) fails the
     /// turn, naming `what` needed it.
     async fn reveal(
         &self,
@@ -369,7 +369,7 @@ impl Driver {
         name: &str,
         what: &str,
     ) -> Result<Result<String, ErrorInfo>, StoreError> {
-        match self.inner.secrets.reveal(run.tenant, name).await {
+        match self.shared.ports.secrets.reveal(run.tenant, name).await {
             Ok(Some(value)) => Ok(Ok(value)),
             Ok(None) => Ok(Err(info(SECRET_MISSING, format!("{what} is not set")))),
             Err(StoreError::Unavailable(m)) => Err(StoreError::Unavailable(m)),
@@ -395,7 +395,7 @@ impl Driver {
         let Some(after_intents) = self.commit(run.version, intents, None).await? else {
             return Ok(Next::Continue);
         };
-        let http = self.inner.http.clone();
+        let http = self.shared.http.clone();
         let calls = planned
             .iter()
             .map(|p| make_call(&http, p, p.tool.safe_to_repeat()));
@@ -458,7 +458,7 @@ impl Driver {
 
     /// Runs again a call whose intent is already recorded, and records its result.
     async fn rerun(&mut self, run: &RunSummary, p: Planned) -> Result<Next, StoreError> {
-        let call = make_call(&self.inner.http, &p, true);
+        let call = make_call(&self.shared.http, &p, true);
         let Some(outcome) = self.interruptible_by_cancel(call).await? else {
             return self.cancel(run).await;
         };
@@ -500,7 +500,8 @@ impl Driver {
         if !ctx.agent.tools.contains(&intent.tool_id) {
             return Ok(None);
         }
-        self.inner
+        self.shared
+            .ports
             .tools
             .get_tool(ctx.agent.tenant, intent.tool_id)
             .await
@@ -609,7 +610,7 @@ impl Driver {
         let Some(since) = self.state.active_since else {
             return limit;
         };
-        let spent = (self.inner.clock.now() - since)
+        let spent = (self.shared.ports.clock.now() - since)
             .to_std()
             .unwrap_or(Duration::ZERO);
         limit.saturating_sub(spent)
@@ -637,7 +638,7 @@ impl Driver {
     }
 
     /// Loads the run's agent version, its tools and its provider (once per driver).
-    /// The inner error fails the turn; the outer one is a store error to retry.
+    /// The shared error fails the turn; the outer one is a store error to retry.
     async fn context(
         &mut self,
         run: &RunSummary,
@@ -645,8 +646,9 @@ impl Driver {
         if let Some(ctx) = &self.ctx {
             return Ok(Ok(ctx.clone()));
         }
-        let inner = &self.inner;
-        let Some(agent) = inner
+        let shared = &self.shared;
+        let Some(agent) = shared
+            .ports
             .agents
             .get_agent_version(run.tenant, run.agent_id, run.agent_version)
             .await?
@@ -658,7 +660,7 @@ impl Driver {
         };
         let mut tools = Vec::with_capacity(agent.tools.len());
         for id in &agent.tools {
-            if let Some(t) = inner.tools.get_tool(run.tenant, *id).await? {
+            if let Some(t) = shared.ports.tools.get_tool(run.tenant, *id).await? {
                 tools.push(t);
             }
         }
@@ -675,7 +677,7 @@ impl Driver {
                         }
                     }
                 };
-                Arc::new(OpenAiProvider::new(inner.http.clone(), spec.clone(), key))
+                Arc::new(OpenAiProvider::new(shared.http.clone(), spec.clone(), key))
             }
         };
         let schemas = tools
@@ -699,7 +701,7 @@ impl Driver {
     /// Where the model's token deltas go: the run's live subscribers, never the
     /// database.
     fn delta_sink(&self, run: &RunSummary) -> Box<DeltaSink> {
-        let bus = self.inner.recorder.bus.clone();
+        let bus = self.shared.ports.recorder.bus.clone();
         let (tenant, run_id) = (run.tenant, run.id);
         let (turn, step) = (self.state.turn, self.state.step + 1);
         Box::new(move |d| {
