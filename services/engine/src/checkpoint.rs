@@ -8,6 +8,7 @@
 //! event never landed (a crash in between, a lost race) is still a true snapshot.
 
 use crate::driver::Driver;
+use crate::outcome::StepError;
 use crate::state::RunState;
 use baton_core::StoreError;
 use baton_core::crypto::Aad;
@@ -100,7 +101,7 @@ impl Driver {
             );
             match self.shared.ports.recorder.append(self.tenant, req).await {
                 Ok(_) | Err(StoreError::Conflict { .. }) => Ok(()),
-                Err(e) => Err(e),
+                Err(e) => Err(StepError::from(e)),
             }
         };
         if let Err(e) = saved.await {

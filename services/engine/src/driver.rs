@@ -4,6 +4,7 @@
 //! command just means reading again, and losing the lease stops the driver at once.
 
 use crate::lease::Lease;
+use crate::outcome::{Next, StepError};
 use crate::shared::Shared;
 use crate::state::{CallState, RunState};
 use crate::turn::TurnContext;
@@ -83,12 +84,6 @@ pub(crate) struct Driver {
     restored: bool,
 }
 
-/// What a step asks the loop to do next.
-pub(crate) enum Next {
-    Continue,
-    Idle,
-}
-
 impl Driver {
     fn new(
         shared: Arc<Shared>,
@@ -134,17 +129,17 @@ impl Driver {
                         return;
                     }
                 }
-                Err(StoreError::Fenced) => {
+                Err(StepError::Fenced) => {
                     tracing::warn!("fenced: another replica owns this run now; stopping");
                     if self.give_up_lease(seen) {
                         return;
                     }
                 }
-                Err(StoreError::Unreadable(e)) => {
+                Err(StepError::Unreadable(reason)) => {
                     // Data this build cannot read (a newer replica's agent or event). Keep
                     // the lease, so replicas of this build do not take turns failing on
                     // it, until a client command or the drain frees it.
-                    tracing::error!(error = %e, "cannot read this run's data; parking it");
+                    tracing::error!(error = %reason, "cannot read this run's data; parking it");
                     if self
                         .shared
                         .mailboxes
@@ -154,7 +149,9 @@ impl Driver {
                         return;
                     }
                 }
-                Err(e) => {
+                // A store failure; a turn's own failure is recorded by the step and never
+                // gets here, but would be retried the same way.
+                Err(e @ (StepError::Store(_) | StepError::Turn(_))) => {
                     tracing::warn!(error = %e, retry_in = ?backoff, "run step failed; retrying");
                     tokio::select! {
                         () = self.shared.shutdown.cancelled() => {}
@@ -176,7 +173,7 @@ impl Driver {
         self.shared.mailboxes.retire(self.run, seen)
     }
 
-    async fn step(&mut self) -> Result<Next, StoreError> {
+    async fn step(&mut self) -> Result<Next, StepError> {
         let Some(run) = self
             .shared
             .ports
@@ -221,7 +218,7 @@ impl Driver {
     }
 
     /// Takes the run's lease if it is free or expired.
-    async fn claim(&mut self) -> Result<bool, StoreError> {
+    async fn claim(&mut self) -> Result<bool, StepError> {
         let opts = &self.shared.opts;
         let claimed = self
             .shared
@@ -314,7 +311,7 @@ impl Driver {
         run: &RunSummary,
         events: Vec<RunEvent>,
         release: Option<Release>,
-    ) -> Result<Next, StoreError> {
+    ) -> Result<Next, StepError> {
         self.append_wrote(run, events, release).await?;
         Ok(Next::Continue)
     }
@@ -326,7 +323,7 @@ impl Driver {
         run: &RunSummary,
         events: Vec<RunEvent>,
         release: Option<Release>,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<bool, StepError> {
         let after = self.commit(run.version, events, release).await?;
         let wrote = after.is_some();
         if let (Some(after), Some(Release::Idle)) = (after, release) {
@@ -344,7 +341,7 @@ impl Driver {
         expected: i64,
         events: Vec<RunEvent>,
         release: Option<Release>,
-    ) -> Result<Option<RunSummary>, StoreError> {
+    ) -> Result<Option<RunSummary>, StepError> {
         let Some(lease) = self.lease.clone() else {
             return Ok(None);
         };
@@ -382,12 +379,12 @@ impl Driver {
                 Ok(Some(*run))
             }
             Ok(AppendOutcome::Duplicate(_)) | Err(StoreError::Conflict { .. }) => Ok(None),
-            Err(e) => Err(e),
+            Err(e) => Err(e.into()),
         }
     }
 
     /// Folds the run's events after the state's version (up to `run`'s).
-    pub(crate) async fn refresh(&mut self, run: &RunSummary) -> Result<(), StoreError> {
+    pub(crate) async fn refresh(&mut self, run: &RunSummary) -> Result<(), StepError> {
         if !self.restored {
             self.restore(run).await?;
             self.restored = true;
@@ -402,7 +399,7 @@ impl Driver {
             if events.is_empty() {
                 break;
             }
-            self.state.fold(&events).map_err(StoreError::Unreadable)?;
+            self.state.fold(&events).map_err(StepError::Unreadable)?;
         }
         let running = self.state.running_receipts();
         self.unsaved.retain(|id, _| running.contains(id));
@@ -410,7 +407,7 @@ impl Driver {
     }
 
     /// Ends the run as cancelled, settling its open calls ([`Self::settle_calls`]).
-    pub(crate) async fn cancel(&mut self, run: &RunSummary) -> Result<Next, StoreError> {
+    pub(crate) async fn cancel(&mut self, run: &RunSummary) -> Result<Next, StepError> {
         self.refresh(run).await?;
         let mut events = self.settle_calls("the run was cancelled");
         events.push(RunEvent::RunCancelled(RunCancelled { reason: None }));
@@ -460,17 +457,17 @@ impl Driver {
     pub(crate) async fn interruptible<T>(
         &self,
         work: impl std::future::Future<Output = T>,
-    ) -> Result<Interrupted<T>, StoreError> {
+    ) -> Interrupted<T> {
         tokio::pin!(work);
         loop {
             tokio::select! {
-                out = &mut work => return Ok(Interrupted::Done(out)),
+                out = &mut work => return Interrupted::Done(out),
                 () = self.notify.notified() => {
                     if self.cancel_requested().await {
-                        return Ok(Interrupted::Cancel);
+                        return Interrupted::Cancel;
                     }
                 }
-                () = self.shared.shutdown.cancelled() => return Ok(Interrupted::Shutdown),
+                () = self.shared.shutdown.cancelled() => return Interrupted::Shutdown,
             }
         }
     }
@@ -480,14 +477,14 @@ impl Driver {
     pub(crate) async fn interruptible_by_cancel<T>(
         &self,
         work: impl std::future::Future<Output = T>,
-    ) -> Result<Option<T>, StoreError> {
+    ) -> Option<T> {
         tokio::pin!(work);
         loop {
             tokio::select! {
-                out = &mut work => return Ok(Some(out)),
+                out = &mut work => return Some(out),
                 () = self.notify.notified() => {
                     if self.cancel_requested().await {
-                        return Ok(None);
+                        return None;
                     }
                 }
             }

@@ -18,6 +18,7 @@ mod cluster;
 mod driver;
 mod lease;
 mod mailbox;
+mod outcome;
 pub mod provider;
 mod shared;
 mod state;

@@ -11,7 +11,8 @@
 //! again, mutations are held as `tool.uncertain` for a member. The engine never runs a
 //! non-idempotent mutation again by itself.
 
-use crate::driver::{Driver, Interrupted, Next};
+use crate::driver::{Driver, Interrupted};
+use crate::outcome::{Next, StepError, info};
 use crate::provider::{
     ChatMessage, ChatRole, DeltaSink, ModelError, ModelReply, ModelRequest, OpenAiProvider,
     Provider, ScriptedProvider, ToolSpec,
@@ -58,7 +59,7 @@ impl Driver {
     ///
     /// Each step is a span in the turn's trace: the child of whatever posted the turn's
     /// message, on whichever replica that was.
-    pub(crate) async fn take_turn(&mut self, run: &RunSummary) -> Result<Next, StoreError> {
+    pub(crate) async fn take_turn(&mut self, run: &RunSummary) -> Result<Next, StepError> {
         self.refresh(run).await?;
         if self.state.version != run.version {
             return Ok(Next::Continue);
@@ -70,14 +71,16 @@ impl Driver {
             otel.name = "turn step",
         );
         baton_core::trace::adopt(&span, self.state.turn_trace.as_deref());
-        self.turn_step(run).instrument(span).await
+        // The turn's own failures (a missing agent version or secret, a model error)
+        // end it here, recorded as `turn.failed`.
+        match self.turn_step(run).instrument(span.clone()).await {
+            Err(StepError::Turn(error)) => self.fail_turn(run, error).instrument(span).await,
+            other => other,
+        }
     }
 
-    async fn turn_step(&mut self, run: &RunSummary) -> Result<Next, StoreError> {
-        let ctx = match self.context(run).await? {
-            Ok(ctx) => ctx,
-            Err(error) => return self.fail_turn(run, error).await,
-        };
+    async fn turn_step(&mut self, run: &RunSummary) -> Result<Next, StepError> {
+        let ctx = self.context(run).await?;
         if self.turn_timed_out(&ctx) {
             let ms = ctx.agent.limits.turn_timeout_ms;
             let error = info("turn_timeout", format!("the turn took longer than {ms} ms"));
@@ -99,11 +102,7 @@ impl Driver {
 
     /// Asks the model and records its answer: with tool calls the turn goes on, without
     /// them it completes in the same append.
-    async fn model_step(
-        &mut self,
-        run: &RunSummary,
-        ctx: &TurnContext,
-    ) -> Result<Next, StoreError> {
+    async fn model_step(&mut self, run: &RunSummary, ctx: &TurnContext) -> Result<Next, StepError> {
         let request = self.model_request(ctx);
         let sink = self.delta_sink(run);
         let reply = {
@@ -144,7 +143,7 @@ impl Driver {
                 reply
             }
             .instrument(span);
-            match self.interruptible(call).await? {
+            match self.interruptible(call).await {
                 Interrupted::Done(reply) => reply,
                 Interrupted::Cancel => return self.cancel(run).await,
                 Interrupted::Shutdown => return Ok(Next::Continue),
@@ -153,7 +152,7 @@ impl Driver {
         let reply = match reply {
             Ok(reply) => reply,
             Err(ModelError { code, message }) => {
-                return self.fail_turn(run, info(code, message)).await;
+                return Err(StepError::Turn(info(code, message)));
             }
         };
         let turn = self.state.turn;
@@ -197,7 +196,7 @@ impl Driver {
         &mut self,
         run: &RunSummary,
         ctx: &TurnContext,
-    ) -> Result<Next, StoreError> {
+    ) -> Result<Next, StepError> {
         let Some(i) = self
             .state
             .calls
@@ -231,10 +230,8 @@ impl Driver {
                 };
                 let mut intent = (**intent).clone();
                 intent.turn = self.state.turn;
-                match self.planned(run, intent, tool).await? {
-                    Ok(p) => self.execute(run, vec![p]).await,
-                    Err(error) => self.fail_turn(run, error).await,
-                }
+                let p = self.planned(run, intent, tool).await?;
+                self.execute(run, vec![p]).await
             }
             // The projection says `requires_action` for these; nothing to do here.
             CallState::AwaitingApproval | CallState::AwaitingClient | CallState::Uncertain(_) => {
@@ -251,7 +248,7 @@ impl Driver {
         run: &RunSummary,
         ctx: &TurnContext,
         i: usize,
-    ) -> Result<Next, StoreError> {
+    ) -> Result<Next, StepError> {
         let call = self.state.calls[i].clone();
         let tool = match self.check_call(ctx, &call, true) {
             Ok(tool) => tool.clone(),
@@ -302,7 +299,7 @@ impl Driver {
         &mut self,
         run: &RunSummary,
         calls: Vec<(Call, Tool)>,
-    ) -> Result<Next, StoreError> {
+    ) -> Result<Next, StepError> {
         let mut planned = Vec::with_capacity(calls.len());
         for (call, tool) in calls {
             let receipt = call.receipt.unwrap_or_default();
@@ -318,10 +315,7 @@ impl Driver {
                 arguments: arguments(&call.request),
                 idempotency_key: receipt.to_string(),
             };
-            match self.planned(run, intent, tool).await? {
-                Ok(p) => planned.push(p),
-                Err(error) => return self.fail_turn(run, error).await,
-            }
+            planned.push(self.planned(run, intent, tool).await?);
         }
         if planned
             .iter()
@@ -337,43 +331,39 @@ impl Driver {
     }
 
     /// Resolves a planned call's secret headers. A secret that is missing or cannot be
-    /// read is the shared error: it fails the turn before anything is recorded.
+    /// read fails the turn before anything is recorded.
     async fn planned(
         &self,
         run: &RunSummary,
         intent: ToolIntent,
         tool: Tool,
-    ) -> Result<Result<Planned, ErrorInfo>, StoreError> {
+    ) -> Result<Planned, StepError> {
         let mut headers = Vec::new();
         if let ToolKindSpec::Http { secret_headers, .. } = &tool.kind {
             for h in secret_headers {
                 let what = format!("tool {}'s header secret {:?}", tool.name, h.secret);
-                match self.reveal(run, &h.secret, &what).await? {
-                    Ok(value) => headers.push((h.header.clone(), value)),
-                    Err(e) => return Ok(Err(e)),
-                }
+                let value = self.reveal(run, &h.secret, &what).await?;
+                headers.push((h.header.clone(), value));
             }
         }
-        Ok(Ok(Planned {
+        Ok(Planned {
             intent,
             tool,
             headers,
-        }))
+        })
     }
 
-    /// A tenant secret in the clear; the shared error (missing, unreadable) fails the
-    /// turn, naming `what` needed it.
-    async fn reveal(
-        &self,
-        run: &RunSummary,
-        name: &str,
-        what: &str,
-    ) -> Result<Result<String, ErrorInfo>, StoreError> {
+    /// A tenant secret in the clear. A secret that is missing or cannot be read fails
+    /// the turn, naming `what` needed it; a store that is unavailable is retried.
+    async fn reveal(&self, run: &RunSummary, name: &str, what: &str) -> Result<String, StepError> {
         match self.shared.ports.secrets.reveal(run.tenant, name).await {
-            Ok(Some(value)) => Ok(Ok(value)),
-            Ok(None) => Ok(Err(info(SECRET_MISSING, format!("{what} is not set")))),
-            Err(StoreError::Unavailable(m)) => Err(StoreError::Unavailable(m)),
-            Err(e) => Ok(Err(info(
+            Ok(Some(value)) => Ok(value),
+            Ok(None) => Err(StepError::Turn(info(
+                SECRET_MISSING,
+                format!("{what} is not set"),
+            ))),
+            Err(StoreError::Unavailable(m)) => Err(StoreError::Unavailable(m).into()),
+            Err(e) => Err(StepError::Turn(info(
                 "secret_unreadable",
                 format!("{what} cannot be read: {e}"),
             ))),
@@ -387,7 +377,7 @@ impl Driver {
         &mut self,
         run: &RunSummary,
         planned: Vec<Planned>,
-    ) -> Result<Next, StoreError> {
+    ) -> Result<Next, StepError> {
         let intents = planned
             .iter()
             .map(|p| RunEvent::ToolIntent(p.intent.clone()))
@@ -400,7 +390,7 @@ impl Driver {
             .iter()
             .map(|p| make_call(&http, p, p.tool.safe_to_repeat()));
         let all = futures::future::join_all(calls);
-        let outcomes = match self.interruptible_by_cancel(all).await? {
+        let outcomes = match self.interruptible_by_cancel(all).await {
             Some(outcomes) => outcomes,
             None => return self.cancel(&after_intents).await,
         };
@@ -428,7 +418,7 @@ impl Driver {
         ctx: &TurnContext,
         call: &Call,
         intent: &ToolIntent,
-    ) -> Result<Next, StoreError> {
+    ) -> Result<Next, StepError> {
         if let Some(result) = self.unsaved.get(&intent.receipt_id).cloned() {
             return self
                 .append(run, vec![RunEvent::ToolResult(result)], None)
@@ -448,18 +438,16 @@ impl Driver {
         if declared_safe && tool.safe_to_repeat() && tool.kind() == intent.kind {
             tracing::info!(receipt = %intent.receipt_id, tool = %tool.name, "re-running an interrupted call that is safe to repeat");
             metrics::counter!("baton_tool_calls_recovered_total", "how" => "rerun").increment(1);
-            return match self.planned(run, intent.clone(), tool).await? {
-                Ok(p) => self.rerun(run, p).await,
-                Err(error) => self.fail_turn(run, error).await,
-            };
+            let p = self.planned(run, intent.clone(), tool).await?;
+            return self.rerun(run, p).await;
         }
         self.hold_uncertain(run, intent).await
     }
 
     /// Runs again a call whose intent is already recorded, and records its result.
-    async fn rerun(&mut self, run: &RunSummary, p: Planned) -> Result<Next, StoreError> {
+    async fn rerun(&mut self, run: &RunSummary, p: Planned) -> Result<Next, StepError> {
         let call = make_call(&self.shared.http, &p, true);
-        let Some(outcome) = self.interruptible_by_cancel(call).await? else {
+        let Some(outcome) = self.interruptible_by_cancel(call).await else {
             return self.cancel(run).await;
         };
         let result = result_of(&p.intent, outcome);
@@ -478,7 +466,7 @@ impl Driver {
         &mut self,
         run: &RunSummary,
         intent: &ToolIntent,
-    ) -> Result<Next, StoreError> {
+    ) -> Result<Next, StepError> {
         tracing::warn!(receipt = %intent.receipt_id, tool = %intent.tool, "an interrupted mutation waits for a member");
         metrics::counter!("baton_tool_calls_recovered_total", "how" => "uncertain").increment(1);
         let held = RunEvent::ToolUncertain(ToolUncertain {
@@ -496,15 +484,16 @@ impl Driver {
         &self,
         ctx: &TurnContext,
         intent: &ToolIntent,
-    ) -> Result<Option<Tool>, StoreError> {
+    ) -> Result<Option<Tool>, StepError> {
         if !ctx.agent.tools.contains(&intent.tool_id) {
             return Ok(None);
         }
-        self.shared
+        Ok(self
+            .shared
             .ports
             .tools
             .get_tool(ctx.agent.tenant, intent.tool_id)
-            .await
+            .await?)
     }
 
     /// The call's tool, or the error result the model gets instead: unknown tool,
@@ -570,7 +559,7 @@ impl Driver {
         run: &RunSummary,
         call: &Call,
         error: ErrorInfo,
-    ) -> Result<Next, StoreError> {
+    ) -> Result<Next, StepError> {
         let result = RunEvent::ToolResult(ToolResult {
             receipt_id: call.receipt.unwrap_or_default(),
             call_id: call.request.id.clone(),
@@ -589,7 +578,7 @@ impl Driver {
         &mut self,
         run: &RunSummary,
         error: ErrorInfo,
-    ) -> Result<Next, StoreError> {
+    ) -> Result<Next, StepError> {
         tracing::warn!(code = %error.code, "the turn failed");
         self.refresh(run).await?;
         let mut events = self.settle_calls(&format!("the turn failed ({})", error.code));
@@ -638,13 +627,10 @@ impl Driver {
     }
 
     /// Loads the run's agent version, its tools and its provider (once per driver).
-    /// The shared error fails the turn; the outer one is a store error to retry.
-    async fn context(
-        &mut self,
-        run: &RunSummary,
-    ) -> Result<Result<Arc<TurnContext>, ErrorInfo>, StoreError> {
+    /// A missing agent version or API key secret fails the turn.
+    async fn context(&mut self, run: &RunSummary) -> Result<Arc<TurnContext>, StepError> {
         if let Some(ctx) = &self.ctx {
-            return Ok(Ok(ctx.clone()));
+            return Ok(ctx.clone());
         }
         let shared = &self.shared;
         let Some(agent) = shared
@@ -653,7 +639,7 @@ impl Driver {
             .get_agent_version(run.tenant, run.agent_id, run.agent_version)
             .await?
         else {
-            return Ok(Err(info(
+            return Err(StepError::Turn(info(
                 "agent_missing",
                 "the run's agent version no longer exists",
             )));
@@ -671,10 +657,7 @@ impl Driver {
                     None => None,
                     Some(name) => {
                         let what = format!("the model's API key secret {name:?}");
-                        match self.reveal(run, name, &what).await? {
-                            Ok(key) => Some(key),
-                            Err(e) => return Ok(Err(e)),
-                        }
+                        Some(self.reveal(run, name, &what).await?)
                     }
                 };
                 Arc::new(OpenAiProvider::new(shared.http.clone(), spec.clone(), key))
@@ -695,7 +678,7 @@ impl Driver {
             provider,
         });
         self.ctx = Some(ctx.clone());
-        Ok(Ok(ctx))
+        Ok(ctx)
     }
 
     /// Where the model's token deltas go: the run's live subscribers, never the
@@ -807,11 +790,4 @@ fn unique_ids(mut calls: Vec<ToolCallRequest>, step: u32) -> Vec<ToolCallRequest
         }
     }
     calls
-}
-
-fn info(code: &str, message: impl Into<String>) -> ErrorInfo {
-    ErrorInfo {
-        code: code.into(),
-        message: message.into(),
-    }
 }
