@@ -20,6 +20,7 @@ mod lease;
 mod mailbox;
 mod outcome;
 pub mod provider;
+mod secrets;
 mod shared;
 mod state;
 mod tools;

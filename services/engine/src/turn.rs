@@ -14,13 +14,13 @@
 use crate::driver::{Driver, Interrupted};
 use crate::outcome::{Next, StepError, info};
 use crate::provider::{
-    ChatMessage, ChatRole, DeltaSink, ModelError, ModelReply, ModelRequest, OpenAiProvider,
-    Provider, ScriptedProvider, ToolSpec,
+    self, ChatMessage, ChatRole, DeltaSink, ModelError, ModelReply, ModelRequest, Provider,
+    ToolSpec,
 };
+use crate::secrets;
 use crate::state::{Call, CallState};
 use crate::tools::{CallOutcome, HttpCall, call_http};
-use baton_core::StoreError;
-use baton_core::model::{Agent, ProviderSpec, RunSummary, Tool, ToolKindSpec};
+use baton_core::model::{Agent, RunSummary, Tool, ToolKindSpec};
 use baton_core::ports::Release;
 use baton_events::{
     ApprovalId, ApprovalRequested, ErrorInfo, MessageId, ModelCompleted, ReceiptId, RunCompleted,
@@ -342,7 +342,9 @@ impl Driver {
         if let ToolKindSpec::Http { secret_headers, .. } = &tool.kind {
             for h in secret_headers {
                 let what = format!("tool {}'s header secret {:?}", tool.name, h.secret);
-                let value = self.reveal(run, &h.secret, &what).await?;
+                let value =
+                    secrets::reveal(&*self.shared.ports.secrets, run.tenant, &h.secret, &what)
+                        .await?;
                 headers.push((h.header.clone(), value));
             }
         }
@@ -351,23 +353,6 @@ impl Driver {
             tool,
             headers,
         })
-    }
-
-    /// A tenant secret in the clear. A secret that is missing or cannot be read fails
-    /// the turn, naming `what` needed it; a store that is unavailable is retried.
-    async fn reveal(&self, run: &RunSummary, name: &str, what: &str) -> Result<String, StepError> {
-        match self.shared.ports.secrets.reveal(run.tenant, name).await {
-            Ok(Some(value)) => Ok(value),
-            Ok(None) => Err(StepError::Turn(info(
-                SECRET_MISSING,
-                format!("{what} is not set"),
-            ))),
-            Err(StoreError::Unavailable(m)) => Err(StoreError::Unavailable(m).into()),
-            Err(e) => Err(StepError::Turn(info(
-                "secret_unreadable",
-                format!("{what} cannot be read: {e}"),
-            ))),
-        }
     }
 
     /// Commits the intents, makes the calls (concurrently when several), and commits
@@ -650,19 +635,13 @@ impl Driver {
                 tools.push(t);
             }
         }
-        let provider: Arc<dyn Provider> = match &agent.provider {
-            ProviderSpec::Scripted { replies } => Arc::new(ScriptedProvider::new(replies.clone())),
-            ProviderSpec::Openai(spec) => {
-                let key = match &spec.api_key_secret {
-                    None => None,
-                    Some(name) => {
-                        let what = format!("the model's API key secret {name:?}");
-                        Some(self.reveal(run, name, &what).await?)
-                    }
-                };
-                Arc::new(OpenAiProvider::new(shared.http.clone(), spec.clone(), key))
-            }
-        };
+        let provider = provider::from_spec(
+            &agent.provider,
+            &shared.http,
+            &*shared.ports.secrets,
+            run.tenant,
+        )
+        .await?;
         let schemas = tools
             .iter()
             .map(|t| {
@@ -701,9 +680,6 @@ impl Driver {
         })
     }
 }
-
-/// Why the turn fails when a secret it needs is not set.
-pub(crate) const SECRET_MISSING: &str = "secret_missing";
 
 /// Makes a planned `http` call. A tool that is not `http` (the engine never runs
 /// `client` tools) gets an error result rather than a call.
