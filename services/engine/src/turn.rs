@@ -17,9 +17,8 @@ use crate::provider::{
     self, ChatMessage, ChatRole, DeltaSink, ModelError, ModelReply, ModelRequest, Provider,
     ToolSpec,
 };
-use crate::secrets;
 use crate::state::{Call, CallState};
-use crate::tools::{CallOutcome, HttpCall, call_http};
+use crate::tools::{self, Planned};
 use baton_core::model::{Agent, RunSummary, Tool, ToolKindSpec};
 use baton_core::ports::Release;
 use baton_events::{
@@ -45,13 +44,6 @@ impl TurnContext {
     fn tool(&self, name: &str) -> Option<&Tool> {
         self.tools.iter().find(|t| t.name == name)
     }
-}
-
-/// A call ready to run: its intent (to commit first) and its tool.
-struct Planned {
-    intent: ToolIntent,
-    tool: Tool,
-    headers: Vec<(String, String)>,
 }
 
 impl Driver {
@@ -230,7 +222,7 @@ impl Driver {
                 };
                 let mut intent = (**intent).clone();
                 intent.turn = self.state.turn;
-                let p = self.planned(run, intent, tool).await?;
+                let p = tools::plan(&*self.shared.ports.secrets, run.tenant, intent, tool).await?;
                 self.execute(run, vec![p]).await
             }
             // The projection says `requires_action` for these; nothing to do here.
@@ -315,7 +307,7 @@ impl Driver {
                 arguments: arguments(&call.request),
                 idempotency_key: receipt.to_string(),
             };
-            planned.push(self.planned(run, intent, tool).await?);
+            planned.push(tools::plan(&*self.shared.ports.secrets, run.tenant, intent, tool).await?);
         }
         if planned
             .iter()
@@ -328,31 +320,6 @@ impl Driver {
             return self.append(run, intents, None).await;
         }
         self.execute(run, planned).await
-    }
-
-    /// Resolves a planned call's secret headers. A secret that is missing or cannot be
-    /// read fails the turn before anything is recorded.
-    async fn planned(
-        &self,
-        run: &RunSummary,
-        intent: ToolIntent,
-        tool: Tool,
-    ) -> Result<Planned, StepError> {
-        let mut headers = Vec::new();
-        if let ToolKindSpec::Http { secret_headers, .. } = &tool.kind {
-            for h in secret_headers {
-                let what = format!("tool {}'s header secret {:?}", tool.name, h.secret);
-                let value =
-                    secrets::reveal(&*self.shared.ports.secrets, run.tenant, &h.secret, &what)
-                        .await?;
-                headers.push((h.header.clone(), value));
-            }
-        }
-        Ok(Planned {
-            intent,
-            tool,
-            headers,
-        })
     }
 
     /// Commits the intents, makes the calls (concurrently when several), and commits
@@ -373,17 +340,12 @@ impl Driver {
         let http = self.shared.http.clone();
         let calls = planned
             .iter()
-            .map(|p| make_call(&http, p, p.tool.safe_to_repeat()));
+            .map(|p| tools::call(&http, p, p.tool.safe_to_repeat()));
         let all = futures::future::join_all(calls);
-        let outcomes = match self.interruptible_by_cancel(all).await {
-            Some(outcomes) => outcomes,
+        let results: Vec<ToolResult> = match self.interruptible_by_cancel(all).await {
+            Some(results) => results,
             None => return self.cancel(&after_intents).await,
         };
-        let results: Vec<ToolResult> = planned
-            .iter()
-            .zip(outcomes)
-            .map(|(p, o)| result_of(&p.intent, o))
-            .collect();
         for r in &results {
             self.unsaved.insert(r.receipt_id, r.clone());
         }
@@ -423,7 +385,13 @@ impl Driver {
         if declared_safe && tool.safe_to_repeat() && tool.kind() == intent.kind {
             tracing::info!(receipt = %intent.receipt_id, tool = %tool.name, "re-running an interrupted call that is safe to repeat");
             metrics::counter!("baton_tool_calls_recovered_total", "how" => "rerun").increment(1);
-            let p = self.planned(run, intent.clone(), tool).await?;
+            let p = tools::plan(
+                &*self.shared.ports.secrets,
+                run.tenant,
+                intent.clone(),
+                tool,
+            )
+            .await?;
             return self.rerun(run, p).await;
         }
         self.hold_uncertain(run, intent).await
@@ -431,11 +399,10 @@ impl Driver {
 
     /// Runs again a call whose intent is already recorded, and records its result.
     async fn rerun(&mut self, run: &RunSummary, p: Planned) -> Result<Next, StepError> {
-        let call = make_call(&self.shared.http, &p, true);
-        let Some(outcome) = self.interruptible_by_cancel(call).await else {
+        let call = tools::call(&self.shared.http, &p, true);
+        let Some(result) = self.interruptible_by_cancel(call).await else {
             return self.cancel(run).await;
         };
-        let result = result_of(&p.intent, outcome);
         let id = result.receipt_id;
         self.unsaved.insert(id, result.clone());
         if self
@@ -681,76 +648,11 @@ impl Driver {
     }
 }
 
-/// Makes a planned `http` call. A tool that is not `http` (the engine never runs
-/// `client` tools) gets an error result rather than a call.
-async fn make_call(http: &reqwest::Client, p: &Planned, retry: bool) -> CallOutcome {
-    let effect = match p.tool.effect {
-        ToolEffect::Read => "read",
-        ToolEffect::Mutation => "mutation",
-    };
-    let span = tracing::info_span!(
-        "tool_call",
-        tool = %p.tool.name,
-        effect,
-        otel.name = format!("tool call {}", p.tool.name),
-    );
-    let outcome = make_http_call(http, p, retry).instrument(span).await;
-    let label = match outcome.outcome {
-        ToolOutcome::Ok => "ok",
-        ToolOutcome::Error => "error",
-        ToolOutcome::Cancelled => "cancelled",
-    };
-    if let Some(e) = &outcome.error {
-        metrics::counter!(
-            "baton_tool_call_errors_total",
-            "effect" => effect,
-            "code" => e.code.clone(),
-        )
-        .increment(1);
-    }
-    metrics::histogram!(
-        "baton_tool_call_duration_seconds",
-        "effect" => effect,
-        "outcome" => label,
-    )
-    .record(Duration::from_millis(outcome.duration_ms));
-    outcome
-}
-
-async fn make_http_call(http: &reqwest::Client, p: &Planned, retry: bool) -> CallOutcome {
-    let ToolKindSpec::Http { url, .. } = &p.tool.kind else {
-        return CallOutcome::error("tool_not_http", "the tool is not an http tool");
-    };
-    let call = HttpCall {
-        url,
-        arguments: &p.intent.arguments,
-        idempotency_key: &p.intent.idempotency_key,
-        headers: p.headers.clone(),
-        timeout: Duration::from_millis(p.tool.timeout_ms),
-        retry,
-    };
-    call_http(http, call).await
-}
-
 /// The arguments as JSON (they were checked to parse before anything ran; text that
 /// does not parse is kept as a string).
 fn arguments(call: &ToolCallRequest) -> serde_json::Value {
     serde_json::from_str(&call.arguments)
         .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()))
-}
-
-fn result_of(intent: &ToolIntent, o: CallOutcome) -> ToolResult {
-    ToolResult {
-        receipt_id: intent.receipt_id,
-        call_id: intent.call_id.clone(),
-        tool: intent.tool.clone(),
-        outcome: o.outcome,
-        output: o.output,
-        error: o.error,
-        duration_ms: o.duration_ms,
-        truncated: o.truncated,
-        from_client: false,
-    }
 }
 
 /// Call ids are how results find their calls: a reply with missing or repeated ids
