@@ -3,17 +3,18 @@
 //! Each step is one optimistic append under the run's lease; losing a race to a client
 //! command just means reading again, and losing the lease stops the driver at once.
 
+use crate::agent::TurnContext;
 use crate::lease::Lease;
 use crate::outcome::{Next, StepError};
+use crate::settle;
 use crate::shared::Shared;
-use crate::state::{CallState, RunState};
-use crate::turn::TurnContext;
+use crate::state::RunState;
 use baton_core::model::{RunStatus, RunSummary};
 use baton_core::ports::{AppendOutcome, AppendRequest, Release};
 use baton_core::{RunId, StoreError, TenantId};
 use baton_events::{
     EventMeta, LeaseAcquired, LeaseReleased, NewEvent, ReceiptId, ReleaseReason, RunCancelled,
-    RunEvent, ToolEffect, ToolOutcome, ToolResult, ToolUncertain, TurnStarted,
+    RunEvent, ToolResult, TurnStarted,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -414,42 +415,9 @@ impl Driver {
         self.append(run, events, Some(Release::Idle)).await
     }
 
-    /// What ending the turn now records for each call of the latest step that has no
-    /// output: the result this driver holds but could not write yet; `uncertain` for a
-    /// mutation in flight (it may have taken effect, idempotent or not); `cancelled` for
-    /// anything else that has a receipt. `why` says what ended the turn.
+    /// What ending the turn now records for each open call ([`settle::settle`]).
     pub(crate) fn settle_calls(&self, why: &str) -> Vec<RunEvent> {
-        let mut events = Vec::new();
-        for call in &self.state.calls {
-            let Some(receipt) = call.receipt else {
-                continue;
-            };
-            if let Some(result) = self.unsaved.get(&receipt) {
-                events.push(RunEvent::ToolResult(result.clone()));
-                continue;
-            }
-            match &call.state {
-                CallState::Running(i) if i.effect == ToolEffect::Mutation => {
-                    events.push(RunEvent::ToolUncertain(ToolUncertain {
-                        receipt_id: receipt,
-                        reason: format!("{why} while the call was in flight"),
-                    }));
-                }
-                CallState::Done | CallState::Uncertain(_) => {}
-                _ => events.push(RunEvent::ToolResult(ToolResult {
-                    receipt_id: receipt,
-                    call_id: call.request.id.clone(),
-                    tool: call.request.name.clone(),
-                    outcome: ToolOutcome::Cancelled,
-                    output: format!("The call did not finish: {why}."),
-                    error: None,
-                    duration_ms: 0,
-                    truncated: false,
-                    from_client: false,
-                })),
-            }
-        }
-        events
+        settle::settle(&self.state, &self.unsaved, why)
     }
 
     /// Awaits `work` (a model call) unless a cancel or the shutdown comes first; a

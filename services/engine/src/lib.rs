@@ -13,14 +13,19 @@
 //! - On shutdown, drivers stop at a step boundary and hand their runs off with
 //!   `lease.released{drained}`, so another replica adopts them without waiting for expiry.
 
+mod agent;
+mod calls;
 mod checkpoint;
 mod cluster;
 mod driver;
+#[cfg(test)]
+mod given;
 mod lease;
 mod mailbox;
 mod outcome;
 pub mod provider;
 mod secrets;
+mod settle;
 mod shared;
 mod state;
 mod tools;

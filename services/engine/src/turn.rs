@@ -11,40 +11,27 @@
 //! again, mutations are held as `tool.uncertain` for a member. The engine never runs a
 //! non-idempotent mutation again by itself.
 
+use crate::agent::{self, TurnContext};
+use crate::calls::batch::batch;
+use crate::calls::check::check_call;
+use crate::calls::recovery::{self, Recovery};
 use crate::driver::{Driver, Interrupted};
 use crate::outcome::{Next, StepError, info};
 use crate::provider::{
-    self, ChatMessage, ChatRole, DeltaSink, ModelError, ModelReply, ModelRequest, Provider,
-    ToolSpec,
+    ChatMessage, ChatRole, DeltaSink, ModelError, ModelReply, ModelRequest, ToolSpec,
 };
 use crate::state::{Call, CallState};
 use crate::tools::{self, Planned};
-use baton_core::model::{Agent, RunSummary, Tool, ToolKindSpec};
+use baton_core::model::{RunSummary, Tool, ToolKindSpec};
 use baton_core::ports::Release;
 use baton_events::{
     ApprovalId, ApprovalRequested, ErrorInfo, MessageId, ModelCompleted, ReceiptId, RunCompleted,
-    RunEvent, ToolCallRequest, ToolEffect, ToolIntent, ToolOutcome, ToolResult, ToolUncertain,
-    TurnCompleted, TurnFailed,
+    RunEvent, ToolCallRequest, ToolIntent, ToolOutcome, ToolResult, ToolUncertain, TurnCompleted,
+    TurnFailed,
 };
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::Instrument;
-
-/// What a turn needs from the run's agent version, loaded once per driver.
-pub(crate) struct TurnContext {
-    pub agent: Agent,
-    /// The agent's tools that still exist, in the agent's order.
-    pub tools: Vec<Tool>,
-    /// Each tool's input schema, compiled once (or why it does not compile).
-    schemas: std::collections::HashMap<baton_events::ToolId, Result<jsonschema::Validator, String>>,
-    pub provider: Arc<dyn Provider>,
-}
-
-impl TurnContext {
-    fn tool(&self, name: &str) -> Option<&Tool> {
-        self.tools.iter().find(|t| t.name == name)
-    }
-}
 
 impl Driver {
     /// Takes the next step of the running turn.
@@ -201,7 +188,7 @@ impl Driver {
         match &call.state {
             CallState::New => self.start_call(run, ctx, i).await,
             CallState::Approved => {
-                let tool = match self.check_call(ctx, &call, false) {
+                let tool = match check_call(ctx, self.state.tool_calls, &call, false) {
                     Ok(tool) => tool.clone(),
                     Err(error) => return self.reject(run, &call, error).await,
                 };
@@ -216,12 +203,11 @@ impl Driver {
             }
             CallState::Running(intent) => self.recover(run, ctx, &call, intent).await,
             CallState::RetryRequested(intent) => {
-                let Some(tool) = self.permitted(ctx, intent).await? else {
-                    let error = info("tool_unavailable", "the tool is no longer available");
-                    return self.reject(run, &call, error).await;
+                let tool = self.permitted(ctx, intent).await?;
+                let (intent, tool) = match recovery::retry(intent, tool, self.state.turn) {
+                    Ok(retried) => retried,
+                    Err(error) => return self.reject(run, &call, error).await,
                 };
-                let mut intent = (**intent).clone();
-                intent.turn = self.state.turn;
                 let p = tools::plan(&*self.shared.ports.secrets, run.tenant, intent, tool).await?;
                 self.execute(run, vec![p]).await
             }
@@ -242,7 +228,7 @@ impl Driver {
         i: usize,
     ) -> Result<Next, StepError> {
         let call = self.state.calls[i].clone();
-        let tool = match self.check_call(ctx, &call, true) {
+        let tool = match check_call(ctx, self.state.tool_calls, &call, true) {
             Ok(tool) => tool.clone(),
             Err(error) => return self.reject(run, &call, error).await,
         };
@@ -260,28 +246,7 @@ impl Driver {
             });
             return self.append(run, vec![asked], None).await;
         }
-        let mut batch = vec![(call, tool)];
-        if batch[0].1.effect == ToolEffect::Read
-            && matches!(batch[0].1.kind, ToolKindSpec::Http { .. })
-        {
-            // Independent reads that follow run together.
-            for next in &self.state.calls[i + 1..] {
-                let limit_left =
-                    self.state.tool_calls + (batch.len() as u32) < ctx.agent.limits.max_tool_calls;
-                match self.check_call(ctx, next, true) {
-                    Ok(t)
-                        if limit_left
-                            && next.state == CallState::New
-                            && t.effect == ToolEffect::Read
-                            && !t.requires_approval
-                            && matches!(t.kind, ToolKindSpec::Http { .. }) =>
-                    {
-                        batch.push((next.clone(), t.clone()));
-                    }
-                    _ => break,
-                }
-            }
-        }
+        let batch = batch(ctx, &self.state, i, &tool);
         self.run_calls(run, batch).await
     }
 
@@ -371,30 +336,24 @@ impl Driver {
                 .append(run, vec![RunEvent::ToolResult(result)], None)
                 .await;
         }
-        let Some(tool) = self.permitted(ctx, intent).await? else {
-            let error = info(
-                "tool_unavailable",
-                "the call was interrupted and its tool is no longer available to this agent",
-            );
-            if intent.effect == ToolEffect::Read || intent.idempotent {
-                return self.reject(run, call, error).await;
+        let tool = self.permitted(ctx, intent).await?;
+        match recovery::recover(intent, tool) {
+            Recovery::Rerun(tool) => {
+                tracing::info!(receipt = %intent.receipt_id, tool = %tool.name, "re-running an interrupted call that is safe to repeat");
+                metrics::counter!("baton_tool_calls_recovered_total", "how" => "rerun")
+                    .increment(1);
+                let p = tools::plan(
+                    &*self.shared.ports.secrets,
+                    run.tenant,
+                    intent.clone(),
+                    tool,
+                )
+                .await?;
+                self.rerun(run, p).await
             }
-            return self.hold_uncertain(run, intent).await;
-        };
-        let declared_safe = intent.effect == ToolEffect::Read || intent.idempotent;
-        if declared_safe && tool.safe_to_repeat() && tool.kind() == intent.kind {
-            tracing::info!(receipt = %intent.receipt_id, tool = %tool.name, "re-running an interrupted call that is safe to repeat");
-            metrics::counter!("baton_tool_calls_recovered_total", "how" => "rerun").increment(1);
-            let p = tools::plan(
-                &*self.shared.ports.secrets,
-                run.tenant,
-                intent.clone(),
-                tool,
-            )
-            .await?;
-            return self.rerun(run, p).await;
+            Recovery::Reject(error) => self.reject(run, call, error).await,
+            Recovery::HoldUncertain => self.hold_uncertain(run, intent).await,
         }
-        self.hold_uncertain(run, intent).await
     }
 
     /// Runs again a call whose intent is already recorded, and records its result.
@@ -446,63 +405,6 @@ impl Driver {
             .tools
             .get_tool(ctx.agent.tenant, intent.tool_id)
             .await?)
-    }
-
-    /// The call's tool, or the error result the model gets instead: unknown tool,
-    /// arguments that are not JSON or do not match the schema, the call limit.
-    fn check_call<'c>(
-        &self,
-        ctx: &'c TurnContext,
-        call: &Call,
-        count: bool,
-    ) -> Result<&'c Tool, ErrorInfo> {
-        let name = &call.request.name;
-        let tool = ctx.tool(name).ok_or_else(|| {
-            let known: Vec<&str> = ctx.tools.iter().map(|t| t.name.as_str()).collect();
-            info(
-                "unknown_tool",
-                format!("there is no tool named {name:?}; the tools are {known:?}"),
-            )
-        })?;
-        let max = ctx.agent.limits.max_tool_calls;
-        if count && self.state.tool_calls >= max {
-            return Err(info(
-                "tool_call_limit",
-                format!("this turn already made {max} tool calls, the most it may"),
-            ));
-        }
-        let args: serde_json::Value =
-            serde_json::from_str(&call.request.arguments).map_err(|e| {
-                info(
-                    "bad_arguments",
-                    format!("the arguments are not valid JSON: {e}"),
-                )
-            })?;
-        let validator = match ctx.schemas.get(&tool.id) {
-            Some(Ok(v)) => v,
-            Some(Err(e)) => {
-                return Err(info(
-                    "bad_tool_schema",
-                    format!("the tool's input schema does not compile: {e}"),
-                ));
-            }
-            None => return Err(info("unknown_tool", format!("no schema for {name:?}"))),
-        };
-        let problems: Vec<String> = validator
-            .iter_errors(&args)
-            .take(5)
-            .map(|e| format!("{} at {}", e, e.instance_path()))
-            .collect();
-        if !problems.is_empty() {
-            return Err(info(
-                "bad_arguments",
-                format!(
-                    "the arguments do not match the tool's input schema: {}",
-                    problems.join("; ")
-                ),
-            ));
-        }
-        Ok(tool)
     }
 
     /// Records an error result for a call that did not run; the model sees it next.
@@ -578,51 +480,12 @@ impl Driver {
         }
     }
 
-    /// Loads the run's agent version, its tools and its provider (once per driver).
-    /// A missing agent version or API key secret fails the turn.
+    /// The run's agent version, its tools and its provider, loaded once per driver.
     async fn context(&mut self, run: &RunSummary) -> Result<Arc<TurnContext>, StepError> {
         if let Some(ctx) = &self.ctx {
             return Ok(ctx.clone());
         }
-        let shared = &self.shared;
-        let Some(agent) = shared
-            .ports
-            .agents
-            .get_agent_version(run.tenant, run.agent_id, run.agent_version)
-            .await?
-        else {
-            return Err(StepError::Turn(info(
-                "agent_missing",
-                "the run's agent version no longer exists",
-            )));
-        };
-        let mut tools = Vec::with_capacity(agent.tools.len());
-        for id in &agent.tools {
-            if let Some(t) = shared.ports.tools.get_tool(run.tenant, *id).await? {
-                tools.push(t);
-            }
-        }
-        let provider = provider::from_spec(
-            &agent.provider,
-            &shared.http,
-            &*shared.ports.secrets,
-            run.tenant,
-        )
-        .await?;
-        let schemas = tools
-            .iter()
-            .map(|t| {
-                let compiled =
-                    jsonschema::validator_for(&t.input_schema).map_err(|e| e.to_string());
-                (t.id, compiled)
-            })
-            .collect();
-        let ctx = Arc::new(TurnContext {
-            agent,
-            tools,
-            schemas,
-            provider,
-        });
+        let ctx = Arc::new(agent::load(&self.shared, run).await?);
         self.ctx = Some(ctx.clone());
         Ok(ctx)
     }
