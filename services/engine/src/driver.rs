@@ -3,13 +3,14 @@
 //! Each step is one optimistic append under the run's lease; losing a race to a client
 //! command just means reading again, and losing the lease stops the driver at once.
 
-use crate::agent::TurnContext;
+use crate::agent::{self, TurnContext};
+use crate::decide::{Facts, Step, TurnStep, decide};
 use crate::lease::Lease;
 use crate::outcome::{Next, StepError};
 use crate::settle;
 use crate::shared::Shared;
 use crate::state::RunState;
-use baton_core::model::{RunStatus, RunSummary};
+use baton_core::model::RunSummary;
 use baton_core::ports::{AppendOutcome, AppendRequest, Release};
 use baton_core::{RunId, StoreError, TenantId};
 use baton_events::{
@@ -20,6 +21,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
+use tracing::Instrument;
 
 /// Pause after a transient store error before trying the step again; doubles up to
 /// [`RETRY_MAX`] while the errors last.
@@ -174,6 +176,9 @@ impl Driver {
         self.shared.mailboxes.retire(self.run, seen)
     }
 
+    /// Reads the run and takes its next step, as [`decide`] says; a step that only
+    /// gathers what the decision needs (the lease, the folded state, the agent) is
+    /// followed by the next decision in the same step.
     async fn step(&mut self) -> Result<Next, StepError> {
         let Some(run) = self
             .shared
@@ -184,42 +189,121 @@ impl Driver {
         else {
             return Ok(Next::Idle);
         };
-        let has_work = run.status.is_busy() || (run.cancel_requested && !run.status.is_terminal());
-        if !has_work {
-            self.release().await;
-            return Ok(Next::Idle);
+        let mut folded = false;
+        // The turn's part of the step is one span in the turn's trace: the child of
+        // whatever posted the turn's message, on whichever replica that was.
+        let mut turn_span = None;
+        loop {
+            let step = decide(&Facts {
+                run: &run,
+                lease: self.lease.as_ref(),
+                state: &self.state,
+                folded,
+                agent: self.ctx.as_deref(),
+                unsaved: &self.unsaved,
+                now: self.shared.ports.clock.now(),
+            });
+            let span = match step {
+                Step::LoadAgent | Step::Turn(_) => {
+                    turn_span.get_or_insert_with(|| self.turn_span()).clone()
+                }
+                _ => tracing::Span::none(),
+            };
+            let done = match step {
+                Step::Idle => Ok(Next::Idle),
+                Step::Release => {
+                    self.release().await;
+                    Ok(Next::Idle)
+                }
+                Step::Claim => {
+                    if self.claim().await? {
+                        continue;
+                    }
+                    // Another replica drives it.
+                    Ok(Next::Idle)
+                }
+                Step::Fold => {
+                    // Fold what happened since; the turn's events carry the trace
+                    // context of the request that asked for it.
+                    self.refresh(&run).await?;
+                    folded = true;
+                    continue;
+                }
+                Step::Reread => Ok(Next::Continue),
+                Step::Cancel => self.cancel(&run).await,
+                Step::Announce => self.append(&run, vec![], None).await,
+                Step::StartTurn => {
+                    let started = RunEvent::TurnStarted(TurnStarted {
+                        turn: run.turn_count,
+                    });
+                    self.append(&run, vec![started], None).await
+                }
+                Step::LoadAgent => {
+                    match agent::load(&self.shared, &run)
+                        .instrument(span.clone())
+                        .await
+                    {
+                        Ok(ctx) => {
+                            self.ctx = Some(Arc::new(ctx));
+                            continue;
+                        }
+                        Err(e) => Err(e),
+                    }
+                }
+                Step::Turn(step) => self.take_turn(&run, *step).instrument(span.clone()).await,
+            };
+            // The turn's own failures (a missing agent version or secret, a model error)
+            // end it here, recorded as `turn.failed`.
+            return match done {
+                Err(StepError::Turn(error)) => self.fail_turn(&run, error).instrument(span).await,
+                other => other,
+            };
         }
-        if self.lease.is_none() {
-            self.lease = self.shared.mailboxes.take_offered(self.run);
-        }
-        if self.lease.is_none() && !self.claim().await? {
-            // Another replica drives it.
-            return Ok(Next::Idle);
-        }
-        // Fold what happened since; the turn's events carry the trace context of the
-        // request that asked for it.
-        self.refresh(&run).await?;
-        if run.cancel_requested {
-            return self.cancel(&run).await;
-        }
-        if run.status == RunStatus::Running && self.lease.as_ref().is_some_and(|l| !l.announced) {
-            // Taking over a turn in progress: say so now, not when the turn is answered.
-            return self.append(&run, vec![], None).await;
-        }
-        match run.status {
-            RunStatus::Queued => {
-                let started = RunEvent::TurnStarted(TurnStarted {
-                    turn: run.turn_count,
-                });
-                self.append(&run, vec![started], None).await
+    }
+
+    /// Carries out a step of the running turn.
+    async fn take_turn(&mut self, run: &RunSummary, step: TurnStep) -> Result<Next, StepError> {
+        let Some(ctx) = self.ctx.clone() else {
+            // Decided with the agent loaded, so never here; deciding again loads it.
+            return Ok(Next::Continue);
+        };
+        match step {
+            TurnStep::Fail(error) => Err(StepError::Turn(error)),
+            TurnStep::AskModel => self.ask_model(run, &ctx).await,
+            TurnStep::AskApproval { call, tool } => self.ask_approval(run, &call, &tool).await,
+            TurnStep::RunCalls(calls) => self.run_calls(run, calls).await,
+            TurnStep::Reject { call, error } => self.reject(run, &call, error).await,
+            TurnStep::SaveResult(result) => {
+                self.append(run, vec![RunEvent::ToolResult(result)], None)
+                    .await
             }
-            RunStatus::Running => self.take_turn(&run).await,
-            _ => Ok(Next::Idle),
+            TurnStep::Recover { call, intent } => self.recover(run, &ctx, &call, &intent).await,
+            TurnStep::Retry { call, intent } => self.retry(run, &ctx, &call, &intent).await,
+            // The projection says `requires_action`: a member or the client acts next.
+            TurnStep::Wait => Ok(Next::Idle),
         }
+    }
+
+    /// The span of a turn step, a child of the request that asked for the turn.
+    fn turn_span(&self) -> tracing::Span {
+        let span = tracing::info_span!(
+            "turn_step",
+            turn = self.state.turn,
+            step = self.state.step,
+            otel.name = "turn step",
+        );
+        baton_core::trace::adopt(&span, self.state.turn_trace.as_deref());
+        span
     }
 
     /// Takes the run's lease if it is free or expired.
     async fn claim(&mut self) -> Result<bool, StepError> {
+        if self.lease.is_none() {
+            self.lease = self.shared.mailboxes.take_offered(self.run);
+        }
+        if self.lease.is_some() {
+            return Ok(true);
+        }
         let opts = &self.shared.opts;
         let claimed = self
             .shared

@@ -17,6 +17,7 @@ mod agent;
 mod calls;
 mod checkpoint;
 mod cluster;
+mod decide;
 mod driver;
 #[cfg(test)]
 mod given;

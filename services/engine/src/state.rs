@@ -10,6 +10,7 @@ use baton_events::{
 };
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
 /// Where one tool call of the current step stands.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -223,5 +224,16 @@ impl RunState {
     /// Every call of the latest step has its output.
     pub fn calls_done(&self) -> bool {
         self.calls.iter().all(|c| c.state == CallState::Done)
+    }
+
+    /// What is left at `now` of a turn allowed `limit_ms` (counted from its start or its
+    /// last resumption).
+    pub fn time_left(&self, limit_ms: u64, now: DateTime<Utc>) -> Duration {
+        let limit = Duration::from_millis(limit_ms);
+        let Some(since) = self.active_since else {
+            return limit;
+        };
+        let spent = (now - since).to_std().unwrap_or(Duration::ZERO);
+        limit.saturating_sub(spent)
     }
 }

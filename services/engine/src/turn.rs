@@ -11,16 +11,14 @@
 //! again, mutations are held as `tool.uncertain` for a member. The engine never runs a
 //! non-idempotent mutation again by itself.
 
-use crate::agent::{self, TurnContext};
-use crate::calls::batch::batch;
-use crate::calls::check::check_call;
+use crate::agent::TurnContext;
 use crate::calls::recovery::{self, Recovery};
 use crate::driver::{Driver, Interrupted};
 use crate::outcome::{Next, StepError, info};
 use crate::provider::{
     ChatMessage, ChatRole, DeltaSink, ModelError, ModelReply, ModelRequest, ToolSpec,
 };
-use crate::state::{Call, CallState};
+use crate::state::Call;
 use crate::tools::{self, Planned};
 use baton_core::model::{RunSummary, Tool, ToolKindSpec};
 use baton_core::ports::Release;
@@ -29,65 +27,22 @@ use baton_events::{
     RunEvent, ToolCallRequest, ToolIntent, ToolOutcome, ToolResult, ToolUncertain, TurnCompleted,
     TurnFailed,
 };
-use std::sync::Arc;
-use std::time::Duration;
 use tracing::Instrument;
 
 impl Driver {
-    /// Takes the next step of the running turn.
-    ///
-    /// Each step is a span in the turn's trace: the child of whatever posted the turn's
-    /// message, on whichever replica that was.
-    pub(crate) async fn take_turn(&mut self, run: &RunSummary) -> Result<Next, StepError> {
-        self.refresh(run).await?;
-        if self.state.version != run.version {
-            return Ok(Next::Continue);
-        }
-        let span = tracing::info_span!(
-            "turn_step",
-            turn = self.state.turn,
-            step = self.state.step,
-            otel.name = "turn step",
-        );
-        baton_core::trace::adopt(&span, self.state.turn_trace.as_deref());
-        // The turn's own failures (a missing agent version or secret, a model error)
-        // end it here, recorded as `turn.failed`.
-        match self.turn_step(run).instrument(span.clone()).await {
-            Err(StepError::Turn(error)) => self.fail_turn(run, error).instrument(span).await,
-            other => other,
-        }
-    }
-
-    async fn turn_step(&mut self, run: &RunSummary) -> Result<Next, StepError> {
-        let ctx = self.context(run).await?;
-        if self.turn_timed_out(&ctx) {
-            let ms = ctx.agent.limits.turn_timeout_ms;
-            let error = info("turn_timeout", format!("the turn took longer than {ms} ms"));
-            return self.fail_turn(run, error).await;
-        }
-        if !self.state.calls_done() {
-            return self.work_on_calls(run, &ctx).await;
-        }
-        let max_steps = ctx.agent.limits.max_steps;
-        if self.state.step >= max_steps {
-            let error = info(
-                "step_limit",
-                format!("the model still asked for tools after {max_steps} model calls"),
-            );
-            return self.fail_turn(run, error).await;
-        }
-        self.model_step(run, &ctx).await
-    }
-
     /// Asks the model and records its answer: with tool calls the turn goes on, without
     /// them it completes in the same append.
-    async fn model_step(&mut self, run: &RunSummary, ctx: &TurnContext) -> Result<Next, StepError> {
+    pub(crate) async fn ask_model(
+        &mut self,
+        run: &RunSummary,
+        ctx: &TurnContext,
+    ) -> Result<Next, StepError> {
         let request = self.model_request(ctx);
         let sink = self.delta_sink(run);
         let reply = {
             // A model call may not outlast the turn.
-            let left = self.turn_time_left(ctx);
             let ms = ctx.agent.limits.turn_timeout_ms;
+            let left = self.state.time_left(ms, self.shared.ports.clock.now());
             let provider = ctx.agent.provider.kind();
             let span = tracing::info_span!("model_call", provider, otel.name = "model call");
             let call = async {
@@ -168,91 +123,48 @@ impl Driver {
         self.append(run, events, Some(Release::Idle)).await
     }
 
-    /// Takes the next step for the first call of the latest model reply that has no
-    /// output yet: calls run in the order the model gave them, consecutive reads
-    /// together.
-    async fn work_on_calls(
+    /// Asks a member to approve `call` of `tool` before it runs.
+    pub(crate) async fn ask_approval(
         &mut self,
         run: &RunSummary,
-        ctx: &TurnContext,
+        call: &Call,
+        tool: &Tool,
     ) -> Result<Next, StepError> {
-        let Some(i) = self
-            .state
-            .calls
-            .iter()
-            .position(|c| c.state != CallState::Done)
-        else {
-            return Ok(Next::Continue);
-        };
-        let call = self.state.calls[i].clone();
-        match &call.state {
-            CallState::New => self.start_call(run, ctx, i).await,
-            CallState::Approved => {
-                let tool = match check_call(ctx, self.state.tool_calls, &call, false) {
-                    Ok(tool) => tool.clone(),
-                    Err(error) => return self.reject(run, &call, error).await,
-                };
-                self.run_calls(run, vec![(call, tool)]).await
-            }
-            CallState::Denied { reason } => {
-                let said = match reason {
-                    Some(r) => format!("A member denied this call: {r}"),
-                    None => "A member denied this call.".to_string(),
-                };
-                self.reject(run, &call, info("denied", said)).await
-            }
-            CallState::Running(intent) => self.recover(run, ctx, &call, intent).await,
-            CallState::RetryRequested(intent) => {
-                let tool = self.permitted(ctx, intent).await?;
-                let (intent, tool) = match recovery::retry(intent, tool, self.state.turn) {
-                    Ok(retried) => retried,
-                    Err(error) => return self.reject(run, &call, error).await,
-                };
-                let p = tools::plan(&*self.shared.ports.secrets, run.tenant, intent, tool).await?;
-                self.execute(run, vec![p]).await
-            }
-            // The projection says `requires_action` for these; nothing to do here.
-            CallState::AwaitingApproval | CallState::AwaitingClient | CallState::Uncertain(_) => {
-                Ok(Next::Idle)
-            }
-            CallState::Done => Ok(Next::Continue),
-        }
+        let receipt = ReceiptId::new();
+        let asked = RunEvent::ApprovalRequested(ApprovalRequested {
+            approval_id: ApprovalId::new(),
+            receipt_id: receipt,
+            turn: self.state.turn,
+            call_id: call.request.id.clone(),
+            tool_id: tool.id,
+            tool: tool.name.clone(),
+            effect: tool.effect,
+            arguments: arguments(&call.request),
+        });
+        self.append(run, vec![asked], None).await
     }
 
-    /// A call the model just made: rejected with an error result, sent for approval,
-    /// handed to the client, or run (with the reads that follow it).
-    async fn start_call(
+    /// A member asked to call an uncertain call again: records its intent anew and
+    /// makes the call, once the agent is checked to still have the tool.
+    pub(crate) async fn retry(
         &mut self,
         run: &RunSummary,
         ctx: &TurnContext,
-        i: usize,
+        call: &Call,
+        intent: &ToolIntent,
     ) -> Result<Next, StepError> {
-        let call = self.state.calls[i].clone();
-        let tool = match check_call(ctx, self.state.tool_calls, &call, true) {
-            Ok(tool) => tool.clone(),
-            Err(error) => return self.reject(run, &call, error).await,
+        let tool = self.permitted(ctx, intent).await?;
+        let (intent, tool) = match recovery::retry(intent, tool, self.state.turn) {
+            Ok(retried) => retried,
+            Err(error) => return self.reject(run, call, error).await,
         };
-        if tool.requires_approval {
-            let receipt = ReceiptId::new();
-            let asked = RunEvent::ApprovalRequested(ApprovalRequested {
-                approval_id: ApprovalId::new(),
-                receipt_id: receipt,
-                turn: self.state.turn,
-                call_id: call.request.id.clone(),
-                tool_id: tool.id,
-                tool: tool.name.clone(),
-                effect: tool.effect,
-                arguments: arguments(&call.request),
-            });
-            return self.append(run, vec![asked], None).await;
-        }
-        let batch = batch(ctx, &self.state, i, &tool);
-        self.run_calls(run, batch).await
+        let p = tools::plan(&*self.shared.ports.secrets, run.tenant, intent, tool).await?;
+        self.execute(run, vec![p]).await
     }
 
     /// Records the intents of `calls` and, for `http` tools, makes the calls and
     /// records their results; `client` calls wait for the API client.
-    async fn run_calls(
+    pub(crate) async fn run_calls(
         &mut self,
         run: &RunSummary,
         calls: Vec<(Call, Tool)>,
@@ -322,20 +234,14 @@ impl Driver {
         Ok(Next::Continue)
     }
 
-    /// An intent without a result that this driver is not running: its result if this
-    /// driver has it; otherwise the recovery rule.
-    async fn recover(
+    /// An intent without a result that this driver is not making: the recovery rule.
+    pub(crate) async fn recover(
         &mut self,
         run: &RunSummary,
         ctx: &TurnContext,
         call: &Call,
         intent: &ToolIntent,
     ) -> Result<Next, StepError> {
-        if let Some(result) = self.unsaved.get(&intent.receipt_id).cloned() {
-            return self
-                .append(run, vec![RunEvent::ToolResult(result)], None)
-                .await;
-        }
         let tool = self.permitted(ctx, intent).await?;
         match recovery::recover(intent, tool) {
             Recovery::Rerun(tool) => {
@@ -408,7 +314,7 @@ impl Driver {
     }
 
     /// Records an error result for a call that did not run; the model sees it next.
-    async fn reject(
+    pub(crate) async fn reject(
         &mut self,
         run: &RunSummary,
         call: &Call,
@@ -443,22 +349,6 @@ impl Driver {
         self.append(run, events, Some(Release::Idle)).await
     }
 
-    fn turn_timed_out(&self, ctx: &TurnContext) -> bool {
-        self.turn_time_left(ctx).is_zero()
-    }
-
-    /// What is left of the turn's time (counted from its start or its last resumption).
-    fn turn_time_left(&self, ctx: &TurnContext) -> Duration {
-        let limit = Duration::from_millis(ctx.agent.limits.turn_timeout_ms);
-        let Some(since) = self.state.active_since else {
-            return limit;
-        };
-        let spent = (self.shared.ports.clock.now() - since)
-            .to_std()
-            .unwrap_or(Duration::ZERO);
-        limit.saturating_sub(spent)
-    }
-
     fn model_request(&self, ctx: &TurnContext) -> ModelRequest {
         let mut messages = Vec::with_capacity(self.state.conversation.len() + 1);
         if !ctx.agent.instructions.trim().is_empty() {
@@ -478,16 +368,6 @@ impl Driver {
                 .collect(),
             max_output_tokens: ctx.agent.limits.max_output_tokens,
         }
-    }
-
-    /// The run's agent version, its tools and its provider, loaded once per driver.
-    async fn context(&mut self, run: &RunSummary) -> Result<Arc<TurnContext>, StepError> {
-        if let Some(ctx) = &self.ctx {
-            return Ok(ctx.clone());
-        }
-        let ctx = Arc::new(agent::load(&self.shared, run).await?);
-        self.ctx = Some(ctx.clone());
-        Ok(ctx)
     }
 
     /// Where the model's token deltas go: the run's live subscribers, never the
