@@ -21,6 +21,7 @@ mod decide;
 mod driver;
 #[cfg(test)]
 mod given;
+mod interrupt;
 mod lease;
 mod mailbox;
 mod outcome;
@@ -29,6 +30,7 @@ mod secrets;
 mod settle;
 mod shared;
 mod state;
+mod stream;
 mod tools;
 mod turn;
 
