@@ -49,6 +49,12 @@ impl Given {
         self
     }
 
+    /// Call `call_id` of `tool` ran: its intent and its result are recorded.
+    fn ran(self, call_id: &str, tool: &Tool) -> Self {
+        let (i, recorded) = intent_event(call_id, tool);
+        self.and(recorded).and(RunEvent::ToolResult(result_of(&i)))
+    }
+
     fn without_lease(mut self) -> Self {
         self.lease = None;
         self
@@ -166,6 +172,27 @@ fn fails_with(step: Step) -> String {
     }
 }
 
+/// A started turn whose first model step asked for `calls`.
+fn asking(calls: &[(&str, &Tool)]) -> Given {
+    given(turn_started()).and(model_asks(1, calls))
+}
+
+/// A started turn whose model asked for call `c1` of `tool` (the agent's only tool),
+/// now awaiting a member's approval; and the call's receipt.
+fn awaiting_approval(tool: Tool) -> (ReceiptId, Given) {
+    let (receipt, asked) = approval_asked("c1", &tool);
+    let given = asking(&[("c1", &tool)]).and(asked).tools(&[tool]);
+    (receipt, given)
+}
+
+/// A started turn whose model asked for call `c1` of `tool` (the agent's only tool),
+/// whose intent is recorded without a result; and the intent.
+fn interrupted(tool: Tool) -> (ToolIntent, Given) {
+    let (i, recorded) = intent_event("c1", &tool);
+    let given = asking(&[("c1", &tool)]).and(recorded).tools(&[tool]);
+    (i, given)
+}
+
 fn intent_event(call_id: &str, tool: &Tool) -> (ToolIntent, RunEvent) {
     let i = intent(call_id, tool);
     (i.clone(), RunEvent::ToolIntent(i))
@@ -201,10 +228,7 @@ fn a_run_without_work_gives_its_lease_up() {
 fn a_run_waiting_for_an_approval_gives_its_lease_up() {
     let tool = needing_approval(mutation("pay"));
     let (_, asked) = approval_asked("c1", &tool);
-    let step = given(turn_started())
-        .and(model_asks(1, &[("c1", &tool)]))
-        .and(asked)
-        .when_decided();
+    let step = asking(&[("c1", &tool)]).and(asked).when_decided();
     assert_eq!(step, Step::Release);
 }
 
@@ -227,14 +251,8 @@ fn a_run_with_a_turn_to_take_and_no_lease_claims_it_first() {
 
 #[test]
 fn a_cancel_pending_on_a_run_waiting_for_an_action_is_work() {
-    let tool = needing_approval(mutation("pay"));
-    let (_, asked) = approval_asked("c1", &tool);
-    let step = given(turn_started())
-        .and(model_asks(1, &[("c1", &tool)]))
-        .and(asked)
-        .and(cancel_requested())
-        .without_lease()
-        .when_decided();
+    let (_, given) = awaiting_approval(needing_approval(mutation("pay")));
+    let step = given.and(cancel_requested()).without_lease().when_decided();
     assert_eq!(step, Step::Claim);
 }
 
@@ -252,13 +270,8 @@ fn a_pending_cancel_comes_before_the_turn() {
 
 #[test]
 fn a_pending_cancel_ends_a_run_waiting_for_an_action() {
-    let tool = needing_approval(mutation("pay"));
-    let (_, asked) = approval_asked("c1", &tool);
-    let step = given(turn_started())
-        .and(model_asks(1, &[("c1", &tool)]))
-        .and(asked)
-        .and(cancel_requested())
-        .when_decided();
+    let (_, given) = awaiting_approval(needing_approval(mutation("pay")));
+    let step = given.and(cancel_requested()).when_decided();
     assert_eq!(step, Step::Cancel);
 }
 
@@ -287,8 +300,7 @@ fn a_turn_taken_over_announces_the_new_lease_first() {
 #[test]
 fn a_state_behind_the_run_is_read_again() {
     let tool = read("look");
-    let step = given(turn_started())
-        .and(model_asks(1, &[("c1", &tool)]))
+    let step = asking(&[("c1", &tool)])
         .state_missing_the_last(1)
         .tools(&[tool])
         .when_decided();
@@ -327,15 +339,11 @@ fn a_turn_just_inside_its_time_goes_on() {
 
 #[test]
 fn the_time_of_a_turn_counts_from_its_last_resumption() {
-    let tool = needing_approval(read("look"));
-    let (receipt, asked) = approval_asked("c1", &tool);
+    let (receipt, given) = awaiting_approval(needing_approval(read("look")));
     let ms = AgentLimits::default().turn_timeout_ms;
     // Every given event is recorded at t0: the approval resumed the turn then.
-    let step = given(turn_started())
-        .and(model_asks(1, &[("c1", &tool)]))
-        .and(asked)
+    let step = given
         .and(approval_decided(receipt, true, None))
-        .tools(&[tool])
         .at(t0() + chrono::Duration::milliseconds(ms as i64 - 1))
         .when_decided();
     assert_eq!(runs_calls(step), ["c1"]);
@@ -344,11 +352,8 @@ fn the_time_of_a_turn_counts_from_its_last_resumption() {
 #[test]
 fn a_turn_whose_calls_all_have_output_asks_the_model_again() {
     let tool = read("look");
-    let (i, recorded) = intent_event("c1", &tool);
-    let step = given(turn_started())
-        .and(model_asks(1, &[("c1", &tool)]))
-        .and(recorded)
-        .and(RunEvent::ToolResult(result_of(&i)))
+    let step = asking(&[("c1", &tool)])
+        .ran("c1", &tool)
         .tools(&[tool])
         .when_decided();
     assert_eq!(in_turn(step), TurnStep::AskModel);
@@ -357,11 +362,8 @@ fn a_turn_whose_calls_all_have_output_asks_the_model_again() {
 #[test]
 fn a_turn_at_its_step_limit_fails_instead_of_asking_the_model_again() {
     let tool = read("look");
-    let (i, recorded) = intent_event("c1", &tool);
-    let step = given(turn_started())
-        .and(model_asks(1, &[("c1", &tool)]))
-        .and(recorded)
-        .and(RunEvent::ToolResult(result_of(&i)))
+    let step = asking(&[("c1", &tool)])
+        .ran("c1", &tool)
         .tools_and_limits(&[tool], limits(1, 10))
         .when_decided();
     assert_eq!(fails_with(step), "step_limit");
@@ -410,11 +412,8 @@ fn a_call_to_a_tool_whose_schema_does_not_compile_is_rejected() {
 #[test]
 fn a_call_past_the_tool_call_limit_is_rejected() {
     let tool = read("look");
-    let (i, recorded) = intent_event("c1", &tool);
-    let step = given(turn_started())
-        .and(model_asks(1, &[("c1", &tool), ("c2", &tool)]))
-        .and(recorded)
-        .and(RunEvent::ToolResult(result_of(&i)))
+    let step = asking(&[("c1", &tool), ("c2", &tool)])
+        .ran("c1", &tool)
         .tools_and_limits(&[tool], limits(10, 1))
         .when_decided();
     assert_rejects(step, "c2", "tool_call_limit");
@@ -423,8 +422,7 @@ fn a_call_past_the_tool_call_limit_is_rejected() {
 #[test]
 fn a_call_to_a_tool_that_needs_approval_asks_a_member() {
     let tool = needing_approval(mutation("pay"));
-    let step = given(turn_started())
-        .and(model_asks(1, &[("c1", &tool)]))
+    let step = asking(&[("c1", &tool)])
         .tools(std::slice::from_ref(&tool))
         .when_decided();
     let TurnStep::AskApproval { call, tool: asked } = in_turn(step) else {
@@ -438,8 +436,7 @@ fn a_call_to_a_tool_that_needs_approval_asks_a_member() {
 #[test]
 fn consecutive_reads_run_together() {
     let (a, b) = (read("a"), read("b"));
-    let step = given(turn_started())
-        .and(model_asks(1, &[("c1", &a), ("c2", &b), ("c3", &a)]))
+    let step = asking(&[("c1", &a), ("c2", &b), ("c3", &a)])
         .tools(&[a, b])
         .when_decided();
     assert_eq!(runs_calls(step), ["c1", "c2", "c3"]);
@@ -448,8 +445,7 @@ fn consecutive_reads_run_together() {
 #[test]
 fn a_mutation_runs_alone() {
     let (m, r) = (mutation("pay"), read("look"));
-    let step = given(turn_started())
-        .and(model_asks(1, &[("c1", &m), ("c2", &r)]))
+    let step = asking(&[("c1", &m), ("c2", &r)])
         .tools(&[m, r])
         .when_decided();
     assert_eq!(runs_calls(step), ["c1"]);
@@ -471,8 +467,7 @@ fn reads_stop_at_the_first_mutation_so_it_runs_in_order() {
 #[test]
 fn an_idempotent_mutation_still_runs_alone() {
     let (m, r) = (idempotent(mutation("put")), read("look"));
-    let step = given(turn_started())
-        .and(model_asks(1, &[("c1", &r), ("c2", &m)]))
+    let step = asking(&[("c1", &r), ("c2", &m)])
         .tools(&[m, r])
         .when_decided();
     assert_eq!(runs_calls(step), ["c1"]);
@@ -498,8 +493,7 @@ fn reads_stop_at_a_call_that_fails_its_check() {
 #[test]
 fn reads_stop_at_a_read_that_needs_approval() {
     let (r, asks) = (read("look"), needing_approval(read("peek")));
-    let step = given(turn_started())
-        .and(model_asks(1, &[("c1", &r), ("c2", &asks)]))
+    let step = asking(&[("c1", &r), ("c2", &asks)])
         .tools(&[r, asks])
         .when_decided();
     assert_eq!(runs_calls(step), ["c1"]);
@@ -508,8 +502,7 @@ fn reads_stop_at_a_read_that_needs_approval() {
 #[test]
 fn reads_stop_at_the_tool_call_limit() {
     let r = read("look");
-    let step = given(turn_started())
-        .and(model_asks(1, &[("c1", &r), ("c2", &r), ("c3", &r)]))
+    let step = asking(&[("c1", &r), ("c2", &r), ("c3", &r)])
         .tools_and_limits(&[r], limits(10, 2))
         .when_decided();
     assert_eq!(runs_calls(step), ["c1", "c2"]);
@@ -518,8 +511,7 @@ fn reads_stop_at_the_tool_call_limit() {
 #[test]
 fn a_client_tool_call_runs_alone() {
     let (c, r) = (client("ask_user"), read("look"));
-    let step = given(turn_started())
-        .and(model_asks(1, &[("c1", &c), ("c2", &r)]))
+    let step = asking(&[("c1", &c), ("c2", &r)])
         .tools(&[c, r])
         .when_decided();
     assert_eq!(runs_calls(step), ["c1"]);
@@ -528,8 +520,7 @@ fn a_client_tool_call_runs_alone() {
 #[test]
 fn reads_stop_at_a_client_tool() {
     let (c, r) = (client("ask_user"), read("look"));
-    let step = given(turn_started())
-        .and(model_asks(1, &[("c1", &r), ("c2", &c)]))
+    let step = asking(&[("c1", &r), ("c2", &c)])
         .tools(&[c, r])
         .when_decided();
     assert_eq!(runs_calls(step), ["c1"]);
@@ -538,11 +529,8 @@ fn reads_stop_at_a_client_tool() {
 #[test]
 fn calls_are_taken_in_the_models_order() {
     let (m, r) = (mutation("pay"), read("look"));
-    let (i, recorded) = intent_event("c1", &m);
-    let step = given(turn_started())
-        .and(model_asks(1, &[("c1", &m), ("c2", &r)]))
-        .and(recorded)
-        .and(RunEvent::ToolResult(result_of(&i)))
+    let step = asking(&[("c1", &m), ("c2", &r)])
+        .ran("c1", &m)
         .tools(&[m, r])
         .when_decided();
     assert_eq!(runs_calls(step), ["c2"]);
@@ -552,25 +540,16 @@ fn calls_are_taken_in_the_models_order() {
 
 #[test]
 fn a_call_awaiting_approval_waits() {
-    let tool = needing_approval(mutation("pay"));
-    let (_, asked) = approval_asked("c1", &tool);
-    let step = given(turn_started())
-        .and(model_asks(1, &[("c1", &tool)]))
-        .and(asked)
-        .tools(&[tool])
-        .when_decided_as_running();
+    let (_, given) = awaiting_approval(needing_approval(mutation("pay")));
+    let step = given.when_decided_as_running();
     assert_eq!(in_turn(step), TurnStep::Wait);
 }
 
 #[test]
 fn an_approved_call_runs() {
-    let tool = needing_approval(mutation("pay"));
-    let (receipt, asked) = approval_asked("c1", &tool);
-    let step = given(turn_started())
-        .and(model_asks(1, &[("c1", &tool)]))
-        .and(asked)
+    let (receipt, given) = awaiting_approval(needing_approval(mutation("pay")));
+    let step = given
         .and(approval_decided(receipt, true, None))
-        .tools(&[tool])
         .when_decided();
     assert_eq!(runs_calls(step), ["c1"]);
 }
@@ -578,10 +557,8 @@ fn an_approved_call_runs() {
 #[test]
 fn an_approved_call_is_not_held_to_the_call_limit_again() {
     let tool = needing_approval(mutation("pay"));
-    let (receipt, asked) = approval_asked("c1", &tool);
-    let step = given(turn_started())
-        .and(model_asks(1, &[("c1", &tool)]))
-        .and(asked)
+    let (receipt, given) = awaiting_approval(tool.clone());
+    let step = given
         .and(approval_decided(receipt, true, None))
         .tools_and_limits(&[tool], limits(10, 0))
         .when_decided();
@@ -590,11 +567,8 @@ fn an_approved_call_is_not_held_to_the_call_limit_again() {
 
 #[test]
 fn an_approved_call_whose_tool_is_gone_is_rejected() {
-    let tool = needing_approval(mutation("pay"));
-    let (receipt, asked) = approval_asked("c1", &tool);
-    let step = given(turn_started())
-        .and(model_asks(1, &[("c1", &tool)]))
-        .and(asked)
+    let (receipt, given) = awaiting_approval(needing_approval(mutation("pay")));
+    let step = given
         .and(approval_decided(receipt, true, None))
         .tools(&[])
         .when_decided();
@@ -603,13 +577,9 @@ fn an_approved_call_whose_tool_is_gone_is_rejected() {
 
 #[test]
 fn a_denied_call_tells_the_model_why() {
-    let tool = needing_approval(mutation("pay"));
-    let (receipt, asked) = approval_asked("c1", &tool);
-    let step = given(turn_started())
-        .and(model_asks(1, &[("c1", &tool)]))
-        .and(asked)
+    let (receipt, given) = awaiting_approval(needing_approval(mutation("pay")));
+    let step = given
         .and(approval_decided(receipt, false, Some("too much")))
-        .tools(&[tool])
         .when_decided();
     let TurnStep::Reject { call, error } = in_turn(step) else {
         panic!("not rejected");
@@ -621,13 +591,9 @@ fn a_denied_call_tells_the_model_why() {
 
 #[test]
 fn a_call_denied_without_a_reason_still_tells_the_model() {
-    let tool = needing_approval(mutation("pay"));
-    let (receipt, asked) = approval_asked("c1", &tool);
-    let step = given(turn_started())
-        .and(model_asks(1, &[("c1", &tool)]))
-        .and(asked)
+    let (receipt, given) = awaiting_approval(needing_approval(mutation("pay")));
+    let step = given
         .and(approval_decided(receipt, false, None))
-        .tools(&[tool])
         .when_decided();
     let TurnStep::Reject { error, .. } = in_turn(step) else {
         panic!("not rejected");
@@ -639,24 +605,16 @@ fn a_call_denied_without_a_reason_still_tells_the_model() {
 
 #[test]
 fn a_client_call_waits_for_the_clients_output() {
-    let tool = client("ask_user");
-    let (_, recorded) = intent_event("c1", &tool);
-    let step = given(turn_started())
-        .and(model_asks(1, &[("c1", &tool)]))
-        .and(recorded)
-        .tools(&[tool])
-        .when_decided_as_running();
+    let (_, given) = interrupted(client("ask_user"));
+    let step = given.when_decided_as_running();
     assert_eq!(in_turn(step), TurnStep::Wait);
 }
 
 #[test]
 fn a_client_calls_output_lets_the_turn_go_on() {
     let tool = client("ask_user");
-    let (i, recorded) = intent_event("c1", &tool);
-    let step = given(turn_started())
-        .and(model_asks(1, &[("c1", &tool)]))
-        .and(recorded)
-        .and(RunEvent::ToolResult(result_of(&i)))
+    let step = asking(&[("c1", &tool)])
+        .ran("c1", &tool)
         .tools(&[tool])
         .when_decided();
     assert_eq!(in_turn(step), TurnStep::AskModel);
@@ -666,26 +624,15 @@ fn a_client_calls_output_lets_the_turn_go_on() {
 
 #[test]
 fn an_intent_whose_result_this_driver_holds_records_the_result() {
-    let tool = mutation("pay");
-    let (i, recorded) = intent_event("c1", &tool);
-    let step = given(turn_started())
-        .and(model_asks(1, &[("c1", &tool)]))
-        .and(recorded)
-        .tools(&[tool])
-        .holding(result_of(&i))
-        .when_decided();
+    let (i, given) = interrupted(mutation("pay"));
+    let step = given.holding(result_of(&i)).when_decided();
     assert_eq!(in_turn(step), TurnStep::SaveResult(result_of(&i)));
 }
 
 #[test]
 fn an_intent_without_a_result_goes_to_the_recovery_rule() {
-    let tool = mutation("pay");
-    let (i, recorded) = intent_event("c1", &tool);
-    let step = given(turn_started())
-        .and(model_asks(1, &[("c1", &tool)]))
-        .and(recorded)
-        .tools(&[tool])
-        .when_decided();
+    let (i, given) = interrupted(mutation("pay"));
+    let step = given.when_decided();
     let TurnStep::Recover { call, intent } = in_turn(step) else {
         panic!("not recovered");
     };
@@ -694,27 +641,17 @@ fn an_intent_without_a_result_goes_to_the_recovery_rule() {
 
 #[test]
 fn an_uncertain_call_waits_for_a_member() {
-    let tool = mutation("pay");
-    let (i, recorded) = intent_event("c1", &tool);
-    let step = given(turn_started())
-        .and(model_asks(1, &[("c1", &tool)]))
-        .and(recorded)
-        .and(uncertain(i.receipt_id))
-        .tools(&[tool])
-        .when_decided_as_running();
+    let (i, given) = interrupted(mutation("pay"));
+    let step = given.and(uncertain(i.receipt_id)).when_decided_as_running();
     assert_eq!(in_turn(step), TurnStep::Wait);
 }
 
 #[test]
 fn an_uncertain_call_a_member_asked_to_retry_is_retried() {
-    let tool = mutation("pay");
-    let (i, recorded) = intent_event("c1", &tool);
-    let step = given(turn_started())
-        .and(model_asks(1, &[("c1", &tool)]))
-        .and(recorded)
+    let (i, given) = interrupted(mutation("pay"));
+    let step = given
         .and(uncertain(i.receipt_id))
         .and(resolved(i.receipt_id, Resolution::Retry))
-        .tools(&[tool])
         .when_decided();
     let TurnStep::Retry { call, intent } = in_turn(step) else {
         panic!("not retried");
@@ -724,14 +661,10 @@ fn an_uncertain_call_a_member_asked_to_retry_is_retried() {
 
 #[test]
 fn an_uncertain_call_a_member_skipped_lets_the_turn_go_on() {
-    let tool = mutation("pay");
-    let (i, recorded) = intent_event("c1", &tool);
-    let step = given(turn_started())
-        .and(model_asks(1, &[("c1", &tool)]))
-        .and(recorded)
+    let (i, given) = interrupted(mutation("pay"));
+    let step = given
         .and(uncertain(i.receipt_id))
         .and(resolved(i.receipt_id, Resolution::Skip))
-        .tools(&[tool])
         .when_decided();
     assert_eq!(in_turn(step), TurnStep::AskModel);
 }

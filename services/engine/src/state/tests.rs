@@ -9,21 +9,21 @@ use crate::given::{
     approval_asked, approval_decided, cancel_requested, client, intent, model_asks, mutation, read,
     resolved, result_of, summary, t0, turn_started, uncertain,
 };
-use baton_core::model::{Receipt, ReceiptState, RunStatus};
+use baton_core::model::{Receipt, ReceiptState, RunStatus, Tool};
 use baton_events::{
     ReceiptId, Resolution, RunCancelled, RunId, ToolOutcome, ToolResult, TurnFailed,
 };
 use std::collections::HashMap;
 
-/// Where call `c1` stands after each of `events` (which follow a started turn), as
-/// (engine, receipt, run status, pending actions).
-fn walk(events: &[RunEvent]) -> Vec<(&'static str, Option<ReceiptState>, RunStatus, i64)> {
-    let start = turn_started();
+/// Where call `c1` of `tool` stands after the model asked for it and after each of
+/// `events`, as (engine, receipt, run status, pending actions).
+fn walk(tool: &Tool, events: &[RunEvent]) -> Vec<Row> {
+    let asked = model_asks(1, &[("c1", tool)]);
     let run = RunId::new();
     let mut receipts: HashMap<ReceiptId, Receipt> = HashMap::new();
-    let mut seen = start.clone();
+    let mut seen = turn_started();
     let mut rows = Vec::new();
-    for event in events {
+    for event in std::iter::once(&asked).chain(events) {
         seen.push(event.clone());
         let version = seen.len() as i64;
         if let Some(id) = Receipt::id_of(event)
@@ -58,7 +58,7 @@ fn name(state: &CallState) -> &'static str {
 
 /// The engine waits on a call exactly when its receipt awaits someone and the run
 /// says `requires_action` with that one action pending.
-fn assert_agree_on_waiting(rows: &[(&str, Option<ReceiptState>, RunStatus, i64)]) {
+fn assert_agree_on_waiting(rows: &[Row]) {
     for (engine, receipt, status, pending) in rows {
         let engine_waits = matches!(
             *engine,
@@ -82,23 +82,52 @@ fn assert_agree_on_waiting(rows: &[(&str, Option<ReceiptState>, RunStatus, i64)]
 }
 
 use ReceiptState as R;
-use RunStatus::{RequiresAction, Running};
+
+type Row = (&'static str, Option<ReceiptState>, RunStatus, i64);
+
+/// The turn goes on: nothing pending, the run `running`.
+fn goes_on(engine: &'static str, receipt: Option<ReceiptState>) -> Row {
+    (engine, receipt, RunStatus::Running, 0)
+}
+
+/// The turn waits for one action: the run `requires_action`.
+fn waits(engine: &'static str, receipt: ReceiptState) -> Row {
+    (engine, Some(receipt), RunStatus::RequiresAction, 1)
+}
+
+/// A result recorded by the engine for call `c1` of `tool` without running it (or
+/// settling it when the turn ends).
+fn engine_result(receipt: ReceiptId, tool: &Tool, outcome: ToolOutcome) -> RunEvent {
+    RunEvent::ToolResult(ToolResult {
+        receipt_id: receipt,
+        call_id: "c1".into(),
+        tool: tool.name.clone(),
+        outcome,
+        output: "said to the model".into(),
+        error: None,
+        duration_ms: 0,
+        truncated: false,
+        from_client: false,
+    })
+}
 
 #[test]
 fn a_call_that_runs_is_pending_between_its_intent_and_its_result() {
     let tool = read("look");
     let i = intent("c1", &tool);
-    let rows = walk(&[
-        model_asks(1, &[("c1", &tool)]),
-        RunEvent::ToolIntent(i.clone()),
-        RunEvent::ToolResult(result_of(&i)),
-    ]);
+    let rows = walk(
+        &tool,
+        &[
+            RunEvent::ToolIntent(i.clone()),
+            RunEvent::ToolResult(result_of(&i)),
+        ],
+    );
     assert_eq!(
         rows,
         [
-            ("new", None, Running, 0),
-            ("running", Some(R::Pending), Running, 0),
-            ("done", Some(R::Ok), Running, 0),
+            goes_on("new", None),
+            goes_on("running", Some(R::Pending)),
+            goes_on("done", Some(R::Ok)),
         ]
     );
     assert_agree_on_waiting(&rows);
@@ -110,26 +139,23 @@ fn an_approved_call_waits_for_its_approval_then_runs() {
     let (receipt, asked) = approval_asked("c1", &tool);
     let mut i = intent("c1", &tool);
     i.receipt_id = receipt;
-    let rows = walk(&[
-        model_asks(1, &[("c1", &tool)]),
-        asked,
-        approval_decided(receipt, true, None),
-        RunEvent::ToolIntent(i.clone()),
-        RunEvent::ToolResult(result_of(&i)),
-    ]);
+    let rows = walk(
+        &tool,
+        &[
+            asked,
+            approval_decided(receipt, true, None),
+            RunEvent::ToolIntent(i.clone()),
+            RunEvent::ToolResult(result_of(&i)),
+        ],
+    );
     assert_eq!(
         rows,
         [
-            ("new", None, Running, 0),
-            (
-                "awaiting_approval",
-                Some(R::AwaitingApproval),
-                RequiresAction,
-                1
-            ),
-            ("approved", Some(R::Approved), Running, 0),
-            ("running", Some(R::Pending), Running, 0),
-            ("done", Some(R::Ok), Running, 0),
+            goes_on("new", None),
+            waits("awaiting_approval", R::AwaitingApproval),
+            goes_on("approved", Some(R::Approved)),
+            goes_on("running", Some(R::Pending)),
+            goes_on("done", Some(R::Ok)),
         ]
     );
     assert_agree_on_waiting(&rows);
@@ -139,37 +165,20 @@ fn an_approved_call_waits_for_its_approval_then_runs() {
 fn a_denied_call_stays_denied_in_its_receipt_once_the_model_is_told() {
     let tool = mutation("pay");
     let (receipt, asked) = approval_asked("c1", &tool);
-    let told = RunEvent::ToolResult(ToolResult {
-        receipt_id: receipt,
-        call_id: "c1".into(),
-        tool: tool.name.clone(),
-        outcome: ToolOutcome::Error,
-        output: "denied".into(),
-        error: None,
-        duration_ms: 0,
-        truncated: false,
-        from_client: false,
-    });
-    let rows = walk(&[
-        model_asks(1, &[("c1", &tool)]),
-        asked,
-        approval_decided(receipt, false, None),
-        told,
-    ]);
+    let told = engine_result(receipt, &tool, ToolOutcome::Error);
+    let rows = walk(
+        &tool,
+        &[asked, approval_decided(receipt, false, None), told],
+    );
     // The engine must still tell the model after the denial; the receipt says
     // `denied` before and after.
     assert_eq!(
         rows,
         [
-            ("new", None, Running, 0),
-            (
-                "awaiting_approval",
-                Some(R::AwaitingApproval),
-                RequiresAction,
-                1
-            ),
-            ("denied", Some(R::Denied), Running, 0),
-            ("done", Some(R::Denied), Running, 0),
+            goes_on("new", None),
+            waits("awaiting_approval", R::AwaitingApproval),
+            goes_on("denied", Some(R::Denied)),
+            goes_on("done", Some(R::Denied)),
         ]
     );
     assert_agree_on_waiting(&rows);
@@ -179,22 +188,19 @@ fn a_denied_call_stays_denied_in_its_receipt_once_the_model_is_told() {
 fn a_client_call_waits_for_the_clients_output() {
     let tool = client("ask_user");
     let i = intent("c1", &tool);
-    let rows = walk(&[
-        model_asks(1, &[("c1", &tool)]),
-        RunEvent::ToolIntent(i.clone()),
-        RunEvent::ToolResult(result_of(&i)),
-    ]);
+    let rows = walk(
+        &tool,
+        &[
+            RunEvent::ToolIntent(i.clone()),
+            RunEvent::ToolResult(result_of(&i)),
+        ],
+    );
     assert_eq!(
         rows,
         [
-            ("new", None, Running, 0),
-            (
-                "awaiting_client",
-                Some(R::AwaitingClient),
-                RequiresAction,
-                1
-            ),
-            ("done", Some(R::Ok), Running, 0),
+            goes_on("new", None),
+            waits("awaiting_client", R::AwaitingClient),
+            goes_on("done", Some(R::Ok)),
         ]
     );
     assert_agree_on_waiting(&rows);
@@ -204,25 +210,27 @@ fn a_client_call_waits_for_the_clients_output() {
 fn a_retried_uncertain_call_is_pending_in_its_receipt_before_its_new_intent() {
     let tool = mutation("pay");
     let i = intent("c1", &tool);
-    let rows = walk(&[
-        model_asks(1, &[("c1", &tool)]),
-        RunEvent::ToolIntent(i.clone()),
-        uncertain(i.receipt_id),
-        resolved(i.receipt_id, Resolution::Retry),
-        RunEvent::ToolIntent(i.clone()),
-        RunEvent::ToolResult(result_of(&i)),
-    ]);
+    let rows = walk(
+        &tool,
+        &[
+            RunEvent::ToolIntent(i.clone()),
+            uncertain(i.receipt_id),
+            resolved(i.receipt_id, Resolution::Retry),
+            RunEvent::ToolIntent(i.clone()),
+            RunEvent::ToolResult(result_of(&i)),
+        ],
+    );
     // The engine tells a retry asked for (record the intent again, then call) from an
     // intent recorded (the call is running); the receipt says `pending` for both.
     assert_eq!(
         rows,
         [
-            ("new", None, Running, 0),
-            ("running", Some(R::Pending), Running, 0),
-            ("uncertain", Some(R::Uncertain), RequiresAction, 1),
-            ("retry_requested", Some(R::Pending), Running, 0),
-            ("running", Some(R::Pending), Running, 0),
-            ("done", Some(R::Ok), Running, 0),
+            goes_on("new", None),
+            goes_on("running", Some(R::Pending)),
+            waits("uncertain", R::Uncertain),
+            goes_on("retry_requested", Some(R::Pending)),
+            goes_on("running", Some(R::Pending)),
+            goes_on("done", Some(R::Ok)),
         ]
     );
     assert_agree_on_waiting(&rows);
@@ -236,13 +244,15 @@ fn an_uncertain_call_a_member_skips_or_completes_is_settled() {
         (Resolution::Complete, R::Completed),
     ] {
         let i = intent("c1", &tool);
-        let rows = walk(&[
-            model_asks(1, &[("c1", &tool)]),
-            RunEvent::ToolIntent(i.clone()),
-            uncertain(i.receipt_id),
-            resolved(i.receipt_id, resolution),
-        ]);
-        assert_eq!(rows[3], ("done", Some(settled), Running, 0));
+        let rows = walk(
+            &tool,
+            &[
+                RunEvent::ToolIntent(i.clone()),
+                uncertain(i.receipt_id),
+                resolved(i.receipt_id, resolution),
+            ],
+        );
+        assert_eq!(rows[3], goes_on("done", Some(settled)));
         assert_agree_on_waiting(&rows);
     }
 }
@@ -250,24 +260,11 @@ fn an_uncertain_call_a_member_skips_or_completes_is_settled() {
 #[test]
 fn a_call_rejected_before_it_runs_has_a_receipt_only_once_its_error_is_recorded() {
     let tool = read("look");
-    let rejected = RunEvent::ToolResult(ToolResult {
-        receipt_id: ReceiptId::new(),
-        call_id: "c1".into(),
-        tool: tool.name.clone(),
-        outcome: ToolOutcome::Error,
-        output: "bad arguments".into(),
-        error: None,
-        duration_ms: 0,
-        truncated: false,
-        from_client: false,
-    });
-    let rows = walk(&[model_asks(1, &[("c1", &tool)]), rejected]);
+    let rejected = engine_result(ReceiptId::new(), &tool, ToolOutcome::Error);
+    let rows = walk(&tool, &[rejected]);
     assert_eq!(
         rows,
-        [
-            ("new", None, Running, 0),
-            ("done", Some(R::Error), Running, 0)
-        ]
+        [goes_on("new", None), goes_on("done", Some(R::Error))]
     );
 }
 
@@ -277,33 +274,18 @@ fn the_run_counts_awaited_actions_until_the_turn_ends_whatever_settles_them() {
     let (receipt, asked) = approval_asked("c1", &tool);
     // A failing turn settles the call awaiting approval as cancelled; the run still
     // counts the approval until the turn's end resets the count.
-    let settled = RunEvent::ToolResult(ToolResult {
-        receipt_id: receipt,
-        call_id: "c1".into(),
-        tool: tool.name.clone(),
-        outcome: ToolOutcome::Cancelled,
-        output: "The call did not finish.".into(),
-        error: None,
-        duration_ms: 0,
-        truncated: false,
-        from_client: false,
-    });
+    let settled = engine_result(receipt, &tool, ToolOutcome::Cancelled);
     let failed = RunEvent::TurnFailed(TurnFailed {
         turn: 1,
         error: crate::outcome::info("turn_timeout", "too slow"),
     });
-    let rows = walk(&[model_asks(1, &[("c1", &tool)]), asked, settled, failed]);
+    let rows = walk(&tool, &[asked, settled, failed]);
     assert_eq!(
         rows,
         [
-            ("new", None, Running, 0),
-            (
-                "awaiting_approval",
-                Some(R::AwaitingApproval),
-                RequiresAction,
-                1
-            ),
-            ("done", Some(R::Cancelled), RequiresAction, 1),
+            goes_on("new", None),
+            waits("awaiting_approval", R::AwaitingApproval),
+            waits("done", R::Cancelled),
             ("none", Some(R::Cancelled), RunStatus::Waiting, 0),
         ]
     );
@@ -313,17 +295,19 @@ fn the_run_counts_awaited_actions_until_the_turn_ends_whatever_settles_them() {
 fn a_cancelled_run_ends_whatever_its_calls_were_waiting_for() {
     let tool = mutation("pay");
     let i = intent("c1", &tool);
-    let rows = walk(&[
-        model_asks(1, &[("c1", &tool)]),
-        RunEvent::ToolIntent(i.clone()),
-        uncertain(i.receipt_id),
-        cancel_requested(),
-        RunEvent::RunCancelled(RunCancelled { reason: None }),
-    ]);
+    let rows = walk(
+        &tool,
+        &[
+            RunEvent::ToolIntent(i.clone()),
+            uncertain(i.receipt_id),
+            cancel_requested(),
+            RunEvent::RunCancelled(RunCancelled { reason: None }),
+        ],
+    );
     assert_eq!(
         rows[3..],
         [
-            ("uncertain", Some(R::Uncertain), RequiresAction, 1),
+            waits("uncertain", R::Uncertain),
             ("none", Some(R::Uncertain), RunStatus::Cancelled, 1),
         ]
     );
