@@ -1,10 +1,7 @@
-//! Calling an `http` tool, the one place it is done. The tool's secret headers are
-//! revealed before anything is recorded ([`plan`]); the call ([`call`]) POSTs the
-//! arguments as JSON to the tenant's endpoint with the receipt id as `Idempotency-Key`
-//! and those headers, within the tool's timeout, as a `tool call` span counted in the
-//! tool-call metrics. The (size-capped) body of a 2xx answer is the output; anything
-//! else is an error result the model sees. Calls safe to repeat (reads, idempotent
-//! tools) are retried on timeouts, transport errors and 5xx while the tool's budget lasts.
+//! Calling an `http` tool, the one place it is done: its secret headers revealed
+//! before anything is recorded ([`plan`]), then a POST of the arguments with the
+//! receipt id as `Idempotency-Key` within the tool's timeout, retried while safe to
+//! repeat, and its (size-capped) answer captured as the call's result ([`call`]).
 
 use crate::outcome::StepError;
 use crate::secrets;
@@ -152,6 +149,9 @@ impl CallOutcome {
     }
 }
 
+/// POSTs the arguments as JSON. The (size-capped) body of a 2xx answer is the output;
+/// anything else is an error result the model sees. A call safe to repeat (`retry`) is
+/// tried again on timeouts, transport errors and 5xx while the tool's budget lasts.
 async fn call_http(client: &reqwest::Client, call: HttpCall<'_>) -> CallOutcome {
     let started = Instant::now();
     let deadline = started + call.timeout;

@@ -1,10 +1,7 @@
-//! The recovery rule: what becomes of a call whose intent is recorded without a result
-//! that this driver is not making (left by a stopped replica, or its result append
-//! failed ambiguously). A read, or a tool that declares itself idempotent, runs again
-//! under the same idempotency key once the agent is checked to still have the tool and
-//! it is still safe to repeat; anything else is held as `tool.uncertain` until a member
-//! resolves it. The engine never repeats a mutation by itself. No I/O: the caller looks
-//! the tool up and carries the outcome out.
+//! The recovery rule, for a call whose intent is recorded without a result that this
+//! driver is not making: a read or an idempotent tool runs again under the same
+//! idempotency key once the agent still has it and it is still safe to repeat;
+//! anything else is held as `tool.uncertain` for a member. Also a member's retry. No I/O.
 
 use crate::outcome::info;
 use baton_core::model::Tool;
