@@ -81,3 +81,114 @@ pub(crate) fn settle(
     }
     events
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::given::{
+        approval_asked, client, intent, model_asks, mutation, read, result_of, state, turn_started,
+        uncertain,
+    };
+    use baton_core::model::Tool;
+    use baton_events::ToolIntent;
+
+    /// The events ending the turn records, given the turn's events after a started turn.
+    fn settled(events: Vec<RunEvent>, unsaved: &[ToolResult]) -> Vec<RunEvent> {
+        let mut all = turn_started();
+        all.extend(events);
+        let unsaved = unsaved.iter().map(|r| (r.receipt_id, r.clone())).collect();
+        settle(&state(&all), &unsaved, "the run was cancelled")
+    }
+
+    /// Call `c1` of `tool` in flight: asked for, its intent recorded, no result.
+    fn in_flight(tool: &Tool) -> (ToolIntent, Vec<RunEvent>) {
+        let i = intent("c1", tool);
+        let events = vec![
+            model_asks(1, &[("c1", tool)]),
+            RunEvent::ToolIntent(i.clone()),
+        ];
+        (i, events)
+    }
+
+    #[test]
+    fn a_mutation_in_flight_becomes_uncertain() {
+        let (i, given) = in_flight(&mutation("pay"));
+        let events = settled(given, &[]);
+        let [RunEvent::ToolUncertain(u)] = events.as_slice() else {
+            panic!("not held uncertain: {events:?}");
+        };
+        assert_eq!(u.receipt_id, i.receipt_id);
+        assert_eq!(
+            u.reason,
+            "the run was cancelled while the call was in flight"
+        );
+    }
+
+    #[test]
+    fn a_read_in_flight_is_cancelled() {
+        let (i, given) = in_flight(&read("look"));
+        let events = settled(given, &[]);
+        let [RunEvent::ToolResult(r)] = events.as_slice() else {
+            panic!("not cancelled: {events:?}");
+        };
+        assert_eq!(
+            (r.receipt_id, r.outcome),
+            (i.receipt_id, ToolOutcome::Cancelled)
+        );
+        assert_eq!(r.output, "The call did not finish: the run was cancelled.");
+    }
+
+    #[test]
+    fn a_result_this_driver_holds_is_written_as_it_is() {
+        let (i, given) = in_flight(&mutation("pay"));
+        let held = result_of(&i);
+        let events = settled(given, std::slice::from_ref(&held));
+        assert_eq!(events, [RunEvent::ToolResult(held)]);
+    }
+
+    #[test]
+    fn calls_awaiting_a_member_or_the_client_are_cancelled() {
+        let (asks, answers) = (mutation("pay"), client("ask_user"));
+        let (receipt, asked) = approval_asked("c1", &asks);
+        let i = intent("c2", &answers);
+        let events = settled(
+            vec![
+                model_asks(1, &[("c1", &asks), ("c2", &answers)]),
+                asked,
+                RunEvent::ToolIntent(i.clone()),
+            ],
+            &[],
+        );
+        let cancelled: Vec<(ReceiptId, ToolOutcome)> = events
+            .iter()
+            .filter_map(|e| match e {
+                RunEvent::ToolResult(r) => Some((r.receipt_id, r.outcome)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            cancelled,
+            [
+                (receipt, ToolOutcome::Cancelled),
+                (i.receipt_id, ToolOutcome::Cancelled)
+            ]
+        );
+    }
+
+    #[test]
+    fn settled_and_uncertain_calls_and_calls_without_a_receipt_record_nothing() {
+        let (done, held, new) = (read("look"), mutation("pay"), read("later"));
+        let (d, h) = (intent("c1", &done), intent("c2", &held));
+        let events = settled(
+            vec![
+                model_asks(1, &[("c1", &done), ("c2", &held), ("c3", &new)]),
+                RunEvent::ToolIntent(d.clone()),
+                RunEvent::ToolResult(result_of(&d)),
+                RunEvent::ToolIntent(h.clone()),
+                uncertain(h.receipt_id),
+            ],
+            &[],
+        );
+        assert_eq!(events, []);
+    }
+}
