@@ -1,12 +1,14 @@
 //! The replica's background loops: the lease keeper (one renewal statement per interval
 //! for every lease held) and the adopter (claims runs with work and no live lease).
 
-use crate::Engine;
-use crate::driver::Lease;
+use crate::driver;
+use crate::lease::Lease;
+use crate::shared::Shared;
 use baton_core::StoreError;
 use baton_core::ports::{Control, Fence};
 use baton_events::LeaseReason;
 use std::collections::HashSet;
+use std::sync::Arc;
 
 /// How often a draining keeper looks whether its drivers are all gone.
 const DRAIN_POLL: std::time::Duration = std::time::Duration::from_millis(20);
@@ -17,10 +19,9 @@ const DRAIN_POLL: std::time::Duration = std::time::Duration::from_millis(20);
 /// driver or parked run here holds (orphaned by a driver that stopped) are released and
 /// adopted again, so no run stays owned by nobody. Parked runs' leases are released at
 /// shutdown.
-pub(crate) fn spawn_keeper(engine: Engine) {
-    let inner = engine.inner.clone();
-    inner.tasks.spawn(async move {
-        let keeper = &engine.inner;
+pub(crate) fn spawn_keeper(shared: Arc<Shared>) {
+    shared.tasks.clone().spawn(async move {
+        let keeper = &shared;
         let mut ticks = tokio::time::interval(keeper.opts.renew_every);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         ticks.tick().await;
@@ -31,7 +32,7 @@ pub(crate) fn spawn_keeper(engine: Engine) {
         loop {
             tokio::select! {
                 () = keeper.shutdown.cancelled(), if !draining => draining = true,
-                _ = ticks.tick() => renew(&engine).await,
+                _ = ticks.tick() => renew(&shared).await,
                 () = tokio::time::sleep(DRAIN_POLL), if draining => {}
             }
             if draining && keeper.mailboxes.active() == 0 {
@@ -40,29 +41,31 @@ pub(crate) fn spawn_keeper(engine: Engine) {
         }
         for (run, lease) in keeper.mailboxes.take_parked() {
             if let Ok(true) = keeper
+                .ports
                 .leases
                 .release_lease(lease.tenant, run, &lease.fence)
                 .await
             {
-                keeper
-                    .handed_off
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                keeper.count_hand_off();
             }
         }
     });
 }
 
-async fn renew(engine: &Engine) {
-    let inner = &engine.inner;
+async fn renew(shared: &Arc<Shared>) {
     // A renewal slower than this would let the leases it extends expire meanwhile.
-    let budget = inner.opts.lease_ttl.saturating_sub(inner.opts.renew_every);
+    let budget = shared
+        .opts
+        .lease_ttl
+        .saturating_sub(shared.opts.renew_every);
     let started = std::time::Instant::now();
-    let now = inner.clock.now();
+    let now = shared.ports.clock.now();
     let renewed = tokio::time::timeout(
         budget,
-        inner
+        shared
+            .ports
             .leases
-            .renew_leases(&inner.opts.replica, inner.opts.lease_ttl, now),
+            .renew_leases(&shared.opts.replica, shared.opts.lease_ttl, now),
     )
     .await;
     let held = match renewed {
@@ -78,24 +81,29 @@ async fn renew(engine: &Engine) {
     };
     metrics::gauge!("baton_leases_held").set(held.len() as f64);
     let runs: HashSet<_> = held.iter().map(|h| h.run).collect();
-    let lost = inner.mailboxes.keep_only(&runs, started);
+    let lost = shared.mailboxes.keep_only(&runs, started);
     if lost > 0 {
         metrics::counter!("baton_leases_lost_total").increment(lost as u64);
         tracing::warn!(lost, "leases were taken over; stopping their drivers");
     }
     // Under the claim lock, so a run the adopter just claimed but has not handed to a
     // driver yet is not mistaken for an orphan.
-    let _claiming = inner.claim_lock.lock().await;
+    let _claiming = shared.claim_lock.lock().await;
     let mut orphans = 0;
     for h in held {
-        if inner.mailboxes.has_driver(h.run) || inner.mailboxes.is_parked(h.run) {
+        if shared.mailboxes.has_driver(h.run) || shared.mailboxes.is_parked(h.run) {
             continue;
         }
         let fence = Fence {
-            owner: inner.opts.replica.clone(),
+            owner: shared.opts.replica.clone(),
             epoch: h.epoch,
         };
-        if let Ok(true) = inner.leases.release_lease(h.tenant, h.run, &fence).await {
+        if let Ok(true) = shared
+            .ports
+            .leases
+            .release_lease(h.tenant, h.run, &fence)
+            .await
+        {
             orphans += 1;
         }
     }
@@ -105,22 +113,21 @@ async fn renew(engine: &Engine) {
             orphans,
             "released leases no driver held; adopting them again"
         );
-        if let Err(e) = adopt(engine).await {
+        if let Err(e) = adopt(shared).await {
             tracing::warn!(error = %e, "adoption after releasing orphans failed");
         }
     }
 }
 
 /// Adopts every interval until shutdown (the first round runs in `Engine::start`).
-pub(crate) fn spawn_adopter(engine: Engine) {
-    let inner = engine.inner.clone();
-    inner.tasks.spawn(async move {
+pub(crate) fn spawn_adopter(shared: Arc<Shared>) {
+    shared.tasks.clone().spawn(async move {
         loop {
             tokio::select! {
-                () = engine.inner.shutdown.cancelled() => return,
-                () = tokio::time::sleep(engine.inner.opts.adopt_every) => {}
+                () = shared.shutdown.cancelled() => return,
+                () = tokio::time::sleep(shared.opts.adopt_every) => {}
             }
-            if let Err(e) = adopt(&engine).await {
+            if let Err(e) = adopt(&shared).await {
                 tracing::warn!(error = %e, "adoption round failed; retrying");
             }
         }
@@ -129,11 +136,11 @@ pub(crate) fn spawn_adopter(engine: Engine) {
 
 /// Adopts until a round claims less than a full batch (so a drained replica's 1,000 runs
 /// do not wait for 10 intervals); returns how many runs it claimed.
-pub(crate) async fn adopt(engine: &Engine) -> Result<usize, StoreError> {
-    let batch = engine.inner.opts.adopt_batch as usize;
+pub(crate) async fn adopt(shared: &Arc<Shared>) -> Result<usize, StoreError> {
+    let batch = shared.opts.adopt_batch as usize;
     let mut total = 0;
     for _ in 0..MAX_ROUNDS {
-        let n = adopt_batch(engine).await?;
+        let n = adopt_batch(shared).await?;
         total += n;
         if n < batch {
             break;
@@ -147,44 +154,34 @@ pub(crate) async fn adopt(engine: &Engine) -> Result<usize, StoreError> {
 const MAX_ROUNDS: usize = 100;
 
 /// One batch: claims runs with work and no live lease and starts their drivers.
-async fn adopt_batch(engine: &Engine) -> Result<usize, StoreError> {
-    let inner = &engine.inner;
-    if inner.shutdown.is_cancelled() {
+async fn adopt_batch(shared: &Arc<Shared>) -> Result<usize, StoreError> {
+    if shared.shutdown.is_cancelled() {
         return Ok(0);
     }
-    let _claiming = inner.claim_lock.lock().await;
-    let claimed = inner
+    let _claiming = shared.claim_lock.lock().await;
+    let claimed = shared
+        .ports
         .leases
         .claim_runs(
-            &inner.opts.replica,
-            inner.opts.lease_ttl,
-            inner.clock.now(),
-            inner.opts.adopt_batch,
+            &shared.opts.replica,
+            shared.opts.lease_ttl,
+            shared.ports.clock.now(),
+            shared.opts.adopt_batch,
             None,
         )
         .await?;
     let n = claimed.len();
     for c in claimed {
-        let reason = c.reason;
-        count_claim(reason);
-        if reason == LeaseReason::Adopted {
+        if c.reason == LeaseReason::Adopted {
             tracing::info!(run_id = %c.run, epoch = c.epoch, "adopting a run whose lease expired");
         }
-        let lease = Lease {
-            tenant: c.tenant,
-            fence: Fence {
-                owner: inner.opts.replica.clone(),
-                epoch: c.epoch,
-            },
-            announced: false,
-            reason,
-        };
-        if inner.mailboxes.is_parked(c.run) {
+        let lease = Lease::claimed(&shared.opts.replica, &c);
+        if shared.mailboxes.is_parked(c.run) {
             // Its old lease expired; hold the new one so the run stays parked here.
-            inner.mailboxes.repark(c.run, lease);
+            shared.mailboxes.repark(c.run, lease);
             continue;
         }
-        engine.spawn_driver(c.tenant, c.run, Some(lease));
+        driver::spawn(shared, c.tenant, c.run, Some(lease));
     }
     Ok(n)
 }
@@ -194,27 +191,26 @@ async fn adopt_batch(engine: &Engine) -> Result<usize, StoreError> {
 /// took the command starts a driver itself when nobody drives the run); an adopt
 /// request runs an adoption round.
 pub(crate) fn spawn_listener(
-    engine: Engine,
+    shared: Arc<Shared>,
     mut control: tokio::sync::mpsc::Receiver<baton_core::ports::ControlMessage>,
 ) {
-    let inner = engine.inner.clone();
-    inner.tasks.spawn(async move {
+    shared.tasks.clone().spawn(async move {
         loop {
             let msg = tokio::select! {
-                () = engine.inner.shutdown.cancelled() => return,
+                () = shared.shutdown.cancelled() => return,
                 msg = control.recv() => match msg {
                     Some(msg) => msg,
                     None => return,
                 },
             };
-            if msg.from == engine.inner.opts.replica {
+            if msg.from == shared.opts.replica {
                 continue;
             }
             match msg.control {
                 // A run parked here is freed by a command taken anywhere.
-                Control::Wake { tenant, run } => engine.wake_here(tenant, run, false),
+                Control::Wake { tenant, run } => driver::wake_here(&shared, tenant, run, false),
                 Control::Adopt => {
-                    if let Err(e) = adopt(&engine).await {
+                    if let Err(e) = adopt(&shared).await {
                         tracing::warn!(error = %e, "adoption on request failed");
                     }
                 }
@@ -225,14 +221,4 @@ pub(crate) fn spawn_listener(
             }
         }
     });
-}
-
-/// Counts a lease claim by why it was taken.
-pub(crate) fn count_claim(reason: LeaseReason) {
-    let reason = match reason {
-        LeaseReason::New => "new",
-        LeaseReason::Adopted => "adopted",
-        LeaseReason::Handoff => "handoff",
-    };
-    metrics::counter!("baton_lease_claims_total", "reason" => reason).increment(1);
 }

@@ -1,93 +1,112 @@
-//! One run's driver: a loop that reads the run's projection and takes the next step
-//! (start the queued turn, answer it, honour a cancel) until the run is idle or ended.
-//! Each step is one optimistic append under the run's lease; losing a race to a client
-//! command just means reading again, and losing the lease stops the driver at once.
+//! One run's driver and its lifecycle: spawned for a run with work, woken by commands,
+//! a loop that reads the run, asks [`decide`] for the next step and carries it out
+//! until the run is idle or ended, and the stop — giving the lease up when it was
+//! taken over, parking the run on data this build cannot read, handing it off at
+//! shutdown.
 
-use crate::Inner;
-use crate::state::{CallState, RunState};
-use crate::turn::TurnContext;
-use baton_core::model::{RunStatus, RunSummary};
-use baton_core::ports::{AppendOutcome, AppendRequest, Fence, Release};
-use baton_core::{RunId, StoreError, TenantId};
-use baton_events::{
-    EventMeta, LeaseAcquired, LeaseReason, LeaseReleased, NewEvent, ReceiptId, ReleaseReason,
-    RunCancelled, RunEvent, ToolEffect, ToolOutcome, ToolResult, ToolUncertain, TurnStarted,
-};
-use std::collections::HashMap;
+use crate::agent::{self, TurnContext};
+use crate::calls::execute::Calls;
+use crate::checkpoint;
+use crate::decide::{Facts, Step, TurnStep, decide};
+use crate::interrupt::Interrupts;
+use crate::lease::Lease;
+use crate::outcome::{Next, StepError};
+use crate::settle;
+use crate::shared::Shared;
+use crate::stream::RunStream;
+use crate::turn;
+use baton_core::model::RunSummary;
+use baton_core::ports::Release;
+use baton_core::{RunId, TenantId};
+use baton_events::{LeaseReleased, ReleaseReason, RunEvent, TurnStarted};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
+use tracing::Instrument;
 
 /// Pause after a transient store error before trying the step again; doubles up to
 /// [`RETRY_MAX`] while the errors last.
 const RETRY_AFTER: Duration = Duration::from_millis(200);
 const RETRY_MAX: Duration = Duration::from_secs(30);
 
-/// A run lease this driver holds.
-#[derive(Debug, Clone)]
-pub(crate) struct Lease {
-    pub(crate) tenant: TenantId,
-    pub(crate) fence: Fence,
-    /// `lease.acquired` is in the stream (it goes with the first fenced append).
-    pub(crate) announced: bool,
-    pub(crate) reason: LeaseReason,
+/// Starts a driver for the run, handing it `lease` when the caller already claimed it
+/// (a running driver gets the lease instead).
+pub(crate) fn spawn(shared: &Arc<Shared>, tenant: TenantId, run: RunId, lease: Option<Lease>) {
+    let Some(notify) = shared.mailboxes.open(run, lease.clone()) else {
+        return;
+    };
+    let driver = Driver::new(shared.clone(), tenant, run, notify, lease);
+    let shared = shared.clone();
+    shared.tasks.clone().spawn(async move {
+        let _guard = PanicGuard { shared, run };
+        driver.run().await;
+    });
+}
+
+/// Wakes this replica's driver of the run, if any; otherwise starts one when the run
+/// was parked here (with its lease) or when `start` (the command was taken here).
+pub(crate) fn wake_here(shared: &Arc<Shared>, tenant: TenantId, run: RunId, start: bool) {
+    if shared.shutdown.is_cancelled() || shared.mailboxes.wake(run) {
+        return;
+    }
+    let parked_lease = shared.mailboxes.unpark(run);
+    if start || parked_lease.is_some() {
+        spawn(shared, tenant, run, parked_lease);
+    }
+}
+
+/// Forgets the run's mailbox if its driver panics, so the run is not left with a dead
+/// driver: the keeper then frees its lease as an orphan and the run is driven again.
+struct PanicGuard {
+    shared: Arc<Shared>,
+    run: RunId,
+}
+
+impl Drop for PanicGuard {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            tracing::error!(run_id = %self.run, "a run's driver panicked; its lease will be freed");
+            self.shared.mailboxes.forget(self.run);
+        }
+    }
 }
 
 pub(crate) struct Driver {
-    pub(crate) inner: Arc<Inner>,
-    pub(crate) tenant: TenantId,
-    pub(crate) run: RunId,
-    notify: Arc<Notify>,
-    lease: Option<Lease>,
-    /// The run's state as of `state.version`, folded from its events.
-    pub(crate) state: RunState,
+    shared: Arc<Shared>,
+    /// The run's stream as this driver holds it: state, lease, unsaved results.
+    stream: RunStream,
+    interrupts: Interrupts,
     /// The run's agent version, tools and provider, loaded at the first turn step.
-    pub(crate) ctx: Option<Arc<TurnContext>>,
-    /// Results of calls this driver made whose append has not succeeded yet: recorded
-    /// as they are rather than treated as interrupted calls.
-    pub(crate) unsaved: HashMap<ReceiptId, ToolResult>,
-    /// The state was started from the newest usable checkpoint (or found none).
-    restored: bool,
-}
-
-/// What a step asks the loop to do next.
-pub(crate) enum Next {
-    Continue,
-    Idle,
+    ctx: Option<Arc<TurnContext>>,
 }
 
 impl Driver {
-    pub(crate) fn new(
-        inner: Arc<Inner>,
+    fn new(
+        shared: Arc<Shared>,
         tenant: TenantId,
         run: RunId,
         notify: Arc<Notify>,
         lease: Option<Lease>,
     ) -> Self {
         Self {
-            inner,
-            tenant,
-            run,
-            notify,
-            lease,
-            state: RunState::default(),
+            stream: RunStream::new(shared.clone(), tenant, run, lease),
+            interrupts: Interrupts::new(shared.clone(), tenant, run, notify),
+            shared,
             ctx: None,
-            unsaved: HashMap::new(),
-            restored: false,
         }
     }
 
-    #[tracing::instrument(name = "drive_run", skip_all, fields(tenant_id = %self.tenant, run_id = %self.run))]
-    pub(crate) async fn run(mut self) {
+    #[tracing::instrument(name = "drive_run", skip_all, fields(tenant_id = %self.stream.tenant, run_id = %self.stream.run))]
+    async fn run(mut self) {
         let mut backoff = RETRY_AFTER;
         loop {
-            let seen = self.inner.mailboxes.wakes(self.run);
-            if self.inner.shutdown.is_cancelled() {
+            let seen = self.shared.mailboxes.wakes(self.stream.run);
+            if self.shared.shutdown.is_cancelled() {
                 self.hand_off().await;
-                self.inner.mailboxes.forget(self.run);
+                self.shared.mailboxes.forget(self.stream.run);
                 return;
             }
-            if self.inner.mailboxes.lost(self.run) {
+            if self.shared.mailboxes.lost(self.stream.run) {
                 tracing::warn!("the run's lease was taken over; stopping");
                 if self.give_up_lease(seen) {
                     return;
@@ -97,34 +116,36 @@ impl Driver {
             match self.step().await {
                 Ok(Next::Continue) => backoff = RETRY_AFTER,
                 Ok(Next::Idle) => {
-                    if self.inner.mailboxes.retire(self.run, seen) {
+                    if self.shared.mailboxes.retire(self.stream.run, seen) {
                         return;
                     }
                 }
-                Err(StoreError::Fenced) => {
+                Err(StepError::Fenced) => {
                     tracing::warn!("fenced: another replica owns this run now; stopping");
                     if self.give_up_lease(seen) {
                         return;
                     }
                 }
-                Err(StoreError::Unreadable(e)) => {
+                Err(StepError::Unreadable(reason)) => {
                     // Data this build cannot read (a newer replica's agent or event). Keep
                     // the lease, so replicas of this build do not take turns failing on
                     // it, until a client command or the drain frees it.
-                    tracing::error!(error = %e, "cannot read this run's data; parking it");
+                    tracing::error!(error = %reason, "cannot read this run's data; parking it");
                     if self
-                        .inner
+                        .shared
                         .mailboxes
-                        .park(self.run, self.lease.clone(), seen)
+                        .park(self.stream.run, self.stream.lease.clone(), seen)
                     {
                         metrics::counter!("baton_runs_parked_total").increment(1);
                         return;
                     }
                 }
-                Err(e) => {
+                // A store failure; a turn's own failure is recorded by the step and never
+                // gets here, but would be retried the same way.
+                Err(e @ (StepError::Store(_) | StepError::Turn(_))) => {
                     tracing::warn!(error = %e, retry_in = ?backoff, "run step failed; retrying");
                     tokio::select! {
-                        () = self.inner.shutdown.cancelled() => {}
+                        () = self.shared.shutdown.cancelled() => {}
                         () = tokio::time::sleep(backoff) => {}
                     }
                     backoff = (backoff * 2).min(RETRY_MAX);
@@ -136,90 +157,187 @@ impl Driver {
     /// Drops a lease that is no longer ours (taken over, or fenced) and exits unless a
     /// wake-up arrived meanwhile; then the loop goes on and may claim the run afresh.
     fn give_up_lease(&mut self, seen: u64) -> bool {
-        self.lease = None;
+        self.stream.lease = None;
         // What another owner did since is in the stream; these may be stale.
-        self.unsaved.clear();
-        self.inner.mailboxes.set_leased(self.run, false);
-        self.inner.mailboxes.retire(self.run, seen)
+        self.stream.unsaved.clear();
+        self.shared.mailboxes.set_leased(self.stream.run, false);
+        self.shared.mailboxes.retire(self.stream.run, seen)
     }
 
-    async fn step(&mut self) -> Result<Next, StoreError> {
-        let Some(run) = self.inner.runs.get_run(self.tenant, self.run).await? else {
+    /// Reads the run and takes its next step, as [`decide`] says; a step that only
+    /// gathers what the decision needs (the lease, the folded state, the agent) is
+    /// followed by the next decision in the same step.
+    async fn step(&mut self) -> Result<Next, StepError> {
+        let Some(run) = self
+            .shared
+            .ports
+            .runs
+            .get_run(self.stream.tenant, self.stream.run)
+            .await?
+        else {
             return Ok(Next::Idle);
         };
-        let has_work = run.status.is_busy() || (run.cancel_requested && !run.status.is_terminal());
-        if !has_work {
-            self.release().await;
-            return Ok(Next::Idle);
+        let mut folded = false;
+        // The turn's part of the step is one span in the turn's trace: the child of
+        // whatever posted the turn's message, on whichever replica that was.
+        let mut turn_span = None;
+        loop {
+            let step = decide(&Facts {
+                run: &run,
+                lease: self.stream.lease.as_ref(),
+                state: &self.stream.state,
+                folded,
+                agent: self.ctx.as_deref(),
+                unsaved: &self.stream.unsaved,
+                now: self.shared.ports.clock.now(),
+            });
+            let span = match step {
+                Step::LoadAgent | Step::Turn(_) => {
+                    turn_span.get_or_insert_with(|| self.turn_span()).clone()
+                }
+                _ => tracing::Span::none(),
+            };
+            let done = match step {
+                Step::Idle => Ok(Next::Idle),
+                Step::Release => {
+                    self.release().await;
+                    Ok(Next::Idle)
+                }
+                Step::Claim => {
+                    if self.claim().await? {
+                        continue;
+                    }
+                    // Another replica drives it.
+                    Ok(Next::Idle)
+                }
+                Step::Fold => {
+                    // Fold what happened since; the turn's events carry the trace
+                    // context of the request that asked for it.
+                    self.stream.refresh(&run).await?;
+                    folded = true;
+                    continue;
+                }
+                Step::Reread => Ok(Next::Continue),
+                Step::Cancel => settle::cancel(&mut self.stream, &run).await,
+                Step::Announce => self.stream.append(&run, vec![], None).await,
+                Step::StartTurn => {
+                    let started = RunEvent::TurnStarted(TurnStarted {
+                        turn: run.turn_count,
+                    });
+                    self.stream.append(&run, vec![started], None).await
+                }
+                Step::LoadAgent => {
+                    match agent::load(&self.shared, &run)
+                        .instrument(span.clone())
+                        .await
+                    {
+                        Ok(ctx) => {
+                            self.ctx = Some(Arc::new(ctx));
+                            continue;
+                        }
+                        Err(e) => Err(e),
+                    }
+                }
+                Step::Turn(step) => self.take_turn(&run, *step).instrument(span.clone()).await,
+            };
+            // The turn's own failures (a missing agent version or secret, a model error)
+            // end it here, recorded as `turn.failed`.
+            return match done {
+                Err(StepError::Turn(error)) => {
+                    settle::fail_turn(&mut self.stream, &run, error)
+                        .instrument(span)
+                        .await
+                }
+                other => other,
+            };
         }
-        if self.lease.is_none() {
-            self.lease = self.inner.mailboxes.take_offered(self.run);
-        }
-        if self.lease.is_none() && !self.claim().await? {
-            // Another replica drives it.
-            return Ok(Next::Idle);
-        }
-        // Fold what happened since; the turn's events carry the trace context of the
-        // request that asked for it.
-        self.refresh(&run).await?;
-        if run.cancel_requested {
-            return self.cancel(&run).await;
-        }
-        if run.status == RunStatus::Running && self.lease.as_ref().is_some_and(|l| !l.announced) {
-            // Taking over a turn in progress: say so now, not when the turn is answered.
-            return self.append(&run, vec![], None).await;
-        }
-        match run.status {
-            RunStatus::Queued => {
-                let started = RunEvent::TurnStarted(TurnStarted {
-                    turn: run.turn_count,
-                });
-                self.append(&run, vec![started], None).await
+    }
+
+    /// Carries out a step of the running turn.
+    async fn take_turn(&mut self, run: &RunSummary, step: TurnStep) -> Result<Next, StepError> {
+        let Some(ctx) = self.ctx.clone() else {
+            // Decided with the agent loaded, so never here; deciding again loads it.
+            return Ok(Next::Continue);
+        };
+        match step {
+            TurnStep::Fail(error) => Err(StepError::Turn(error)),
+            TurnStep::AskModel => {
+                turn::ask_model(&mut self.stream, &self.interrupts, &ctx, run).await
             }
-            RunStatus::Running => self.take_turn(&run).await,
-            _ => Ok(Next::Idle),
+            TurnStep::AskApproval { call, tool } => {
+                self.calls(run).ask_approval(&call, &tool).await
+            }
+            TurnStep::RunCalls(batch) => self.calls(run).run(batch).await,
+            TurnStep::Reject { call, error } => self.calls(run).reject(&call, error).await,
+            TurnStep::SaveResult(result) => self.calls(run).save(result).await,
+            TurnStep::Recover { call, intent } => {
+                self.calls(run).recover(&ctx, &call, &intent).await
+            }
+            TurnStep::Retry { call, intent } => self.calls(run).retry(&ctx, &call, &intent).await,
+            // The projection says `requires_action`: a member or the client acts next.
+            TurnStep::Wait => Ok(Next::Idle),
         }
+    }
+
+    /// The step's calls of `run`, carried out on this driver's stream.
+    fn calls<'a>(&'a mut self, run: &'a RunSummary) -> Calls<'a> {
+        Calls {
+            stream: &mut self.stream,
+            waits: &self.interrupts,
+            run,
+        }
+    }
+
+    /// The span of a turn step, a child of the request that asked for the turn.
+    fn turn_span(&self) -> tracing::Span {
+        let span = tracing::info_span!(
+            "turn_step",
+            turn = self.stream.state.turn,
+            step = self.stream.state.step,
+            otel.name = "turn step",
+        );
+        baton_core::trace::adopt(&span, self.stream.state.turn_trace.as_deref());
+        span
     }
 
     /// Takes the run's lease if it is free or expired.
-    async fn claim(&mut self) -> Result<bool, StoreError> {
-        let opts = &self.inner.opts;
+    async fn claim(&mut self) -> Result<bool, StepError> {
+        if self.stream.lease.is_none() {
+            self.stream.lease = self.shared.mailboxes.take_offered(self.stream.run);
+        }
+        if self.stream.lease.is_some() {
+            return Ok(true);
+        }
+        let opts = &self.shared.opts;
         let claimed = self
-            .inner
+            .shared
+            .ports
             .leases
             .claim_runs(
                 &opts.replica,
                 opts.lease_ttl,
-                self.inner.clock.now(),
+                self.shared.ports.clock.now(),
                 1,
-                Some((self.tenant, self.run)),
+                Some((self.stream.tenant, self.stream.run)),
             )
             .await?;
         let Some(c) = claimed.into_iter().next() else {
             return Ok(false);
         };
-        self.lease = Some(Lease {
-            tenant: self.tenant,
-            fence: Fence {
-                owner: opts.replica.clone(),
-                epoch: c.epoch,
-            },
-            announced: false,
-            reason: c.reason,
-        });
-        crate::cluster::count_claim(c.reason);
-        self.inner.mailboxes.set_leased(self.run, true);
+        self.stream.lease = Some(Lease::claimed(&opts.replica, &c));
+        self.shared.mailboxes.set_leased(self.stream.run, true);
         Ok(true)
     }
 
     /// Gives up a lease the run no longer needs (nothing to announce: no event).
     async fn release(&mut self) {
-        if let Some(lease) = self.lease.take() {
-            self.inner.mailboxes.set_leased(self.run, false);
+        if let Some(lease) = self.stream.lease.take() {
+            self.shared.mailboxes.set_leased(self.stream.run, false);
             let _ = self
-                .inner
+                .shared
+                .ports
                 .leases
-                .release_lease(self.tenant, self.run, &lease.fence)
+                .release_lease(self.stream.tenant, self.stream.run, &lease.fence)
                 .await;
         }
     }
@@ -227,14 +345,12 @@ impl Driver {
     /// At shutdown: releases the lease with `lease.released{drained}` so another replica
     /// adopts the run at once instead of after the lease expires.
     async fn hand_off(&mut self) {
-        let Some(lease) = self.lease.clone() else {
+        let Some(lease) = self.stream.lease.clone() else {
             return;
         };
         if !lease.announced {
             self.release().await;
-            self.inner
-                .handed_off
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.shared.count_hand_off();
             return;
         }
         // A client command may move the version under us: read and try again.
@@ -244,24 +360,38 @@ impl Driver {
                 epoch: lease.fence.epoch,
                 reason: ReleaseReason::Drained,
             });
-            let run = match self.inner.runs.get_run(self.tenant, self.run).await {
+            let run = match self
+                .shared
+                .ports
+                .runs
+                .get_run(self.stream.tenant, self.stream.run)
+                .await
+            {
                 Ok(Some(run)) => run,
                 _ => return,
             };
             // The next owner starts from here rather than from the whole stream.
             let mut events = Vec::with_capacity(2);
-            if self.refresh(&run).await.is_ok() && self.state.version == run.version {
-                match self.seal_checkpoint().await {
+            if self.stream.refresh(&run).await.is_ok() && self.stream.state.version == run.version {
+                let sealed = checkpoint::seal(
+                    &self.shared,
+                    self.stream.tenant,
+                    self.stream.run,
+                    &self.stream.state,
+                );
+                match sealed.await {
                     Ok(saved) => events.push(saved),
                     Err(e) => tracing::warn!(error = %e, "no checkpoint for the hand-off"),
                 }
             }
             events.push(released);
-            match self.append(&run, events, Some(Release::HandOff)).await {
-                Ok(_) if self.lease.is_none() => {
-                    self.inner
-                        .handed_off
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            match self
+                .stream
+                .append(&run, events, Some(Release::HandOff))
+                .await
+            {
+                Ok(_) if self.stream.lease.is_none() => {
+                    self.shared.count_hand_off();
                     metrics::counter!("baton_lease_handoffs_total").increment(1);
                     tracing::info!(epoch = lease.fence.epoch, "handed the run off");
                     return;
@@ -275,213 +405,4 @@ impl Driver {
         }
         tracing::warn!("hand-off kept racing client commands; the lease will expire");
     }
-
-    /// Every engine write: fenced by the lease (a replica that lost it can never land an
-    /// event) and checked against the version the step was decided on, so a step that
-    /// raced with a client command is harmless: the loop reads the run again. The first
-    /// write under a lease carries `lease.acquired`; `release` gives the lease up in the
-    /// same transaction.
-    pub(crate) async fn append(
-        &mut self,
-        run: &RunSummary,
-        events: Vec<RunEvent>,
-        release: Option<Release>,
-    ) -> Result<Next, StoreError> {
-        self.append_wrote(run, events, release).await?;
-        Ok(Next::Continue)
-    }
-
-    /// [`Self::append`], saying whether the events were written (`false`: a client
-    /// command moved the version first, and the caller reads the run again).
-    pub(crate) async fn append_wrote(
-        &mut self,
-        run: &RunSummary,
-        events: Vec<RunEvent>,
-        release: Option<Release>,
-    ) -> Result<bool, StoreError> {
-        let after = self.commit(run.version, events, release).await?;
-        let wrote = after.is_some();
-        if let (Some(after), Some(Release::Idle)) = (after, release) {
-            // The turn settled: snapshot the run for whoever drives it next.
-            self.checkpoint_after_turn(&after).await;
-        }
-        Ok(wrote)
-    }
-
-    /// [`Self::append`] against `expected` version, returning the run after the append,
-    /// or `None` when nothing was written (a client command moved the version first,
-    /// or this driver holds no lease): the caller reads the run again.
-    pub(crate) async fn commit(
-        &mut self,
-        expected: i64,
-        events: Vec<RunEvent>,
-        release: Option<Release>,
-    ) -> Result<Option<RunSummary>, StoreError> {
-        let Some(lease) = self.lease.clone() else {
-            return Ok(None);
-        };
-        let mut meta = EventMeta::new(self.tenant);
-        meta.actor = Some("engine".into());
-        meta.replica = Some(self.inner.opts.replica.clone());
-        meta.traceparent = self.state.turn_trace.clone();
-        let mut all = Vec::with_capacity(events.len() + 1);
-        if !lease.announced {
-            all.push(RunEvent::LeaseAcquired(LeaseAcquired {
-                owner: lease.fence.owner.clone(),
-                epoch: lease.fence.epoch,
-                reason: lease.reason,
-            }));
-        }
-        all.extend(events);
-        let mut req = AppendRequest::new(
-            self.run,
-            expected,
-            all.into_iter()
-                .map(|e| NewEvent::new(e, meta.clone()))
-                .collect(),
-            self.inner.clock.now(),
-        );
-        req.fence = Some(lease.fence.clone());
-        req.release = release;
-        match self.inner.recorder.append(self.tenant, req).await {
-            Ok(AppendOutcome::Appended { run, .. }) => {
-                if release.is_some() {
-                    self.lease = None;
-                    self.inner.mailboxes.set_leased(self.run, false);
-                } else if let Some(l) = self.lease.as_mut() {
-                    l.announced = true;
-                }
-                Ok(Some(*run))
-            }
-            Ok(AppendOutcome::Duplicate(_)) | Err(StoreError::Conflict { .. }) => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Folds the run's events after the state's version (up to `run`'s).
-    pub(crate) async fn refresh(&mut self, run: &RunSummary) -> Result<(), StoreError> {
-        if !self.restored {
-            self.restore(run).await?;
-            self.restored = true;
-        }
-        while self.state.version < run.version {
-            let events = self
-                .inner
-                .runs
-                .read_stream(self.tenant, self.run, self.state.version, 500)
-                .await?;
-            if events.is_empty() {
-                break;
-            }
-            self.state.fold(&events).map_err(StoreError::Unreadable)?;
-        }
-        let running = self.state.running_receipts();
-        self.unsaved.retain(|id, _| running.contains(id));
-        Ok(())
-    }
-
-    /// Ends the run as cancelled, settling its open calls ([`Self::settle_calls`]).
-    pub(crate) async fn cancel(&mut self, run: &RunSummary) -> Result<Next, StoreError> {
-        self.refresh(run).await?;
-        let mut events = self.settle_calls("the run was cancelled");
-        events.push(RunEvent::RunCancelled(RunCancelled { reason: None }));
-        self.append(run, events, Some(Release::Idle)).await
-    }
-
-    /// What ending the turn now records for each call of the latest step that has no
-    /// output: the result this driver holds but could not write yet; `uncertain` for a
-    /// mutation in flight (it may have taken effect, idempotent or not); `cancelled` for
-    /// anything else that has a receipt. `why` says what ended the turn.
-    pub(crate) fn settle_calls(&self, why: &str) -> Vec<RunEvent> {
-        let mut events = Vec::new();
-        for call in &self.state.calls {
-            let Some(receipt) = call.receipt else {
-                continue;
-            };
-            if let Some(result) = self.unsaved.get(&receipt) {
-                events.push(RunEvent::ToolResult(result.clone()));
-                continue;
-            }
-            match &call.state {
-                CallState::Running(i) if i.effect == ToolEffect::Mutation => {
-                    events.push(RunEvent::ToolUncertain(ToolUncertain {
-                        receipt_id: receipt,
-                        reason: format!("{why} while the call was in flight"),
-                    }));
-                }
-                CallState::Done | CallState::Uncertain(_) => {}
-                _ => events.push(RunEvent::ToolResult(ToolResult {
-                    receipt_id: receipt,
-                    call_id: call.request.id.clone(),
-                    tool: call.request.name.clone(),
-                    outcome: ToolOutcome::Cancelled,
-                    output: format!("The call did not finish: {why}."),
-                    error: None,
-                    duration_ms: 0,
-                    truncated: false,
-                    from_client: false,
-                })),
-            }
-        }
-        events
-    }
-
-    /// Awaits `work` (a model call) unless a cancel or the shutdown comes first; a
-    /// wake-up for anything else lets it go on.
-    pub(crate) async fn interruptible<T>(
-        &self,
-        work: impl std::future::Future<Output = T>,
-    ) -> Result<Interrupted<T>, StoreError> {
-        tokio::pin!(work);
-        loop {
-            tokio::select! {
-                out = &mut work => return Ok(Interrupted::Done(out)),
-                () = self.notify.notified() => {
-                    if self.cancel_requested().await {
-                        return Ok(Interrupted::Cancel);
-                    }
-                }
-                () = self.inner.shutdown.cancelled() => return Ok(Interrupted::Shutdown),
-            }
-        }
-    }
-
-    /// Awaits `work` (tool calls) unless a cancel comes first (`None`). Shutdown waits
-    /// for it: a call cut short would leave its mutation uncertain.
-    pub(crate) async fn interruptible_by_cancel<T>(
-        &self,
-        work: impl std::future::Future<Output = T>,
-    ) -> Result<Option<T>, StoreError> {
-        tokio::pin!(work);
-        loop {
-            tokio::select! {
-                out = &mut work => return Ok(Some(out)),
-                () = self.notify.notified() => {
-                    if self.cancel_requested().await {
-                        return Ok(None);
-                    }
-                }
-            }
-        }
-    }
-
-    /// Whether a cancel is pending. A read that fails counts as no: the work in flight
-    /// goes on (cutting a tool call short would leave its mutation uncertain), and the
-    /// next step reads again.
-    async fn cancel_requested(&self) -> bool {
-        match self.inner.runs.get_run(self.tenant, self.run).await {
-            Ok(run) => run.is_some_and(|r| r.cancel_requested),
-            Err(e) => {
-                tracing::warn!(error = %e, "could not check for a cancel; carrying on");
-                false
-            }
-        }
-    }
-}
-
-/// How an interruptible wait ended.
-pub(crate) enum Interrupted<T> {
-    Done(T),
-    Cancel,
-    Shutdown,
 }

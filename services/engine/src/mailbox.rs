@@ -3,7 +3,7 @@
 //! its run's lease (for the keeper), and the runs parked after an error that retrying
 //! cannot fix.
 
-use crate::driver::Lease;
+use crate::lease::Lease;
 use baton_core::RunId;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

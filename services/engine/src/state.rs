@@ -2,6 +2,27 @@
 //! where the current turn stands (its model steps, the tool calls of the latest step
 //! and what happened to each). The driver keeps it in memory and folds only the events
 //! after the last one it saw; a checkpoint is this state serialized.
+//!
+//! A tool call's lifecycle is folded three times from the same events, because each
+//! fold serves a reader the others cannot:
+//! - [`CallState`] here decides the engine's next step. It knows a call before anything
+//!   is recorded for it (`New`); keeps the recorded intent (tool, effect, idempotency,
+//!   key) that the recovery rule and a retry need; tells a retry a member asked for
+//!   from an intent recorded again, and a denial the model has not been told from one
+//!   it has; and folds every settled outcome into `Done`. It is sealed into
+//!   checkpoints, so its shape changes only with the checkpoint format.
+//! - `ReceiptState` (`Receipt::apply`, core) is the receipts table and API: one row per
+//!   call once something is recorded, with the outcome a member sees (ok, error,
+//!   cancelled, denied, skipped, completed), attempts and output. A public, stored
+//!   enum: `pending` after an intent and after a retry alike, `denied` before and
+//!   after the model is told.
+//! - `RunSummary::pending_actions` (core) is the run row's count of what the turn waits
+//!   for (approvals, client outputs, uncertain calls) across all its calls. The store
+//!   plans the runs projection before it reads any receipt row, so the count moves on
+//!   each event alone; it sets `requires_action` and resets when the turn ends.
+//!
+//! `state/tests.rs` folds the same events through all three and checks that they agree
+//! on when the run waits for someone.
 
 use crate::provider::{ChatMessage, ChatRole};
 use baton_events::{
@@ -10,6 +31,7 @@ use baton_events::{
 };
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
 /// Where one tool call of the current step stands.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -224,4 +246,18 @@ impl RunState {
     pub fn calls_done(&self) -> bool {
         self.calls.iter().all(|c| c.state == CallState::Done)
     }
+
+    /// What is left at `now` of a turn allowed `limit_ms` (counted from its start or its
+    /// last resumption).
+    pub fn time_left(&self, limit_ms: u64, now: DateTime<Utc>) -> Duration {
+        let limit = Duration::from_millis(limit_ms);
+        let Some(since) = self.active_since else {
+            return limit;
+        };
+        let spent = (now - since).to_std().unwrap_or(Duration::ZERO);
+        limit.saturating_sub(spent)
+    }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,11 +1,16 @@
-//! Carrying out `http` tool calls: POST the arguments as JSON to the tenant's endpoint
-//! with the receipt id as `Idempotency-Key` and the secret headers, within the tool's
-//! timeout. The (size-capped) body of a 2xx answer is the output; anything else is an
-//! error result the model sees. Calls safe to repeat (reads, idempotent tools) are
-//! retried on timeouts, transport errors and 5xx while the tool's budget lasts.
+//! Calling an `http` tool, the one place it is done: its secret headers revealed
+//! before anything is recorded ([`plan`]), then a POST of the arguments with the
+//! receipt id as `Idempotency-Key` within the tool's timeout, retried while safe to
+//! repeat, and its (size-capped) answer captured as the call's result ([`call`]).
 
-use baton_events::{ErrorInfo, ToolOutcome};
+use crate::outcome::StepError;
+use crate::secrets;
+use baton_core::TenantId;
+use baton_core::model::{Tool, ToolKindSpec};
+use baton_core::ports::SecretReader;
+use baton_events::{ErrorInfo, ToolEffect, ToolIntent, ToolOutcome, ToolResult};
 use std::time::{Duration, Instant};
+use tracing::Instrument;
 
 /// Output beyond this many bytes is cut, with a marker saying so.
 pub const MAX_OUTPUT_BYTES: usize = 64 * 1024;
@@ -13,8 +18,103 @@ pub const MAX_OUTPUT_BYTES: usize = 64 * 1024;
 const MAX_RETRIES: u32 = 2;
 const RETRY_AFTER: Duration = Duration::from_millis(100);
 
+/// A call ready to run: its intent (to commit first) and its tool.
+pub(crate) struct Planned {
+    pub(crate) intent: ToolIntent,
+    pub(crate) tool: Tool,
+    headers: Vec<(String, String)>,
+}
+
+/// The call of `tool` that `intent` records, its secret headers revealed. A secret that
+/// is missing or cannot be read fails the turn before anything is recorded.
+pub(crate) async fn plan(
+    secrets: &dyn SecretReader,
+    tenant: TenantId,
+    intent: ToolIntent,
+    tool: Tool,
+) -> Result<Planned, StepError> {
+    let mut headers = Vec::new();
+    if let ToolKindSpec::Http { secret_headers, .. } = &tool.kind {
+        for h in secret_headers {
+            let what = format!("tool {}'s header secret {:?}", tool.name, h.secret);
+            let value = secrets::reveal(secrets, tenant, &h.secret, &what).await?;
+            headers.push((h.header.clone(), value));
+        }
+    }
+    Ok(Planned {
+        intent,
+        tool,
+        headers,
+    })
+}
+
+/// Makes a planned `http` call and returns its result. A tool that is not `http` (the
+/// engine never runs `client` tools) gets an error result rather than a call.
+pub(crate) async fn call(http: &reqwest::Client, p: &Planned, retry: bool) -> ToolResult {
+    let effect = match p.tool.effect {
+        ToolEffect::Read => "read",
+        ToolEffect::Mutation => "mutation",
+    };
+    let span = tracing::info_span!(
+        "tool_call",
+        tool = %p.tool.name,
+        effect,
+        otel.name = format!("tool call {}", p.tool.name),
+    );
+    let outcome = call_http_tool(http, p, retry).instrument(span).await;
+    let label = match outcome.outcome {
+        ToolOutcome::Ok => "ok",
+        ToolOutcome::Error => "error",
+        ToolOutcome::Cancelled => "cancelled",
+    };
+    if let Some(e) = &outcome.error {
+        metrics::counter!(
+            "baton_tool_call_errors_total",
+            "effect" => effect,
+            "code" => e.code.clone(),
+        )
+        .increment(1);
+    }
+    metrics::histogram!(
+        "baton_tool_call_duration_seconds",
+        "effect" => effect,
+        "outcome" => label,
+    )
+    .record(Duration::from_millis(outcome.duration_ms));
+    result_of(&p.intent, outcome)
+}
+
+async fn call_http_tool(http: &reqwest::Client, p: &Planned, retry: bool) -> CallOutcome {
+    let ToolKindSpec::Http { url, .. } = &p.tool.kind else {
+        return CallOutcome::error("tool_not_http", "the tool is not an http tool");
+    };
+    let call = HttpCall {
+        url,
+        arguments: &p.intent.arguments,
+        idempotency_key: &p.intent.idempotency_key,
+        headers: p.headers.clone(),
+        timeout: Duration::from_millis(p.tool.timeout_ms),
+        retry,
+    };
+    call_http(http, call).await
+}
+
+fn result_of(intent: &ToolIntent, o: CallOutcome) -> ToolResult {
+    ToolResult {
+        receipt_id: intent.receipt_id,
+        call_id: intent.call_id.clone(),
+        tool: intent.tool.clone(),
+        outcome: o.outcome,
+        output: o.output,
+        error: o.error,
+        duration_ms: o.duration_ms,
+        truncated: o.truncated,
+        from_client: false,
+    }
+}
+
 /// One call to make.
-pub(crate) struct HttpCall<'a> {
+struct HttpCall<'a> {
     pub url: &'a str,
     pub arguments: &'a serde_json::Value,
     pub idempotency_key: &'a str,
@@ -25,7 +125,7 @@ pub(crate) struct HttpCall<'a> {
 
 /// How a call ended, ready to become `tool.result`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct CallOutcome {
+struct CallOutcome {
     pub outcome: ToolOutcome,
     pub output: String,
     pub error: Option<ErrorInfo>,
@@ -34,7 +134,7 @@ pub(crate) struct CallOutcome {
 }
 
 impl CallOutcome {
-    pub fn error(code: &str, message: impl Into<String>) -> Self {
+    fn error(code: &str, message: impl Into<String>) -> Self {
         let message = message.into();
         Self {
             outcome: ToolOutcome::Error,
@@ -49,7 +149,10 @@ impl CallOutcome {
     }
 }
 
-pub(crate) async fn call_http(client: &reqwest::Client, call: HttpCall<'_>) -> CallOutcome {
+/// POSTs the arguments as JSON. The (size-capped) body of a 2xx answer is the output;
+/// anything else is an error result the model sees. A call safe to repeat (`retry`) is
+/// tried again on timeouts, transport errors and 5xx while the tool's budget lasts.
+async fn call_http(client: &reqwest::Client, call: HttpCall<'_>) -> CallOutcome {
     let started = Instant::now();
     let deadline = started + call.timeout;
     let mut attempt = 0;

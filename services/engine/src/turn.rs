@@ -1,795 +1,157 @@
-//! One turn, one step at a time: ask the model, then carry out the tool calls of its
-//! reply, until the model answers without tools (the turn completes) or a limit ends
-//! it. Every step is a fenced append decided on the state folded from the run's events,
-//! so a step cut short by a crash or a lost lease is picked up by whichever replica
-//! drives the run next.
-//!
-//! Receipts are write-ahead: `tool.intent` is committed before a call is made and
-//! `tool.result` after. An intent found without a result when the driver did not make
-//! that call itself (it was left by a stopped replica, or this driver's result append
-//! failed ambiguously) goes through [`Driver::recover`]: reads and idempotent tools run
-//! again, mutations are held as `tool.uncertain` for a member. The engine never runs a
-//! non-idempotent mutation again by itself.
+//! The model step of a turn: the request (the agent's instructions, the conversation,
+//! the tools on offer), the call itself — bounded by the turn's time, cut short by a
+//! cancel or the shutdown, its deltas sent to live subscribers — and the append of the
+//! reply: with tool calls the turn goes on, without them it completes in that append.
 
-use crate::driver::{Driver, Interrupted, Next};
+use crate::agent::TurnContext;
+use crate::interrupt::{Interrupted, Interrupts};
+use crate::outcome::{Next, StepError, info};
 use crate::provider::{
-    ChatMessage, ChatRole, DeltaSink, ModelError, ModelReply, ModelRequest, OpenAiProvider,
-    Provider, ScriptedProvider, ToolSpec,
+    ChatMessage, ChatRole, DeltaSink, ModelError, ModelReply, ModelRequest, ToolSpec,
 };
-use crate::state::{Call, CallState};
-use crate::tools::{CallOutcome, HttpCall, call_http};
-use baton_core::StoreError;
-use baton_core::model::{Agent, ProviderSpec, RunSummary, Tool, ToolKindSpec};
+use crate::settle;
+use crate::shared::Shared;
+use crate::state::RunState;
+use crate::stream::RunStream;
+use baton_core::model::RunSummary;
 use baton_core::ports::Release;
 use baton_events::{
-    ApprovalId, ApprovalRequested, ErrorInfo, MessageId, ModelCompleted, ReceiptId, RunCompleted,
-    RunEvent, ToolCallRequest, ToolEffect, ToolIntent, ToolOutcome, ToolResult, ToolUncertain,
-    TurnCompleted, TurnFailed,
+    MessageId, ModelCompleted, RunCompleted, RunEvent, ToolCallRequest, TurnCompleted,
 };
-use std::sync::Arc;
-use std::time::Duration;
 use tracing::Instrument;
 
-/// What a turn needs from the run's agent version, loaded once per driver.
-pub(crate) struct TurnContext {
-    pub agent: Agent,
-    /// The agent's tools that still exist, in the agent's order.
-    pub tools: Vec<Tool>,
-    /// Each tool's input schema, compiled once (or why it does not compile).
-    schemas: std::collections::HashMap<baton_events::ToolId, Result<jsonschema::Validator, String>>,
-    pub provider: Arc<dyn Provider>,
-}
-
-impl TurnContext {
-    fn tool(&self, name: &str) -> Option<&Tool> {
-        self.tools.iter().find(|t| t.name == name)
-    }
-}
-
-/// A call ready to run: its intent (to commit first) and its tool.
-struct Planned {
-    intent: ToolIntent,
-    tool: Tool,
-    headers: Vec<(String, String)>,
-}
-
-impl Driver {
-    /// Takes the next step of the running turn.
-    ///
-    /// Each step is a span in the turn's trace: the child of whatever posted the turn's
-    /// message, on whichever replica that was.
-    pub(crate) async fn take_turn(&mut self, run: &RunSummary) -> Result<Next, StoreError> {
-        self.refresh(run).await?;
-        if self.state.version != run.version {
-            return Ok(Next::Continue);
-        }
-        let span = tracing::info_span!(
-            "turn_step",
-            turn = self.state.turn,
-            step = self.state.step,
-            otel.name = "turn step",
-        );
-        baton_core::trace::adopt(&span, self.state.turn_trace.as_deref());
-        self.turn_step(run).instrument(span).await
-    }
-
-    async fn turn_step(&mut self, run: &RunSummary) -> Result<Next, StoreError> {
-        let ctx = match self.context(run).await? {
-            Ok(ctx) => ctx,
-            Err(error) => return self.fail_turn(run, error).await,
-        };
-        if self.turn_timed_out(&ctx) {
-            let ms = ctx.agent.limits.turn_timeout_ms;
-            let error = info("turn_timeout", format!("the turn took longer than {ms} ms"));
-            return self.fail_turn(run, error).await;
-        }
-        if !self.state.calls_done() {
-            return self.work_on_calls(run, &ctx).await;
-        }
-        let max_steps = ctx.agent.limits.max_steps;
-        if self.state.step >= max_steps {
-            let error = info(
-                "step_limit",
-                format!("the model still asked for tools after {max_steps} model calls"),
-            );
-            return self.fail_turn(run, error).await;
-        }
-        self.model_step(run, &ctx).await
-    }
-
-    /// Asks the model and records its answer: with tool calls the turn goes on, without
-    /// them it completes in the same append.
-    async fn model_step(
-        &mut self,
-        run: &RunSummary,
-        ctx: &TurnContext,
-    ) -> Result<Next, StoreError> {
-        let request = self.model_request(ctx);
-        let sink = self.delta_sink(run);
-        let reply = {
-            // A model call may not outlast the turn.
-            let left = self.turn_time_left(ctx);
-            let ms = ctx.agent.limits.turn_timeout_ms;
-            let provider = ctx.agent.provider.kind();
-            let span = tracing::info_span!("model_call", provider, otel.name = "model call");
-            let call = async {
-                let started = std::time::Instant::now();
-                let reply =
-                    tokio::time::timeout(left, ctx.provider.complete(&request, sink.as_ref()))
-                        .await
-                        .unwrap_or_else(|_| {
-                            Err(ModelError::new(
-                                "turn_timeout",
-                                format!("the turn took longer than {ms} ms"),
-                            ))
-                        });
-                let outcome = match &reply {
-                    Ok(_) => "ok",
-                    Err(e) => {
-                        metrics::counter!(
-                            "baton_model_call_errors_total",
-                            "provider" => provider,
-                            "code" => e.code,
-                        )
-                        .increment(1);
-                        "error"
-                    }
-                };
-                metrics::histogram!(
-                    "baton_model_call_duration_seconds",
-                    "provider" => provider,
-                    "outcome" => outcome,
-                )
-                .record(started.elapsed());
-                reply
-            }
-            .instrument(span);
-            match self.interruptible(call).await? {
-                Interrupted::Done(reply) => reply,
-                Interrupted::Cancel => return self.cancel(run).await,
-                Interrupted::Shutdown => return Ok(Next::Continue),
-            }
-        };
-        let reply = match reply {
-            Ok(reply) => reply,
-            Err(ModelError { code, message }) => {
-                return self.fail_turn(run, info(code, message)).await;
-            }
-        };
-        let turn = self.state.turn;
-        let step = self.state.step + 1;
-        let ModelReply {
-            content,
-            tool_calls,
-            finish_reason,
-            usage,
-            model,
-            complete_run,
-        } = reply;
-        let done = tool_calls.is_empty();
-        let mut events = vec![RunEvent::ModelCompleted(ModelCompleted {
-            turn,
-            step,
-            message_id: MessageId::new(),
-            content,
-            tool_calls: unique_ids(tool_calls, step),
-            finish_reason: finish_reason.clone(),
-            usage,
-            model,
-        })];
-        if !done {
-            return self.append(run, events, None).await;
-        }
-        events.push(RunEvent::TurnCompleted(TurnCompleted {
-            turn,
-            finish_reason: Some(finish_reason),
-        }));
-        if complete_run {
-            events.push(RunEvent::RunCompleted(RunCompleted {}));
-        }
-        self.append(run, events, Some(Release::Idle)).await
-    }
-
-    /// Takes the next step for the first call of the latest model reply that has no
-    /// output yet: calls run in the order the model gave them, consecutive reads
-    /// together.
-    async fn work_on_calls(
-        &mut self,
-        run: &RunSummary,
-        ctx: &TurnContext,
-    ) -> Result<Next, StoreError> {
-        let Some(i) = self
-            .state
-            .calls
-            .iter()
-            .position(|c| c.state != CallState::Done)
-        else {
-            return Ok(Next::Continue);
-        };
-        let call = self.state.calls[i].clone();
-        match &call.state {
-            CallState::New => self.start_call(run, ctx, i).await,
-            CallState::Approved => {
-                let tool = match self.check_call(ctx, &call, false) {
-                    Ok(tool) => tool.clone(),
-                    Err(error) => return self.reject(run, &call, error).await,
-                };
-                self.run_calls(run, vec![(call, tool)]).await
-            }
-            CallState::Denied { reason } => {
-                let said = match reason {
-                    Some(r) => format!("A member denied this call: {r}"),
-                    None => "A member denied this call.".to_string(),
-                };
-                self.reject(run, &call, info("denied", said)).await
-            }
-            CallState::Running(intent) => self.recover(run, ctx, &call, intent).await,
-            CallState::RetryRequested(intent) => {
-                let Some(tool) = self.permitted(ctx, intent).await? else {
-                    let error = info("tool_unavailable", "the tool is no longer available");
-                    return self.reject(run, &call, error).await;
-                };
-                let mut intent = (**intent).clone();
-                intent.turn = self.state.turn;
-                match self.planned(run, intent, tool).await? {
-                    Ok(p) => self.execute(run, vec![p]).await,
-                    Err(error) => self.fail_turn(run, error).await,
+/// Asks the model and records its answer: with tool calls the turn goes on, without
+/// them it completes in the same append.
+pub(crate) async fn ask_model(
+    stream: &mut RunStream,
+    waits: &Interrupts,
+    ctx: &TurnContext,
+    run: &RunSummary,
+) -> Result<Next, StepError> {
+    let request = model_request(ctx, &stream.state);
+    let sink = delta_sink(&stream.shared, run, &stream.state);
+    let reply = {
+        // A model call may not outlast the turn.
+        let ms = ctx.agent.limits.turn_timeout_ms;
+        let left = stream.state.time_left(ms, stream.shared.ports.clock.now());
+        let provider = ctx.agent.provider.kind();
+        let span = tracing::info_span!("model_call", provider, otel.name = "model call");
+        let call = async {
+            let started = std::time::Instant::now();
+            let reply = tokio::time::timeout(left, ctx.provider.complete(&request, sink.as_ref()))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(ModelError::new(
+                        "turn_timeout",
+                        format!("the turn took longer than {ms} ms"),
+                    ))
+                });
+            let outcome = match &reply {
+                Ok(_) => "ok",
+                Err(e) => {
+                    metrics::counter!(
+                        "baton_model_call_errors_total",
+                        "provider" => provider,
+                        "code" => e.code,
+                    )
+                    .increment(1);
+                    "error"
                 }
-            }
-            // The projection says `requires_action` for these; nothing to do here.
-            CallState::AwaitingApproval | CallState::AwaitingClient | CallState::Uncertain(_) => {
-                Ok(Next::Idle)
-            }
-            CallState::Done => Ok(Next::Continue),
-        }
-    }
-
-    /// A call the model just made: rejected with an error result, sent for approval,
-    /// handed to the client, or run (with the reads that follow it).
-    async fn start_call(
-        &mut self,
-        run: &RunSummary,
-        ctx: &TurnContext,
-        i: usize,
-    ) -> Result<Next, StoreError> {
-        let call = self.state.calls[i].clone();
-        let tool = match self.check_call(ctx, &call, true) {
-            Ok(tool) => tool.clone(),
-            Err(error) => return self.reject(run, &call, error).await,
-        };
-        if tool.requires_approval {
-            let receipt = ReceiptId::new();
-            let asked = RunEvent::ApprovalRequested(ApprovalRequested {
-                approval_id: ApprovalId::new(),
-                receipt_id: receipt,
-                turn: self.state.turn,
-                call_id: call.request.id.clone(),
-                tool_id: tool.id,
-                tool: tool.name.clone(),
-                effect: tool.effect,
-                arguments: arguments(&call.request),
-            });
-            return self.append(run, vec![asked], None).await;
-        }
-        let mut batch = vec![(call, tool)];
-        if batch[0].1.effect == ToolEffect::Read
-            && matches!(batch[0].1.kind, ToolKindSpec::Http { .. })
-        {
-            // Independent reads that follow run together.
-            for next in &self.state.calls[i + 1..] {
-                let limit_left =
-                    self.state.tool_calls + (batch.len() as u32) < ctx.agent.limits.max_tool_calls;
-                match self.check_call(ctx, next, true) {
-                    Ok(t)
-                        if limit_left
-                            && next.state == CallState::New
-                            && t.effect == ToolEffect::Read
-                            && !t.requires_approval
-                            && matches!(t.kind, ToolKindSpec::Http { .. }) =>
-                    {
-                        batch.push((next.clone(), t.clone()));
-                    }
-                    _ => break,
-                }
-            }
-        }
-        self.run_calls(run, batch).await
-    }
-
-    /// Records the intents of `calls` and, for `http` tools, makes the calls and
-    /// records their results; `client` calls wait for the API client.
-    async fn run_calls(
-        &mut self,
-        run: &RunSummary,
-        calls: Vec<(Call, Tool)>,
-    ) -> Result<Next, StoreError> {
-        let mut planned = Vec::with_capacity(calls.len());
-        for (call, tool) in calls {
-            let receipt = call.receipt.unwrap_or_default();
-            let intent = ToolIntent {
-                receipt_id: receipt,
-                turn: self.state.turn,
-                call_id: call.request.id.clone(),
-                tool_id: tool.id,
-                tool: tool.name.clone(),
-                kind: tool.kind(),
-                effect: tool.effect,
-                idempotent: tool.idempotent,
-                arguments: arguments(&call.request),
-                idempotency_key: receipt.to_string(),
             };
-            match self.planned(run, intent, tool).await? {
-                Ok(p) => planned.push(p),
-                Err(error) => return self.fail_turn(run, error).await,
-            }
-        }
-        if planned
-            .iter()
-            .any(|p| matches!(p.tool.kind, ToolKindSpec::Client))
-        {
-            let intents = planned
-                .into_iter()
-                .map(|p| RunEvent::ToolIntent(p.intent))
-                .collect();
-            return self.append(run, intents, None).await;
-        }
-        self.execute(run, planned).await
-    }
-
-    /// Resolves a planned call's secret headers. A secret that is missing or cannot be
-    /// read is the inner error: it fails the turn before anything is recorded.
-    async fn planned(
-        &self,
-        run: &RunSummary,
-        intent: ToolIntent,
-        tool: Tool,
-    ) -> Result<Result<Planned, ErrorInfo>, StoreError> {
-        let mut headers = Vec::new();
-        if let ToolKindSpec::Http { secret_headers, .. } = &tool.kind {
-            for h in secret_headers {
-                let what = format!("tool {}'s header secret {:?}", tool.name, h.secret);
-                match self.reveal(run, &h.secret, &what).await? {
-                    Ok(value) => headers.push((h.header.clone(), value)),
-                    Err(e) => return Ok(Err(e)),
-                }
-            }
-        }
-        Ok(Ok(Planned {
-            intent,
-            tool,
-            headers,
-        }))
-    }
-
-    /// A tenant secret in the clear; the inner error (missing, unreadable) fails the
-    /// turn, naming `what` needed it.
-    async fn reveal(
-        &self,
-        run: &RunSummary,
-        name: &str,
-        what: &str,
-    ) -> Result<Result<String, ErrorInfo>, StoreError> {
-        match self.inner.secrets.reveal(run.tenant, name).await {
-            Ok(Some(value)) => Ok(Ok(value)),
-            Ok(None) => Ok(Err(info(SECRET_MISSING, format!("{what} is not set")))),
-            Err(StoreError::Unavailable(m)) => Err(StoreError::Unavailable(m)),
-            Err(e) => Ok(Err(info(
-                "secret_unreadable",
-                format!("{what} cannot be read: {e}"),
-            ))),
-        }
-    }
-
-    /// Commits the intents, makes the calls (concurrently when several), and commits
-    /// their results. A cancel while they run aborts them: reads end `cancelled`,
-    /// mutations `uncertain`.
-    async fn execute(
-        &mut self,
-        run: &RunSummary,
-        planned: Vec<Planned>,
-    ) -> Result<Next, StoreError> {
-        let intents = planned
-            .iter()
-            .map(|p| RunEvent::ToolIntent(p.intent.clone()))
-            .collect();
-        let Some(after_intents) = self.commit(run.version, intents, None).await? else {
-            return Ok(Next::Continue);
-        };
-        let http = self.inner.http.clone();
-        let calls = planned
-            .iter()
-            .map(|p| make_call(&http, p, p.tool.safe_to_repeat()));
-        let all = futures::future::join_all(calls);
-        let outcomes = match self.interruptible_by_cancel(all).await? {
-            Some(outcomes) => outcomes,
-            None => return self.cancel(&after_intents).await,
-        };
-        let results: Vec<ToolResult> = planned
-            .iter()
-            .zip(outcomes)
-            .map(|(p, o)| result_of(&p.intent, o))
-            .collect();
-        for r in &results {
-            self.unsaved.insert(r.receipt_id, r.clone());
-        }
-        let ids: Vec<ReceiptId> = results.iter().map(|r| r.receipt_id).collect();
-        let events = results.into_iter().map(RunEvent::ToolResult).collect();
-        if self.append_wrote(&after_intents, events, None).await? {
-            self.unsaved.retain(|id, _| !ids.contains(id));
-        }
-        Ok(Next::Continue)
-    }
-
-    /// An intent without a result that this driver is not running: its result if this
-    /// driver has it; otherwise the recovery rule.
-    async fn recover(
-        &mut self,
-        run: &RunSummary,
-        ctx: &TurnContext,
-        call: &Call,
-        intent: &ToolIntent,
-    ) -> Result<Next, StoreError> {
-        if let Some(result) = self.unsaved.get(&intent.receipt_id).cloned() {
-            return self
-                .append(run, vec![RunEvent::ToolResult(result)], None)
-                .await;
-        }
-        let Some(tool) = self.permitted(ctx, intent).await? else {
-            let error = info(
-                "tool_unavailable",
-                "the call was interrupted and its tool is no longer available to this agent",
-            );
-            if intent.effect == ToolEffect::Read || intent.idempotent {
-                return self.reject(run, call, error).await;
-            }
-            return self.hold_uncertain(run, intent).await;
-        };
-        let declared_safe = intent.effect == ToolEffect::Read || intent.idempotent;
-        if declared_safe && tool.safe_to_repeat() && tool.kind() == intent.kind {
-            tracing::info!(receipt = %intent.receipt_id, tool = %tool.name, "re-running an interrupted call that is safe to repeat");
-            metrics::counter!("baton_tool_calls_recovered_total", "how" => "rerun").increment(1);
-            return match self.planned(run, intent.clone(), tool).await? {
-                Ok(p) => self.rerun(run, p).await,
-                Err(error) => self.fail_turn(run, error).await,
-            };
-        }
-        self.hold_uncertain(run, intent).await
-    }
-
-    /// Runs again a call whose intent is already recorded, and records its result.
-    async fn rerun(&mut self, run: &RunSummary, p: Planned) -> Result<Next, StoreError> {
-        let call = make_call(&self.inner.http, &p, true);
-        let Some(outcome) = self.interruptible_by_cancel(call).await? else {
-            return self.cancel(run).await;
-        };
-        let result = result_of(&p.intent, outcome);
-        let id = result.receipt_id;
-        self.unsaved.insert(id, result.clone());
-        if self
-            .append_wrote(run, vec![RunEvent::ToolResult(result)], None)
-            .await?
-        {
-            self.unsaved.remove(&id);
-        }
-        Ok(Next::Continue)
-    }
-
-    async fn hold_uncertain(
-        &mut self,
-        run: &RunSummary,
-        intent: &ToolIntent,
-    ) -> Result<Next, StoreError> {
-        tracing::warn!(receipt = %intent.receipt_id, tool = %intent.tool, "an interrupted mutation waits for a member");
-        metrics::counter!("baton_tool_calls_recovered_total", "how" => "uncertain").increment(1);
-        let held = RunEvent::ToolUncertain(ToolUncertain {
-            receipt_id: intent.receipt_id,
-            reason: "the call was interrupted before its result was recorded; it may or may not \
-                     have taken effect"
-                .into(),
-        });
-        self.append(run, vec![held], None).await
-    }
-
-    /// The tool of an intent, if the tenant still has it and the run's agent may still
-    /// call it (re-checked before anything runs again).
-    async fn permitted(
-        &self,
-        ctx: &TurnContext,
-        intent: &ToolIntent,
-    ) -> Result<Option<Tool>, StoreError> {
-        if !ctx.agent.tools.contains(&intent.tool_id) {
-            return Ok(None);
-        }
-        self.inner
-            .tools
-            .get_tool(ctx.agent.tenant, intent.tool_id)
-            .await
-    }
-
-    /// The call's tool, or the error result the model gets instead: unknown tool,
-    /// arguments that are not JSON or do not match the schema, the call limit.
-    fn check_call<'c>(
-        &self,
-        ctx: &'c TurnContext,
-        call: &Call,
-        count: bool,
-    ) -> Result<&'c Tool, ErrorInfo> {
-        let name = &call.request.name;
-        let tool = ctx.tool(name).ok_or_else(|| {
-            let known: Vec<&str> = ctx.tools.iter().map(|t| t.name.as_str()).collect();
-            info(
-                "unknown_tool",
-                format!("there is no tool named {name:?}; the tools are {known:?}"),
+            metrics::histogram!(
+                "baton_model_call_duration_seconds",
+                "provider" => provider,
+                "outcome" => outcome,
             )
-        })?;
-        let max = ctx.agent.limits.max_tool_calls;
-        if count && self.state.tool_calls >= max {
-            return Err(info(
-                "tool_call_limit",
-                format!("this turn already made {max} tool calls, the most it may"),
-            ));
+            .record(started.elapsed());
+            reply
         }
-        let args: serde_json::Value =
-            serde_json::from_str(&call.request.arguments).map_err(|e| {
-                info(
-                    "bad_arguments",
-                    format!("the arguments are not valid JSON: {e}"),
-                )
-            })?;
-        let validator = match ctx.schemas.get(&tool.id) {
-            Some(Ok(v)) => v,
-            Some(Err(e)) => {
-                return Err(info(
-                    "bad_tool_schema",
-                    format!("the tool's input schema does not compile: {e}"),
-                ));
-            }
-            None => return Err(info("unknown_tool", format!("no schema for {name:?}"))),
-        };
-        let problems: Vec<String> = validator
-            .iter_errors(&args)
-            .take(5)
-            .map(|e| format!("{} at {}", e, e.instance_path()))
-            .collect();
-        if !problems.is_empty() {
-            return Err(info(
-                "bad_arguments",
-                format!(
-                    "the arguments do not match the tool's input schema: {}",
-                    problems.join("; ")
-                ),
-            ));
+        .instrument(span);
+        match waits.interruptible(call).await {
+            Interrupted::Done(reply) => reply,
+            Interrupted::Cancel => return settle::cancel(stream, run).await,
+            Interrupted::Shutdown => return Ok(Next::Continue),
         }
-        Ok(tool)
-    }
-
-    /// Records an error result for a call that did not run; the model sees it next.
-    async fn reject(
-        &mut self,
-        run: &RunSummary,
-        call: &Call,
-        error: ErrorInfo,
-    ) -> Result<Next, StoreError> {
-        let result = RunEvent::ToolResult(ToolResult {
-            receipt_id: call.receipt.unwrap_or_default(),
-            call_id: call.request.id.clone(),
-            tool: call.request.name.clone(),
-            outcome: ToolOutcome::Error,
-            output: format!("Error ({}): {}", error.code, error.message),
-            error: Some(error),
-            duration_ms: 0,
-            truncated: false,
-            from_client: false,
-        });
-        self.append(run, vec![result], None).await
-    }
-
-    pub(crate) async fn fail_turn(
-        &mut self,
-        run: &RunSummary,
-        error: ErrorInfo,
-    ) -> Result<Next, StoreError> {
-        tracing::warn!(code = %error.code, "the turn failed");
-        self.refresh(run).await?;
-        let mut events = self.settle_calls(&format!("the turn failed ({})", error.code));
-        events.push(RunEvent::TurnFailed(TurnFailed {
-            turn: run.turn_count,
-            error,
-        }));
-        self.append(run, events, Some(Release::Idle)).await
-    }
-
-    fn turn_timed_out(&self, ctx: &TurnContext) -> bool {
-        self.turn_time_left(ctx).is_zero()
-    }
-
-    /// What is left of the turn's time (counted from its start or its last resumption).
-    fn turn_time_left(&self, ctx: &TurnContext) -> Duration {
-        let limit = Duration::from_millis(ctx.agent.limits.turn_timeout_ms);
-        let Some(since) = self.state.active_since else {
-            return limit;
-        };
-        let spent = (self.inner.clock.now() - since)
-            .to_std()
-            .unwrap_or(Duration::ZERO);
-        limit.saturating_sub(spent)
-    }
-
-    fn model_request(&self, ctx: &TurnContext) -> ModelRequest {
-        let mut messages = Vec::with_capacity(self.state.conversation.len() + 1);
-        if !ctx.agent.instructions.trim().is_empty() {
-            messages.push(ChatMessage::text(ChatRole::System, &ctx.agent.instructions));
+    };
+    let reply = match reply {
+        Ok(reply) => reply,
+        Err(ModelError { code, message }) => {
+            return Err(StepError::Turn(info(code, message)));
         }
-        messages.extend(self.state.conversation.iter().cloned());
-        ModelRequest {
-            messages,
-            tools: ctx
-                .tools
-                .iter()
-                .map(|t| ToolSpec {
-                    name: t.name.clone(),
-                    description: t.description.clone(),
-                    parameters: t.input_schema.clone(),
-                })
-                .collect(),
-            max_output_tokens: ctx.agent.limits.max_output_tokens,
-        }
+    };
+    let turn = stream.state.turn;
+    let step = stream.state.step + 1;
+    let ModelReply {
+        content,
+        tool_calls,
+        finish_reason,
+        usage,
+        model,
+        complete_run,
+    } = reply;
+    let done = tool_calls.is_empty();
+    let mut events = vec![RunEvent::ModelCompleted(ModelCompleted {
+        turn,
+        step,
+        message_id: MessageId::new(),
+        content,
+        tool_calls: unique_ids(tool_calls, step),
+        finish_reason: finish_reason.clone(),
+        usage,
+        model,
+    })];
+    if !done {
+        return stream.append(run, events, None).await;
     }
+    events.push(RunEvent::TurnCompleted(TurnCompleted {
+        turn,
+        finish_reason: Some(finish_reason),
+    }));
+    if complete_run {
+        events.push(RunEvent::RunCompleted(RunCompleted {}));
+    }
+    stream.append(run, events, Some(Release::Idle)).await
+}
 
-    /// Loads the run's agent version, its tools and its provider (once per driver).
-    /// The inner error fails the turn; the outer one is a store error to retry.
-    async fn context(
-        &mut self,
-        run: &RunSummary,
-    ) -> Result<Result<Arc<TurnContext>, ErrorInfo>, StoreError> {
-        if let Some(ctx) = &self.ctx {
-            return Ok(Ok(ctx.clone()));
-        }
-        let inner = &self.inner;
-        let Some(agent) = inner
-            .agents
-            .get_agent_version(run.tenant, run.agent_id, run.agent_version)
-            .await?
-        else {
-            return Ok(Err(info(
-                "agent_missing",
-                "the run's agent version no longer exists",
-            )));
-        };
-        let mut tools = Vec::with_capacity(agent.tools.len());
-        for id in &agent.tools {
-            if let Some(t) = inner.tools.get_tool(run.tenant, *id).await? {
-                tools.push(t);
-            }
-        }
-        let provider: Arc<dyn Provider> = match &agent.provider {
-            ProviderSpec::Scripted { replies } => Arc::new(ScriptedProvider::new(replies.clone())),
-            ProviderSpec::Openai(spec) => {
-                let key = match &spec.api_key_secret {
-                    None => None,
-                    Some(name) => {
-                        let what = format!("the model's API key secret {name:?}");
-                        match self.reveal(run, name, &what).await? {
-                            Ok(key) => Some(key),
-                            Err(e) => return Ok(Err(e)),
-                        }
-                    }
-                };
-                Arc::new(OpenAiProvider::new(inner.http.clone(), spec.clone(), key))
-            }
-        };
-        let schemas = tools
+fn model_request(ctx: &TurnContext, state: &RunState) -> ModelRequest {
+    let mut messages = Vec::with_capacity(state.conversation.len() + 1);
+    if !ctx.agent.instructions.trim().is_empty() {
+        messages.push(ChatMessage::text(ChatRole::System, &ctx.agent.instructions));
+    }
+    messages.extend(state.conversation.iter().cloned());
+    ModelRequest {
+        messages,
+        tools: ctx
+            .tools
             .iter()
-            .map(|t| {
-                let compiled =
-                    jsonschema::validator_for(&t.input_schema).map_err(|e| e.to_string());
-                (t.id, compiled)
+            .map(|t| ToolSpec {
+                name: t.name.clone(),
+                description: t.description.clone(),
+                parameters: t.input_schema.clone(),
             })
-            .collect();
-        let ctx = Arc::new(TurnContext {
-            agent,
-            tools,
-            schemas,
-            provider,
-        });
-        self.ctx = Some(ctx.clone());
-        Ok(Ok(ctx))
-    }
-
-    /// Where the model's token deltas go: the run's live subscribers, never the
-    /// database.
-    fn delta_sink(&self, run: &RunSummary) -> Box<DeltaSink> {
-        let bus = self.inner.recorder.bus.clone();
-        let (tenant, run_id) = (run.tenant, run.id);
-        let (turn, step) = (self.state.turn, self.state.step + 1);
-        Box::new(move |d| {
-            bus.publish_delta(
-                tenant,
-                run_id,
-                baton_events::MessageDelta {
-                    turn,
-                    step,
-                    attempt: d.attempt,
-                    content: d.content,
-                },
-            );
-        })
+            .collect(),
+        max_output_tokens: ctx.agent.limits.max_output_tokens,
     }
 }
 
-/// Why the turn fails when a secret it needs is not set.
-pub(crate) const SECRET_MISSING: &str = "secret_missing";
-
-/// Makes a planned `http` call. A tool that is not `http` (the engine never runs
-/// `client` tools) gets an error result rather than a call.
-async fn make_call(http: &reqwest::Client, p: &Planned, retry: bool) -> CallOutcome {
-    let effect = match p.tool.effect {
-        ToolEffect::Read => "read",
-        ToolEffect::Mutation => "mutation",
-    };
-    let span = tracing::info_span!(
-        "tool_call",
-        tool = %p.tool.name,
-        effect,
-        otel.name = format!("tool call {}", p.tool.name),
-    );
-    let outcome = make_http_call(http, p, retry).instrument(span).await;
-    let label = match outcome.outcome {
-        ToolOutcome::Ok => "ok",
-        ToolOutcome::Error => "error",
-        ToolOutcome::Cancelled => "cancelled",
-    };
-    if let Some(e) = &outcome.error {
-        metrics::counter!(
-            "baton_tool_call_errors_total",
-            "effect" => effect,
-            "code" => e.code.clone(),
-        )
-        .increment(1);
-    }
-    metrics::histogram!(
-        "baton_tool_call_duration_seconds",
-        "effect" => effect,
-        "outcome" => label,
-    )
-    .record(Duration::from_millis(outcome.duration_ms));
-    outcome
-}
-
-async fn make_http_call(http: &reqwest::Client, p: &Planned, retry: bool) -> CallOutcome {
-    let ToolKindSpec::Http { url, .. } = &p.tool.kind else {
-        return CallOutcome::error("tool_not_http", "the tool is not an http tool");
-    };
-    let call = HttpCall {
-        url,
-        arguments: &p.intent.arguments,
-        idempotency_key: &p.intent.idempotency_key,
-        headers: p.headers.clone(),
-        timeout: Duration::from_millis(p.tool.timeout_ms),
-        retry,
-    };
-    call_http(http, call).await
-}
-
-/// The arguments as JSON (they were checked to parse before anything ran; text that
-/// does not parse is kept as a string).
-fn arguments(call: &ToolCallRequest) -> serde_json::Value {
-    serde_json::from_str(&call.arguments)
-        .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()))
-}
-
-fn result_of(intent: &ToolIntent, o: CallOutcome) -> ToolResult {
-    ToolResult {
-        receipt_id: intent.receipt_id,
-        call_id: intent.call_id.clone(),
-        tool: intent.tool.clone(),
-        outcome: o.outcome,
-        output: o.output,
-        error: o.error,
-        duration_ms: o.duration_ms,
-        truncated: o.truncated,
-        from_client: false,
-    }
+/// Where the model's token deltas go: the run's live subscribers, never the
+/// database.
+fn delta_sink(shared: &Shared, run: &RunSummary, state: &RunState) -> Box<DeltaSink> {
+    let bus = shared.ports.recorder.bus.clone();
+    let (tenant, run_id) = (run.tenant, run.id);
+    let (turn, step) = (state.turn, state.step + 1);
+    Box::new(move |d| {
+        bus.publish_delta(
+            tenant,
+            run_id,
+            baton_events::MessageDelta {
+                turn,
+                step,
+                attempt: d.attempt,
+                content: d.content,
+            },
+        );
+    })
 }
 
 /// Call ids are how results find their calls: a reply with missing or repeated ids
@@ -805,11 +167,4 @@ fn unique_ids(mut calls: Vec<ToolCallRequest>, step: u32) -> Vec<ToolCallRequest
         }
     }
     calls
-}
-
-fn info(code: &str, message: impl Into<String>) -> ErrorInfo {
-    ErrorInfo {
-        code: code.into(),
-        message: message.into(),
-    }
 }

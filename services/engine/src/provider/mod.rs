@@ -1,4 +1,6 @@
-//! Model providers: what the engine asks a model and what it gets back.
+//! Model providers: the `openai` (OpenAI-compatible chat completions) and `scripted`
+//! providers behind one [`Provider`] trait, and `from_spec`, the one place an agent's
+//! `ProviderSpec` becomes a provider.
 //!
 //! A [`Provider`] answers one model step: the conversation so far and the tools on
 //! offer go in; the assistant's content, tool calls, finish reason and usage come out.
@@ -7,123 +9,43 @@
 //! Dropping the future of [`Provider::complete`] aborts the call (that is how a cancel
 //! interrupts a model call at once).
 
+mod chat;
 pub mod openai;
 pub mod scripted;
 
+pub use chat::{
+    ChatMessage, ChatRole, Delta, DeltaSink, ModelError, ModelReply, ModelRequest, Provider,
+    ToolSpec,
+};
 pub use openai::OpenAiProvider;
 pub use scripted::ScriptedProvider;
 
-use baton_events::{ToolCallRequest, Usage};
-use serde::{Deserialize, Serialize};
+use crate::outcome::StepError;
+use crate::secrets;
+use baton_core::TenantId;
+use baton_core::model::ProviderSpec;
+use baton_core::ports::SecretReader;
+use std::sync::Arc;
 
-/// One message of the conversation sent to the model (OpenAI chat shape).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ChatMessage {
-    pub role: ChatRole,
-    /// `None` for an assistant message that only calls tools.
-    pub content: Option<String>,
-    /// The assistant's tool calls (assistant messages only).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tool_calls: Vec<ToolCallRequest>,
-    /// The call this message answers (tool messages only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_call_id: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ChatRole {
-    System,
-    User,
-    Assistant,
-    Tool,
-}
-
-impl ChatMessage {
-    pub fn text(role: ChatRole, content: impl Into<String>) -> Self {
-        Self {
-            role,
-            content: Some(content.into()),
-            tool_calls: Vec::new(),
-            tool_call_id: None,
+/// The provider an agent's spec names. An `openai` spec's API key secret, if it names
+/// one, is revealed first: missing or unreadable, it fails the turn.
+pub(crate) async fn from_spec(
+    spec: &ProviderSpec,
+    http: &reqwest::Client,
+    secrets: &dyn SecretReader,
+    tenant: TenantId,
+) -> Result<Arc<dyn Provider>, StepError> {
+    Ok(match spec {
+        ProviderSpec::Scripted { replies } => Arc::new(ScriptedProvider::new(replies.clone())),
+        ProviderSpec::Openai(spec) => {
+            let key = match &spec.api_key_secret {
+                None => None,
+                Some(name) => {
+                    let what = format!("the model's API key secret {name:?}");
+                    Some(secrets::reveal(secrets, tenant, name, &what).await?)
+                }
+            };
+            Arc::new(OpenAiProvider::new(http.clone(), spec.clone(), key))
         }
-    }
-
-    pub fn tool_output(call_id: impl Into<String>, output: impl Into<String>) -> Self {
-        Self {
-            role: ChatRole::Tool,
-            content: Some(output.into()),
-            tool_calls: Vec::new(),
-            tool_call_id: Some(call_id.into()),
-        }
-    }
-}
-
-/// A tool offered to the model (OpenAI `tools` entry of type `function`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ToolSpec {
-    pub name: String,
-    pub description: String,
-    /// JSON schema of the arguments.
-    pub parameters: serde_json::Value,
-}
-
-/// One model step's input.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ModelRequest {
-    pub messages: Vec<ChatMessage>,
-    pub tools: Vec<ToolSpec>,
-    pub max_output_tokens: Option<u32>,
-}
-
-/// One model step's output: the durable `model.completed` event is made from it.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ModelReply {
-    pub content: Option<String>,
-    pub tool_calls: Vec<ToolCallRequest>,
-    /// `stop`, `tool_calls`, `length`, …
-    pub finish_reason: String,
-    pub usage: Option<Usage>,
-    /// The model that answered, as the server named it.
-    pub model: Option<String>,
-    /// The scripted provider asks to end the run after this reply.
-    pub complete_run: bool,
-}
-
-/// A piece of streamed output. `attempt` starts at 1 and grows when a broken stream is
-/// retried: a client shows only the deltas of the latest attempt.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Delta {
-    pub attempt: u32,
-    pub content: String,
-}
-
-/// Where streamed deltas go. Must not block.
-pub type DeltaSink = dyn Fn(Delta) + Send + Sync;
-
-/// Why a model step failed, after any retries. `code` is stable and lands in
-/// `turn.failed`; `message` never holds a secret.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{code}: {message}")]
-pub struct ModelError {
-    pub code: &'static str,
-    pub message: String,
-}
-
-impl ModelError {
-    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-        }
-    }
-}
-
-#[async_trait::async_trait]
-pub trait Provider: Send + Sync {
-    async fn complete(
-        &self,
-        request: &ModelRequest,
-        deltas: &DeltaSink,
-    ) -> Result<ModelReply, ModelError>;
+    })
 }

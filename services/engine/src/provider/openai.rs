@@ -15,8 +15,8 @@
 //! - The API key is sent as a bearer token and appears in no log, error or `Debug`
 //!   output.
 
-use super::{ChatMessage, ChatRole, Delta, DeltaSink, ModelError, ModelReply, ModelRequest};
-use super::{Provider, ToolSpec};
+use super::chat::{ChatMessage, ChatRole, Delta, DeltaSink, ModelError, ModelReply, ModelRequest};
+use super::chat::{Provider, ToolSpec};
 use baton_core::model::OpenAiSpec;
 use baton_events::{ToolCallRequest, Usage};
 use bytes::Bytes;

@@ -3,8 +3,8 @@
 //! number of assistant messages already in the conversation says which call this is);
 //! a call past the end of the script fails the turn.
 
-use super::{ChatRole, Delta};
-use super::{DeltaSink, ModelError, ModelReply, ModelRequest, Provider};
+use super::chat::{ChatRole, Delta};
+use super::chat::{DeltaSink, ModelError, ModelReply, ModelRequest, Provider};
 use baton_core::model::ScriptedReply;
 use baton_events::ToolCallRequest;
 use std::time::Duration;

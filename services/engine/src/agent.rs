@@ -1,0 +1,81 @@
+//! What a turn needs from the run's agent version — the agent, its tools with their
+//! input schemas compiled, and its provider — loaded once per driver.
+
+use crate::outcome::{StepError, info};
+use crate::provider::{self, Provider};
+use crate::shared::Shared;
+use baton_core::model::{Agent, RunSummary, Tool};
+use baton_events::ToolId;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// What a turn needs from the run's agent version.
+pub(crate) struct TurnContext {
+    pub agent: Agent,
+    /// The agent's tools that still exist, in the agent's order.
+    pub tools: Vec<Tool>,
+    /// Each tool's input schema, compiled once (or why it does not compile).
+    schemas: HashMap<ToolId, Result<jsonschema::Validator, String>>,
+    pub provider: Arc<dyn Provider>,
+}
+
+impl TurnContext {
+    /// The context of `agent` with `tools`, compiling each tool's input schema.
+    pub(crate) fn new(agent: Agent, tools: Vec<Tool>, provider: Arc<dyn Provider>) -> Self {
+        let schemas = tools
+            .iter()
+            .map(|t| {
+                let compiled =
+                    jsonschema::validator_for(&t.input_schema).map_err(|e| e.to_string());
+                (t.id, compiled)
+            })
+            .collect();
+        Self {
+            agent,
+            tools,
+            schemas,
+            provider,
+        }
+    }
+
+    /// The agent's tool named `name`.
+    pub(crate) fn tool(&self, name: &str) -> Option<&Tool> {
+        self.tools.iter().find(|t| t.name == name)
+    }
+
+    /// The tool's compiled input schema, or why it does not compile; `None` for a tool
+    /// that is not the agent's.
+    pub(crate) fn schema(&self, tool: ToolId) -> Option<&Result<jsonschema::Validator, String>> {
+        self.schemas.get(&tool)
+    }
+}
+
+/// Loads the run's agent version, its tools and its provider. A missing agent version
+/// or API key secret fails the turn.
+pub(crate) async fn load(shared: &Shared, run: &RunSummary) -> Result<TurnContext, StepError> {
+    let Some(agent) = shared
+        .ports
+        .agents
+        .get_agent_version(run.tenant, run.agent_id, run.agent_version)
+        .await?
+    else {
+        return Err(StepError::Turn(info(
+            "agent_missing",
+            "the run's agent version no longer exists",
+        )));
+    };
+    let mut tools = Vec::with_capacity(agent.tools.len());
+    for id in &agent.tools {
+        if let Some(t) = shared.ports.tools.get_tool(run.tenant, *id).await? {
+            tools.push(t);
+        }
+    }
+    let provider = provider::from_spec(
+        &agent.provider,
+        &shared.http,
+        &*shared.ports.secrets,
+        run.tenant,
+    )
+    .await?;
+    Ok(TurnContext::new(agent, tools, provider))
+}

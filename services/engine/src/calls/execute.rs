@@ -1,0 +1,242 @@
+//! Carrying out a step's tool calls on the run's stream, as the decision chose them:
+//! ask for an approval, record intents and make the calls (results recorded after,
+//! write-ahead), hand `client` calls to the API client, record an error result, and
+//! apply the recovery rule or a member's retry to an interrupted call.
+
+use super::recovery::{self, Recovery};
+use crate::agent::TurnContext;
+use crate::interrupt::Interrupts;
+use crate::outcome::{Next, StepError};
+use crate::settle;
+use crate::shared::Shared;
+use crate::state::Call;
+use crate::stream::RunStream;
+use crate::tools::{self, Planned};
+use baton_core::model::{RunSummary, Tool, ToolKindSpec};
+use baton_events::{
+    ApprovalId, ApprovalRequested, ErrorInfo, ReceiptId, RunEvent, ToolCallRequest, ToolIntent,
+    ToolOutcome, ToolResult, ToolUncertain,
+};
+
+/// One step's calls of the run, carried out on its stream.
+pub(crate) struct Calls<'a> {
+    pub(crate) stream: &'a mut RunStream,
+    pub(crate) waits: &'a Interrupts,
+    /// The run the step was decided on.
+    pub(crate) run: &'a RunSummary,
+}
+
+impl Calls<'_> {
+    /// Asks a member to approve `call` of `tool` before it runs.
+    pub(crate) async fn ask_approval(
+        &mut self,
+        call: &Call,
+        tool: &Tool,
+    ) -> Result<Next, StepError> {
+        let receipt = ReceiptId::new();
+        let asked = RunEvent::ApprovalRequested(ApprovalRequested {
+            approval_id: ApprovalId::new(),
+            receipt_id: receipt,
+            turn: self.stream.state.turn,
+            call_id: call.request.id.clone(),
+            tool_id: tool.id,
+            tool: tool.name.clone(),
+            effect: tool.effect,
+            arguments: arguments(&call.request),
+        });
+        self.stream.append(self.run, vec![asked], None).await
+    }
+
+    /// Records the intents of `calls` and, for `http` tools, makes the calls and
+    /// records their results; `client` calls wait for the API client.
+    pub(crate) async fn run(&mut self, calls: Vec<(Call, Tool)>) -> Result<Next, StepError> {
+        let mut planned = Vec::with_capacity(calls.len());
+        for (call, tool) in calls {
+            let receipt = call.receipt.unwrap_or_default();
+            let intent = ToolIntent {
+                receipt_id: receipt,
+                turn: self.stream.state.turn,
+                call_id: call.request.id.clone(),
+                tool_id: tool.id,
+                tool: tool.name.clone(),
+                kind: tool.kind(),
+                effect: tool.effect,
+                idempotent: tool.idempotent,
+                arguments: arguments(&call.request),
+                idempotency_key: receipt.to_string(),
+            };
+            planned.push(self.plan(intent, tool).await?);
+        }
+        if planned
+            .iter()
+            .any(|p| matches!(p.tool.kind, ToolKindSpec::Client))
+        {
+            let intents = planned
+                .into_iter()
+                .map(|p| RunEvent::ToolIntent(p.intent))
+                .collect();
+            return self.stream.append(self.run, intents, None).await;
+        }
+        self.execute(planned).await
+    }
+
+    /// Records an error result for a call that did not run; the model sees it next.
+    pub(crate) async fn reject(
+        &mut self,
+        call: &Call,
+        error: ErrorInfo,
+    ) -> Result<Next, StepError> {
+        let result = RunEvent::ToolResult(ToolResult {
+            receipt_id: call.receipt.unwrap_or_default(),
+            call_id: call.request.id.clone(),
+            tool: call.request.name.clone(),
+            outcome: ToolOutcome::Error,
+            output: format!("Error ({}): {}", error.code, error.message),
+            error: Some(error),
+            duration_ms: 0,
+            truncated: false,
+            from_client: false,
+        });
+        self.stream.append(self.run, vec![result], None).await
+    }
+
+    /// Records a result this driver made but could not write before.
+    pub(crate) async fn save(&mut self, result: ToolResult) -> Result<Next, StepError> {
+        self.stream
+            .append(self.run, vec![RunEvent::ToolResult(result)], None)
+            .await
+    }
+
+    /// An intent without a result that this driver is not making: the recovery rule.
+    pub(crate) async fn recover(
+        &mut self,
+        ctx: &TurnContext,
+        call: &Call,
+        intent: &ToolIntent,
+    ) -> Result<Next, StepError> {
+        let tool = permitted(&self.stream.shared, ctx, intent).await?;
+        match recovery::recover(intent, tool) {
+            Recovery::Rerun(tool) => {
+                tracing::info!(receipt = %intent.receipt_id, tool = %tool.name, "re-running an interrupted call that is safe to repeat");
+                metrics::counter!("baton_tool_calls_recovered_total", "how" => "rerun")
+                    .increment(1);
+                let p = self.plan(intent.clone(), tool).await?;
+                self.rerun(p).await
+            }
+            Recovery::Reject(error) => self.reject(call, error).await,
+            Recovery::HoldUncertain => self.hold_uncertain(intent).await,
+        }
+    }
+
+    /// A member asked to call an uncertain call again: records its intent anew and
+    /// makes the call, once the agent is checked to still have the tool.
+    pub(crate) async fn retry(
+        &mut self,
+        ctx: &TurnContext,
+        call: &Call,
+        intent: &ToolIntent,
+    ) -> Result<Next, StepError> {
+        let tool = permitted(&self.stream.shared, ctx, intent).await?;
+        let (intent, tool) = match recovery::retry(intent, tool, self.stream.state.turn) {
+            Ok(retried) => retried,
+            Err(error) => return self.reject(call, error).await,
+        };
+        let p = self.plan(intent, tool).await?;
+        self.execute(vec![p]).await
+    }
+
+    /// The call `intent` records, its secret headers revealed.
+    async fn plan(&self, intent: ToolIntent, tool: Tool) -> Result<Planned, StepError> {
+        let secrets = &*self.stream.shared.ports.secrets;
+        tools::plan(secrets, self.run.tenant, intent, tool).await
+    }
+
+    /// Commits the intents, makes the calls (concurrently when several), and commits
+    /// their results. A cancel while they run aborts them: reads end `cancelled`,
+    /// mutations `uncertain`.
+    async fn execute(&mut self, planned: Vec<Planned>) -> Result<Next, StepError> {
+        let intents = planned
+            .iter()
+            .map(|p| RunEvent::ToolIntent(p.intent.clone()))
+            .collect();
+        let Some(after_intents) = self.stream.commit(self.run.version, intents, None).await? else {
+            return Ok(Next::Continue);
+        };
+        let http = self.stream.shared.http.clone();
+        let calls = planned
+            .iter()
+            .map(|p| tools::call(&http, p, p.tool.safe_to_repeat()));
+        let all = futures::future::join_all(calls);
+        let results: Vec<ToolResult> = match self.waits.interruptible_by_cancel(all).await {
+            Some(results) => results,
+            None => return settle::cancel(self.stream, &after_intents).await,
+        };
+        for r in &results {
+            self.stream.unsaved.insert(r.receipt_id, r.clone());
+        }
+        let ids: Vec<ReceiptId> = results.iter().map(|r| r.receipt_id).collect();
+        let events = results.into_iter().map(RunEvent::ToolResult).collect();
+        if self
+            .stream
+            .append_wrote(&after_intents, events, None)
+            .await?
+        {
+            self.stream.unsaved.retain(|id, _| !ids.contains(id));
+        }
+        Ok(Next::Continue)
+    }
+
+    /// Runs again a call whose intent is already recorded, and records its result.
+    async fn rerun(&mut self, p: Planned) -> Result<Next, StepError> {
+        let call = tools::call(&self.stream.shared.http, &p, true);
+        let Some(result) = self.waits.interruptible_by_cancel(call).await else {
+            return settle::cancel(self.stream, self.run).await;
+        };
+        let id = result.receipt_id;
+        self.stream.unsaved.insert(id, result.clone());
+        if self
+            .stream
+            .append_wrote(self.run, vec![RunEvent::ToolResult(result)], None)
+            .await?
+        {
+            self.stream.unsaved.remove(&id);
+        }
+        Ok(Next::Continue)
+    }
+
+    async fn hold_uncertain(&mut self, intent: &ToolIntent) -> Result<Next, StepError> {
+        tracing::warn!(receipt = %intent.receipt_id, tool = %intent.tool, "an interrupted mutation waits for a member");
+        metrics::counter!("baton_tool_calls_recovered_total", "how" => "uncertain").increment(1);
+        let held = RunEvent::ToolUncertain(ToolUncertain {
+            receipt_id: intent.receipt_id,
+            reason: "the call was interrupted before its result was recorded; it may or may not \
+                     have taken effect"
+                .into(),
+        });
+        self.stream.append(self.run, vec![held], None).await
+    }
+}
+
+/// The tool of an intent, if the tenant still has it and the run's agent may still
+/// call it (re-checked before anything runs again).
+async fn permitted(
+    shared: &Shared,
+    ctx: &TurnContext,
+    intent: &ToolIntent,
+) -> Result<Option<Tool>, StepError> {
+    if !ctx.agent.tools.contains(&intent.tool_id) {
+        return Ok(None);
+    }
+    Ok(shared
+        .ports
+        .tools
+        .get_tool(ctx.agent.tenant, intent.tool_id)
+        .await?)
+}
+
+/// The arguments as JSON (they were checked to parse before anything ran; text that
+/// does not parse is kept as a string).
+fn arguments(call: &ToolCallRequest) -> serde_json::Value {
+    serde_json::from_str(&call.arguments)
+        .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()))
+}

@@ -1,0 +1,110 @@
+//! What every driver and background loop of this replica shares: the ports, the HTTP
+//! client, the options, the drivers' mailboxes and the shutdown token. It holds no
+//! per-run state and starts nothing.
+
+use crate::mailbox::Mailboxes;
+use baton_core::crypto::Keyring;
+use baton_core::ports::{
+    AgentStore, CheckpointStore, Clock, Control, ControlMessage, LeaseStore, RunReader,
+    SecretReader, ToolStore,
+};
+use baton_core::runs::Recorder;
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// Who this replica is and how it keeps its leases.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// The replica identity: configured name and boot id (`name/boot`). A restarted
+    /// process has a new one, so it never believes it still owns its old leases.
+    pub replica: String,
+    /// How long a lease lasts without renewal.
+    pub lease_ttl: Duration,
+    /// How often the keeper renews this replica's leases.
+    pub renew_every: Duration,
+    /// How often the adopter looks for runs with work and no live lease.
+    pub adopt_every: Duration,
+    /// At most this many runs per adoption round.
+    pub adopt_batch: u32,
+}
+
+impl EngineOptions {
+    pub fn new(replica: impl Into<String>) -> Self {
+        Self {
+            replica: replica.into(),
+            lease_ttl: Duration::from_secs(15),
+            renew_every: Duration::from_secs(5),
+            adopt_every: Duration::from_secs(2),
+            adopt_batch: 100,
+        }
+    }
+}
+
+/// What the engine reads and writes through.
+#[derive(Clone)]
+pub struct EnginePorts {
+    pub runs: Arc<dyn RunReader>,
+    pub recorder: Recorder,
+    pub leases: Arc<dyn LeaseStore>,
+    pub agents: Arc<dyn AgentStore>,
+    pub tools: Arc<dyn ToolStore>,
+    pub secrets: Arc<dyn SecretReader>,
+    pub checkpoints: Arc<dyn CheckpointStore>,
+    /// Seals checkpoints.
+    pub keyring: Arc<Keyring>,
+    pub clock: Arc<dyn Clock>,
+}
+
+pub(crate) struct Shared {
+    pub(crate) ports: EnginePorts,
+    /// Model and tool calls go through this client (one connection pool).
+    pub(crate) http: reqwest::Client,
+    pub(crate) opts: EngineOptions,
+    pub(crate) mailboxes: Mailboxes,
+    /// Leases given up at shutdown (announced to the other replicas afterwards).
+    pub(crate) handed_off: AtomicUsize,
+    /// Held while claimed leases are on their way to drivers, so the keeper never takes
+    /// one of them for an orphan.
+    pub(crate) claim_lock: tokio::sync::Mutex<()>,
+    pub(crate) shutdown: CancellationToken,
+    pub(crate) tasks: TaskTracker,
+}
+
+impl Shared {
+    pub(crate) fn new(ports: EnginePorts, opts: EngineOptions) -> Self {
+        // Redirects are not followed: a tool endpoint answers itself, and a redirect
+        // would carry the secret headers to another host.
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap_or_default();
+        Self {
+            ports,
+            http,
+            opts,
+            mailboxes: Mailboxes::default(),
+            handed_off: AtomicUsize::new(0),
+            claim_lock: tokio::sync::Mutex::new(()),
+            shutdown: CancellationToken::new(),
+            tasks: TaskTracker::new(),
+        }
+    }
+
+    /// Tells the other replicas (and not this one) over the bus.
+    pub(crate) async fn control(&self, control: Control) {
+        let msg = ControlMessage {
+            from: self.opts.replica.clone(),
+            control,
+        };
+        self.ports.recorder.bus.publish_control(&msg).await;
+    }
+
+    /// Counts a run given up to the other replicas during the drain.
+    pub(crate) fn count_hand_off(&self) {
+        self.handed_off
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}

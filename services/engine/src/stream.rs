@@ -1,0 +1,182 @@
+//! A driver's hold on its run's stream: the engine state folded from the run's events
+//! (restored from a checkpoint first), the lease its writes carry, the results it made
+//! but could not write yet, and the one fenced, optimistic append every engine write
+//! goes through. It decides nothing.
+
+use crate::checkpoint;
+use crate::lease::Lease;
+use crate::outcome::{Next, StepError};
+use crate::shared::Shared;
+use crate::state::RunState;
+use baton_core::model::RunSummary;
+use baton_core::ports::{AppendOutcome, AppendRequest, Release};
+use baton_core::{RunId, StoreError, TenantId};
+use baton_events::{EventMeta, LeaseAcquired, NewEvent, ReceiptId, RunEvent, ToolResult};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+pub(crate) struct RunStream {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) tenant: TenantId,
+    pub(crate) run: RunId,
+    /// The run's lease, while this driver holds it.
+    pub(crate) lease: Option<Lease>,
+    /// The run's state as of `state.version`, folded from its events.
+    pub(crate) state: RunState,
+    /// Results of calls this driver made whose append has not succeeded yet: recorded
+    /// as they are rather than treated as interrupted calls.
+    pub(crate) unsaved: HashMap<ReceiptId, ToolResult>,
+    /// The state was started from the newest usable checkpoint (or found none).
+    restored: bool,
+}
+
+impl RunStream {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        tenant: TenantId,
+        run: RunId,
+        lease: Option<Lease>,
+    ) -> Self {
+        Self {
+            shared,
+            tenant,
+            run,
+            lease,
+            state: RunState::default(),
+            unsaved: HashMap::new(),
+            restored: false,
+        }
+    }
+
+    /// Folds the run's events after the state's version (up to `run`'s), starting from
+    /// the newest usable checkpoint the first time.
+    pub(crate) async fn refresh(&mut self, run: &RunSummary) -> Result<(), StepError> {
+        if !self.restored {
+            let restored =
+                checkpoint::restore(&self.shared, self.tenant, self.run, run.version).await?;
+            if let Some(state) = restored {
+                self.state = state;
+            }
+            self.restored = true;
+        }
+        while self.state.version < run.version {
+            let events = self
+                .shared
+                .ports
+                .runs
+                .read_stream(self.tenant, self.run, self.state.version, 500)
+                .await?;
+            if events.is_empty() {
+                break;
+            }
+            self.state.fold(&events).map_err(StepError::Unreadable)?;
+        }
+        let running = self.state.running_receipts();
+        self.unsaved.retain(|id, _| running.contains(id));
+        Ok(())
+    }
+
+    /// Every engine write: fenced by the lease (a replica that lost it can never land an
+    /// event) and checked against the version the step was decided on, so a step that
+    /// raced with a client command is harmless: the loop reads the run again. The first
+    /// write under a lease carries `lease.acquired`; `release` gives the lease up in the
+    /// same transaction.
+    pub(crate) async fn append(
+        &mut self,
+        run: &RunSummary,
+        events: Vec<RunEvent>,
+        release: Option<Release>,
+    ) -> Result<Next, StepError> {
+        self.append_wrote(run, events, release).await?;
+        Ok(Next::Continue)
+    }
+
+    /// [`Self::append`], saying whether the events were written (`false`: a client
+    /// command moved the version first, and the caller reads the run again).
+    pub(crate) async fn append_wrote(
+        &mut self,
+        run: &RunSummary,
+        events: Vec<RunEvent>,
+        release: Option<Release>,
+    ) -> Result<bool, StepError> {
+        let after = self.commit(run.version, events, release).await?;
+        let wrote = after.is_some();
+        if let (Some(after), Some(Release::Idle)) = (after, release) {
+            // The turn settled: snapshot the run for whoever drives it next.
+            self.checkpoint_after_turn(&after).await;
+        }
+        Ok(wrote)
+    }
+
+    /// [`Self::append`] against `expected` version, returning the run after the append,
+    /// or `None` when nothing was written (a client command moved the version first,
+    /// or this driver holds no lease): the caller reads the run again.
+    pub(crate) async fn commit(
+        &mut self,
+        expected: i64,
+        events: Vec<RunEvent>,
+        release: Option<Release>,
+    ) -> Result<Option<RunSummary>, StepError> {
+        let Some(lease) = self.lease.clone() else {
+            return Ok(None);
+        };
+        let mut meta = EventMeta::new(self.tenant);
+        meta.actor = Some("engine".into());
+        meta.replica = Some(self.shared.opts.replica.clone());
+        meta.traceparent = self.state.turn_trace.clone();
+        let mut all = Vec::with_capacity(events.len() + 1);
+        if !lease.announced {
+            all.push(RunEvent::LeaseAcquired(LeaseAcquired {
+                owner: lease.fence.owner.clone(),
+                epoch: lease.fence.epoch,
+                reason: lease.reason,
+            }));
+        }
+        all.extend(events);
+        let mut req = AppendRequest::new(
+            self.run,
+            expected,
+            all.into_iter()
+                .map(|e| NewEvent::new(e, meta.clone()))
+                .collect(),
+            self.shared.ports.clock.now(),
+        );
+        req.fence = Some(lease.fence.clone());
+        req.release = release;
+        match self.shared.ports.recorder.append(self.tenant, req).await {
+            Ok(AppendOutcome::Appended { run, .. }) => {
+                if release.is_some() {
+                    self.lease = None;
+                    self.shared.mailboxes.set_leased(self.run, false);
+                } else if let Some(l) = self.lease.as_mut() {
+                    l.announced = true;
+                }
+                Ok(Some(*run))
+            }
+            Ok(AppendOutcome::Duplicate(_)) | Err(StoreError::Conflict { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// After a turn settled (the lease is already released): saves a checkpoint of the
+    /// run as it stands and appends `checkpoint.saved`, unless a client command got in
+    /// first (the row stays: it is a true snapshot of its version). Best effort: a
+    /// failure costs a longer rebuild later, never the turn.
+    async fn checkpoint_after_turn(&mut self, run: &RunSummary) {
+        if run.status.is_terminal() {
+            return;
+        }
+        let saved = async {
+            self.refresh(run).await?;
+            if self.state.version != run.version {
+                return Ok(());
+            }
+            checkpoint::save_and_announce(&self.shared, self.tenant, self.run, &self.state)
+                .await
+                .map_err(StepError::from)
+        };
+        if let Err(e) = saved.await {
+            tracing::warn!(error = %e, "could not save the turn's checkpoint");
+        }
+    }
+}
