@@ -5,8 +5,8 @@
 //! stored ([`crate::keys`]), and no type here prints it. Authentication (the API's
 //! extractor) reads the key from the database on every request, so a revoked or expired
 //! key fails at once on every replica. It also records when a key was last used, at most
-//! once per [`LAST_USE_INTERVAL`] per key ([`use_worth_recording`]), so authentication
-//! does not turn every read into a write.
+//! once per [`crate::auth::LAST_USE_INTERVAL`] per key, so authentication does not turn
+//! every read into a write.
 
 use crate::auth::Announcer;
 use crate::crypto::tokens;
@@ -18,17 +18,13 @@ use crate::model::{AuditAction, AuditEntry};
 use crate::page::{self, Page};
 use crate::ports::{ApiKeyStore, Clock, Control};
 use crate::validate;
-use chrono::{DateTime, Datelike, SubsecRound, TimeDelta, Utc};
+use chrono::{DateTime, Datelike, SubsecRound, Utc};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use uuid::Uuid;
 
 /// Longest key name, in characters.
 pub const MAX_KEY_NAME_CHARS: usize = 100;
-
-/// How precise a key's `last_used_at` is: a use is recorded only when the last recorded
-/// one is older than this.
-pub const LAST_USE_INTERVAL: TimeDelta = TimeDelta::seconds(60);
 
 /// A key as a client asks for it.
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
@@ -208,18 +204,6 @@ impl ApiKeys {
     }
 }
 
-/// Uses recorded before this are stale at `now`: see [`use_worth_recording`].
-pub fn stale_before(now: DateTime<Utc>) -> DateTime<Utc> {
-    now - LAST_USE_INTERVAL
-}
-
-/// Whether a use at `now` of a key whose last recorded use is `last_used` should be
-/// recorded: only when that one is more than [`LAST_USE_INTERVAL`] old, so a busy key costs
-/// one write a minute, not one per request.
-pub fn use_worth_recording(last_used: Option<DateTime<Utc>>, now: DateTime<Utc>) -> bool {
-    last_used.is_none_or(|t| t < stale_before(now))
-}
-
 /// A key's name: shown in listings, so no control characters.
 fn check_name(name: &str) -> Result<(), CoreError> {
     validate::non_blank("name", name, MAX_KEY_NAME_CHARS)?;
@@ -275,6 +259,7 @@ mod tests {
     use crate::StoreError;
     use async_trait::async_trait;
     use baton_events::TenantId;
+    use chrono::TimeDelta;
     use std::sync::Mutex;
 
     /// An in-memory `ApiKeyStore`.
@@ -644,19 +629,5 @@ mod tests {
         assert_eq!(rest.items.len(), 1);
         assert_eq!(rest.items[0].name, "a");
         assert_eq!(rest.next_cursor, None);
-    }
-
-    #[test]
-    fn a_use_is_worth_recording_once_a_minute() {
-        let t = now();
-        assert!(use_worth_recording(None, t));
-        assert!(!use_worth_recording(Some(t), t));
-        assert!(!use_worth_recording(Some(t - TimeDelta::seconds(59)), t));
-        assert!(!use_worth_recording(Some(t - LAST_USE_INTERVAL), t));
-        assert!(use_worth_recording(
-            Some(t - LAST_USE_INTERVAL - TimeDelta::microseconds(1)),
-            t
-        ));
-        assert!(!use_worth_recording(Some(t + TimeDelta::seconds(5)), t));
     }
 }

@@ -11,13 +11,12 @@
 //! request names, or the user's only tenant without one. Keys and the local owner act in
 //! their own tenant; a request naming another is refused.
 
-use crate::api_keys;
 use crate::crypto::tokens;
 use crate::error::{CoreError, StoreError};
 use crate::model::{ApiKeyRecord, Principal, Role, Session, TenantRole, User};
 use crate::ports::{ApiKeyStore, Clock, Control, ControlMessage, EventBus, TenantStore, UserStore};
 use baton_events::TenantId;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use serde::Serialize;
 use std::collections::HashSet;
 use std::net::IpAddr;
@@ -25,6 +24,22 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use thiserror::Error;
 use tokio_util::task::TaskTracker;
 use uuid::Uuid;
+
+/// How precise a key's `last_used_at` is: a use is recorded only when the last recorded
+/// one is older than this.
+pub const LAST_USE_INTERVAL: TimeDelta = TimeDelta::seconds(60);
+
+/// Uses recorded before this are stale at `now`: see [`use_worth_recording`].
+pub fn stale_before(now: DateTime<Utc>) -> DateTime<Utc> {
+    now - LAST_USE_INTERVAL
+}
+
+/// Whether a use at `now` of a key whose last recorded use is `last_used` should be
+/// recorded: only when that one is more than [`LAST_USE_INTERVAL`] old, so a busy key costs
+/// one write a minute, not one per request.
+pub fn use_worth_recording(last_used: Option<DateTime<Utc>>, now: DateTime<Utc>) -> bool {
+    last_used.is_none_or(|t| t < stale_before(now))
+}
 
 /// The most memberships [`Authenticator::whoami`] lists.
 pub const MAX_MEMBERSHIPS_SHOWN: u32 = 1000;
@@ -405,7 +420,7 @@ impl Authenticator {
     /// own: the request neither waits for the write nor fails with it. The store's write
     /// is conditional too, so replicas racing over the same key write once.
     fn record_use(&self, record: &ApiKeyRecord, now: DateTime<Utc>) {
-        if !api_keys::use_worth_recording(record.last_used_at, now) {
+        if !use_worth_recording(record.last_used_at, now) {
             return;
         }
         let (tenant, id) = (record.key.tenant, record.key.id);
@@ -419,7 +434,7 @@ impl Authenticator {
         let keys = self.keys.clone();
         self.tasks.spawn(async move {
             let _guard = guard;
-            let stale_before = api_keys::stale_before(now);
+            let stale_before = stale_before(now);
             if let Err(e) = keys.touch_api_key(tenant, id, now, stale_before).await {
                 // Only the last-use time is lost; the next request tries again.
                 tracing::warn!(key_id = %id, error = %e, "recording an API key's use failed");
@@ -445,5 +460,24 @@ impl Drop for Recording {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_use_is_worth_recording_once_a_minute() {
+        let t = crate::ports::SystemClock.now();
+        assert!(use_worth_recording(None, t));
+        assert!(!use_worth_recording(Some(t), t));
+        assert!(!use_worth_recording(Some(t - TimeDelta::seconds(59)), t));
+        assert!(!use_worth_recording(Some(t - LAST_USE_INTERVAL), t));
+        assert!(use_worth_recording(
+            Some(t - LAST_USE_INTERVAL - TimeDelta::microseconds(1)),
+            t
+        ));
+        assert!(!use_worth_recording(Some(t + TimeDelta::seconds(5)), t));
     }
 }

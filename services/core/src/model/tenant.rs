@@ -33,6 +33,6 @@ pub struct ApiKeyRecord {
     /// The actor label of whoever created it (`key:<id>`, `local`); `None` for a key made
     /// outside the API (the owner key of `baton admin create-tenant`).
     pub created_by: Option<String>,
-    /// When it last authenticated a request, to within [`crate::api_keys::LAST_USE_INTERVAL`].
+    /// When it last authenticated a request, to within [`crate::auth::LAST_USE_INTERVAL`].
     pub last_used_at: Option<DateTime<Utc>>,
 }
