@@ -110,6 +110,11 @@ pub struct ToolResult {
     /// Submitted by the API client for a `client` tool.
     #[serde(default)]
     pub from_client: bool,
+    /// Requests sent to the tool for this result (retries of a call safe to repeat
+    /// included); absent in results written before it was counted, and for results no
+    /// request was sent for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
 }
 
 /// An intent without a result that must not be repeated blindly: the run waits in

@@ -11,6 +11,10 @@
 //! followed, and no proxy from the environment is used. A refusal names the rule, never
 //! the address.
 
+mod mask;
+
+pub use mask::Mask;
+
 use baton_core::egress::{Denied, EgressPolicy, HostRule};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use std::net::{IpAddr, SocketAddr};
@@ -41,8 +45,8 @@ impl std::fmt::Debug for Egress {
 }
 
 impl Egress {
-    pub fn new(policy: EgressPolicy) -> Result<Self, EgressError> {
-        let policy = Arc::new(policy);
+    pub fn new(policy: impl Into<Arc<EgressPolicy>>) -> Result<Self, EgressError> {
+        let policy = policy.into();
         let client = reqwest::Client::builder()
             .dns_resolver(Arc::new(PolicyResolver {
                 policy: policy.clone(),
@@ -84,6 +88,28 @@ impl Egress {
         }
         None
     }
+}
+
+/// What a failed call may tell the tenant: the kind of failure, never the text of the
+/// operating system's error or an address (which would make the client a port scanner).
+pub fn describe(error: &reqwest::Error) -> &'static str {
+    if Egress::denied(error).is_some() {
+        "the host may not be called from this installation"
+    } else if error.is_timeout() {
+        "the request timed out"
+    } else if error.is_connect() {
+        "could not connect"
+    } else if error.is_body() || error.is_decode() {
+        "the answer broke off"
+    } else {
+        "the request failed"
+    }
+}
+
+/// Whether a failed call may have reached the other side: anything but a failure to
+/// connect (or a refusal by the policy, which is one) may have been sent.
+pub fn maybe_sent(error: &reqwest::Error) -> bool {
+    !error.is_connect() && Egress::denied(error).is_none()
 }
 
 /// The addresses of this machine's interfaces that are not loopback: a replica never

@@ -11,8 +11,8 @@ use baton_bus::InProcessBus;
 use baton_core::agents::{Agents, NewAgent};
 use baton_core::model::{AgentLimits, ProviderSpec, ScriptedReply, ScriptedToolCall, ToolKindSpec};
 use baton_core::ports::{
-    AgentStore, CheckpointStore, Clock, EventLog, LeaseStore, RunReader, SecretReader, SystemClock,
-    TenantStore, ToolStore,
+    AgentStore, AuditStore, CheckpointStore, Clock, EventLog, LeaseStore, RunReader, SecretReader,
+    SystemClock, TenantStore, ToolStore,
 };
 use baton_core::runs::{CreateRun, PostMessage, Recorder, Runs};
 use baton_core::tools::{NewTool, Tools};
@@ -35,6 +35,7 @@ trait Store:
     + ToolStore
     + TenantStore
     + CheckpointStore
+    + AuditStore
     + Clone
     + 'static
 {
@@ -47,6 +48,7 @@ impl<T> Store for T where
         + ToolStore
         + TenantStore
         + CheckpointStore
+        + AuditStore
         + Clone
         + 'static
 {
@@ -91,6 +93,9 @@ impl Bench {
                 checkpoints: Arc::new(store.clone()),
                 keyring: Arc::new(baton_core::crypto::Keyring::ephemeral()),
                 clock: clock.clone(),
+                egress: baton_egress::Egress::new(baton_core::egress::EgressPolicy::local())
+                    .expect("the client"),
+                audit: Arc::new(store.clone()),
             },
             EngineOptions::new("bench"),
         );

@@ -72,7 +72,7 @@ pub(crate) async fn load(shared: &Shared, run: &RunSummary) -> Result<TurnContex
     }
     let provider = provider::from_spec(
         &agent.provider,
-        &shared.http,
+        &shared.ports.egress,
         &*shared.ports.secrets,
         run.tenant,
     )

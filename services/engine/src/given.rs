@@ -185,6 +185,7 @@ pub(crate) fn result_of(intent: &ToolIntent) -> ToolResult {
         duration_ms: 1,
         truncated: false,
         from_client: intent.kind == baton_events::ToolKind::Client,
+        attempts: None,
     }
 }
 

@@ -76,6 +76,7 @@ pub(crate) fn settle(
                 duration_ms: 0,
                 truncated: false,
                 from_client: false,
+                attempts: None,
             })),
         }
     }

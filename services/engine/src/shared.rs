@@ -5,10 +5,11 @@
 use crate::mailbox::Mailboxes;
 use baton_core::crypto::Keyring;
 use baton_core::ports::{
-    AgentStore, CheckpointStore, Clock, Control, ControlMessage, LeaseStore, RunReader,
+    AgentStore, AuditStore, CheckpointStore, Clock, Control, ControlMessage, LeaseStore, RunReader,
     SecretReader, ToolStore,
 };
 use baton_core::runs::Recorder;
+use baton_egress::Egress;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
@@ -56,12 +57,14 @@ pub struct EnginePorts {
     /// Seals checkpoints.
     pub keyring: Arc<Keyring>,
     pub clock: Arc<dyn Clock>,
+    /// Every model and tool call goes out through it, under the egress policy.
+    pub egress: Egress,
+    /// Where refused outbound calls are recorded.
+    pub audit: Arc<dyn AuditStore>,
 }
 
 pub(crate) struct Shared {
     pub(crate) ports: EnginePorts,
-    /// Model and tool calls go through this client (one connection pool).
-    pub(crate) http: reqwest::Client,
     pub(crate) opts: EngineOptions,
     pub(crate) mailboxes: Mailboxes,
     /// Leases given up at shutdown (announced to the other replicas afterwards).
@@ -75,15 +78,8 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub(crate) fn new(ports: EnginePorts, opts: EngineOptions) -> Self {
-        // Redirects are not followed: a tool endpoint answers itself, and a redirect
-        // would carry the secret headers to another host.
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap_or_default();
         Self {
             ports,
-            http,
             opts,
             mailboxes: Mailboxes::default(),
             handed_off: AtomicUsize::new(0),

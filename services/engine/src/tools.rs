@@ -1,14 +1,19 @@
 //! Calling an `http` tool, the one place it is done: its secret headers revealed
-//! before anything is recorded ([`plan`]), then a POST of the arguments with the
-//! receipt id as `Idempotency-Key` within the tool's timeout, retried while safe to
-//! repeat, and its (size-capped) answer captured as the call's result ([`call`]).
+//! before anything is recorded ([`plan`]), then a POST of the arguments through the
+//! egress client with the receipt id as `Idempotency-Key` within the tool's timeout,
+//! retried while safe to repeat, and its answer, secrets masked and size-capped, captured
+//! as the call's result ([`call`]). A mutation that was sent and got no answer is not an
+//! error but an uncertainty a member resolves.
 
 use crate::outcome::StepError;
 use crate::secrets;
 use baton_core::TenantId;
 use baton_core::model::{Tool, ToolKindSpec};
 use baton_core::ports::SecretReader;
-use baton_events::{ErrorInfo, ToolEffect, ToolIntent, ToolOutcome, ToolResult};
+use baton_egress::{Egress, Mask};
+use baton_events::{
+    ErrorInfo, RunEvent, ToolEffect, ToolIntent, ToolOutcome, ToolResult, ToolUncertain,
+};
 use std::time::{Duration, Instant};
 use tracing::Instrument;
 
@@ -48,9 +53,48 @@ pub(crate) async fn plan(
     })
 }
 
-/// Makes a planned `http` call and returns its result. A tool that is not `http` (the
-/// engine never runs `client` tools) gets an error result rather than a call.
-pub(crate) async fn call(http: &reqwest::Client, p: &Planned, retry: bool) -> ToolResult {
+/// What a call came to: a result the model sees next, or, for a mutation that was sent
+/// and got no answer, an uncertainty a member must resolve (it may have taken effect).
+pub(crate) enum Called {
+    Result(ToolResult),
+    Uncertain(ToolUncertain),
+}
+
+impl Called {
+    pub(crate) fn receipt(&self) -> baton_events::ReceiptId {
+        match self {
+            Called::Result(r) => r.receipt_id,
+            Called::Uncertain(u) => u.receipt_id,
+        }
+    }
+
+    pub(crate) fn into_event(self) -> RunEvent {
+        match self {
+            Called::Result(r) => RunEvent::ToolResult(r),
+            Called::Uncertain(u) => RunEvent::ToolUncertain(u),
+        }
+    }
+
+    /// The egress rule that refused the call, if one did.
+    pub(crate) fn denied(&self) -> Option<&str> {
+        match self {
+            Called::Result(r) => r
+                .error
+                .as_ref()
+                .filter(|e| e.code == EGRESS_DENIED)
+                .map(|e| e.message.as_str()),
+            Called::Uncertain(_) => None,
+        }
+    }
+}
+
+/// The error code of a call the egress policy refused.
+pub(crate) const EGRESS_DENIED: &str = "egress_denied";
+
+/// Makes a planned `http` call through `egress` and returns what it came to; `retry`
+/// when the call is safe to repeat. A tool that is not `http` (the engine never runs
+/// `client` tools) gets an error result rather than a call.
+pub(crate) async fn call(egress: &Egress, p: &Planned, retry: bool) -> Called {
     let effect = match p.tool.effect {
         ToolEffect::Read => "read",
         ToolEffect::Mutation => "mutation",
@@ -61,11 +105,12 @@ pub(crate) async fn call(http: &reqwest::Client, p: &Planned, retry: bool) -> To
         effect,
         otel.name = format!("tool call {}", p.tool.name),
     );
-    let outcome = call_http_tool(http, p, retry).instrument(span).await;
-    let label = match outcome.outcome {
-        ToolOutcome::Ok => "ok",
-        ToolOutcome::Error => "error",
-        ToolOutcome::Cancelled => "cancelled",
+    let outcome = call_http_tool(egress, p, retry).instrument(span).await;
+    let label = match (&outcome.end, outcome.outcome) {
+        (End::NoAnswer(_), _) => "uncertain",
+        (_, ToolOutcome::Ok) => "ok",
+        (_, ToolOutcome::Error) => "error",
+        (_, ToolOutcome::Cancelled) => "cancelled",
     };
     if let Some(e) = &outcome.error {
         metrics::counter!(
@@ -81,22 +126,33 @@ pub(crate) async fn call(http: &reqwest::Client, p: &Planned, retry: bool) -> To
         "outcome" => label,
     )
     .record(Duration::from_millis(outcome.duration_ms));
-    result_of(&p.intent, outcome)
+    match &outcome.end {
+        // Sent and unanswered, and not safe to repeat: it may have taken effect.
+        End::NoAnswer(why) if !retry => Called::Uncertain(ToolUncertain {
+            receipt_id: p.intent.receipt_id,
+            reason: format!("the call was sent but {why}; it may or may not have taken effect"),
+        }),
+        _ => Called::Result(result_of(&p.intent, outcome)),
+    }
 }
 
-async fn call_http_tool(http: &reqwest::Client, p: &Planned, retry: bool) -> CallOutcome {
+async fn call_http_tool(egress: &Egress, p: &Planned, retry: bool) -> CallOutcome {
     let ToolKindSpec::Http { url, .. } = &p.tool.kind else {
         return CallOutcome::error("tool_not_http", "the tool is not an http tool");
+    };
+    let Ok(url) = url::Url::parse(url) else {
+        return CallOutcome::error("tool_unreachable", "the tool's URL does not parse");
     };
     let call = HttpCall {
         url,
         arguments: &p.intent.arguments,
         idempotency_key: &p.intent.idempotency_key,
+        mask: Mask::new(p.headers.iter().map(|(_, value)| value.clone())),
         headers: p.headers.clone(),
         timeout: Duration::from_millis(p.tool.timeout_ms),
         retry,
     };
-    call_http(http, call).await
+    call_http(egress, call).await
 }
 
 fn result_of(intent: &ToolIntent, o: CallOutcome) -> ToolResult {
@@ -110,27 +166,42 @@ fn result_of(intent: &ToolIntent, o: CallOutcome) -> ToolResult {
         duration_ms: o.duration_ms,
         truncated: o.truncated,
         from_client: false,
+        attempts: Some(o.sent),
     }
 }
 
 /// One call to make.
 struct HttpCall<'a> {
-    pub url: &'a str,
-    pub arguments: &'a serde_json::Value,
-    pub idempotency_key: &'a str,
-    pub headers: Vec<(String, String)>,
-    pub timeout: Duration,
-    pub retry: bool,
+    url: url::Url,
+    arguments: &'a serde_json::Value,
+    idempotency_key: &'a str,
+    headers: Vec<(String, String)>,
+    /// The secret header values, masked in whatever comes back.
+    mask: Mask,
+    timeout: Duration,
+    retry: bool,
+}
+
+/// How the last attempt ended, for what a failure may become.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum End {
+    /// An answer came, or nothing was sent.
+    Settled,
+    /// The request may have reached the tool, and no answer came (why, in words).
+    NoAnswer(String),
 }
 
 /// How a call ended, ready to become `tool.result`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct CallOutcome {
-    pub outcome: ToolOutcome,
-    pub output: String,
-    pub error: Option<ErrorInfo>,
-    pub duration_ms: u64,
-    pub truncated: bool,
+    outcome: ToolOutcome,
+    output: String,
+    error: Option<ErrorInfo>,
+    duration_ms: u64,
+    truncated: bool,
+    /// Requests sent (that may have reached the tool).
+    sent: u32,
+    end: End,
 }
 
 impl CallOutcome {
@@ -145,21 +216,26 @@ impl CallOutcome {
             }),
             duration_ms: 0,
             truncated: false,
+            sent: 0,
+            end: End::Settled,
         }
     }
 }
 
-/// POSTs the arguments as JSON. The (size-capped) body of a 2xx answer is the output;
-/// anything else is an error result the model sees. A call safe to repeat (`retry`) is
-/// tried again on timeouts, transport errors and 5xx while the tool's budget lasts.
-async fn call_http(client: &reqwest::Client, call: HttpCall<'_>) -> CallOutcome {
+/// POSTs the arguments as JSON. The (size-capped, secrets masked) body of a 2xx answer is
+/// the output; anything else is an error result the model sees. A call safe to repeat
+/// (`retry`) is tried again on timeouts, transport errors and 5xx while the tool's budget
+/// lasts; one that is not is never sent twice.
+async fn call_http(egress: &Egress, call: HttpCall<'_>) -> CallOutcome {
     let started = Instant::now();
     let deadline = started + call.timeout;
     let mut attempt = 0;
+    let mut sent = 0;
     let mut outcome = loop {
         attempt += 1;
         let left = deadline.saturating_duration_since(Instant::now());
-        let (outcome, retryable) = attempt_once(client, &call, left).await;
+        let (outcome, retryable) = attempt_once(egress, &call, left).await;
+        sent += outcome.sent;
         let wait = RETRY_AFTER * attempt;
         if !(retryable && call.retry && attempt <= MAX_RETRIES) || Instant::now() + wait >= deadline
         {
@@ -168,21 +244,21 @@ async fn call_http(client: &reqwest::Client, call: HttpCall<'_>) -> CallOutcome 
         tracing::debug!(attempt, "tool call failed; retrying");
         tokio::time::sleep(wait).await;
     };
+    outcome.sent = sent;
     outcome.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     outcome
 }
 
 /// One HTTP attempt and whether a failure may be retried.
-async fn attempt_once(
-    client: &reqwest::Client,
-    call: &HttpCall<'_>,
-    left: Duration,
-) -> (CallOutcome, bool) {
+async fn attempt_once(egress: &Egress, call: &HttpCall<'_>, left: Duration) -> (CallOutcome, bool) {
     if left.is_zero() {
         return (timed_out(call.timeout), false);
     }
-    let mut req = client
-        .post(call.url)
+    let mut req = match egress.request(reqwest::Method::POST, &call.url, &[]) {
+        Ok(req) => req,
+        Err(denied) => return (CallOutcome::error(EGRESS_DENIED, denied.to_string()), false),
+    };
+    req = req
         .timeout(left)
         .header("Idempotency-Key", call.idempotency_key)
         .json(call.arguments);
@@ -191,38 +267,75 @@ async fn attempt_once(
     }
     let resp = match req.send().await {
         Ok(resp) => resp,
-        Err(e) if e.is_timeout() => return (timed_out(call.timeout), true),
-        Err(e) => {
-            // The URL is the tenant's own; the error text carries no secret header.
-            let msg = format!("the tool endpoint could not be reached: {}", root_cause(&e));
-            return (CallOutcome::error("tool_unreachable", msg), true);
-        }
+        Err(e) => return (unanswered(&e, call.timeout), true),
     };
     let status = resp.status();
-    let (body, truncated) = match read_capped(resp).await {
+    let (body, truncated) = match read_capped(resp, &call.mask).await {
         Ok(b) => b,
-        Err(e) if e.is_timeout() => return (timed_out(call.timeout), true),
         Err(e) => {
-            let msg = format!("the tool's answer broke off: {}", root_cause(&e));
-            return (CallOutcome::error("tool_unreachable", msg), true);
+            let mut outcome = unanswered(&e, call.timeout);
+            // The answer began: the request was sent.
+            outcome.sent = 1;
+            if outcome.end == End::Settled {
+                outcome.end = End::NoAnswer(baton_egress::describe(&e).into());
+            }
+            return (outcome, true);
         }
     };
-    if status.is_success() {
-        let outcome = CallOutcome {
+    let mut outcome = if status.is_success() {
+        CallOutcome {
             outcome: ToolOutcome::Ok,
             output: body,
             error: None,
             duration_ms: 0,
             truncated,
-        };
-        return (outcome, false);
-    }
-    let mut outcome = CallOutcome::error(
-        "tool_http_status",
-        format!("the tool answered HTTP {}: {body}", status.as_u16()),
-    );
+            sent: 1,
+            end: End::Settled,
+        }
+    } else if status.is_client_error() {
+        // What the tool says was wrong with the call helps the model fix it.
+        CallOutcome::error(
+            "tool_http_status",
+            format!("the tool answered HTTP {}: {body}", status.as_u16()),
+        )
+    } else {
+        // A server's failure page is not the model's (nor the tenant's) to read.
+        CallOutcome::error(
+            "tool_http_status",
+            format!("the tool answered HTTP {}", status.as_u16()),
+        )
+    };
+    outcome.sent = 1;
     outcome.truncated = truncated;
     (outcome, status.is_server_error())
+}
+
+/// A request that got no answer: a timeout, a refused or broken connection. Says what
+/// kind of failure it was, never the operating system's words or an address.
+fn unanswered(e: &reqwest::Error, timeout: Duration) -> CallOutcome {
+    if let Some(denied) = Egress::denied(e) {
+        return CallOutcome::error(EGRESS_DENIED, denied.to_string());
+    }
+    let mut outcome = if e.is_timeout() {
+        timed_out(timeout)
+    } else {
+        CallOutcome::error(
+            "tool_unreachable",
+            format!(
+                "the tool endpoint could not be reached: {}",
+                baton_egress::describe(e)
+            ),
+        )
+    };
+    if baton_egress::maybe_sent(e) {
+        outcome.sent = 1;
+        outcome.end = End::NoAnswer(if e.is_timeout() {
+            format!("no answer came within {} ms", timeout.as_millis())
+        } else {
+            "the connection broke before an answer came".to_string()
+        });
+    }
+    outcome
 }
 
 fn timed_out(timeout: Duration) -> CallOutcome {
@@ -232,33 +345,31 @@ fn timed_out(timeout: Duration) -> CallOutcome {
     )
 }
 
-/// The body as text, cut at [`MAX_OUTPUT_BYTES`] (on a character boundary) with a
-/// marker naming how much was left out.
-async fn read_capped(mut resp: reqwest::Response) -> Result<(String, bool), reqwest::Error> {
+/// The body as text, its secrets masked and then cut at [`MAX_OUTPUT_BYTES`] (on a
+/// character boundary) with a marker naming how much was left out. Reads as far past the
+/// cap as the longest secret, so a secret across the cut is masked whole.
+async fn read_capped(
+    mut resp: reqwest::Response,
+    mask: &Mask,
+) -> Result<(String, bool), reqwest::Error> {
+    let keep = MAX_OUTPUT_BYTES + mask.longest();
     let mut bytes = Vec::new();
-    let mut dropped: u64 = 0;
+    let mut total: u64 = 0;
     while let Some(chunk) = resp.chunk().await? {
-        let room = MAX_OUTPUT_BYTES.saturating_sub(bytes.len());
-        let take = room.min(chunk.len());
-        bytes.extend_from_slice(&chunk[..take]);
-        dropped += (chunk.len() - take) as u64;
+        total += chunk.len() as u64;
+        let room = keep.saturating_sub(bytes.len());
+        bytes.extend_from_slice(&chunk[..room.min(chunk.len())]);
     }
-    let mut text = String::from_utf8_lossy(&bytes).into_owned();
-    if dropped == 0 {
+    let text = String::from_utf8_lossy(&bytes);
+    let (mut text, cut) = mask.apply_and_cut(&text, MAX_OUTPUT_BYTES);
+    if !cut && total <= keep as u64 {
         return Ok((text, false));
     }
     // A cut may split a character: lossy decoding turns its tail into U+FFFD; drop it.
     while text.ends_with('\u{FFFD}') {
         text.pop();
     }
-    text.push_str(&format!("\n[output truncated: {dropped} more bytes]"));
+    let left = total.saturating_sub(MAX_OUTPUT_BYTES as u64);
+    text.push_str(&format!("\n[output truncated: {left} more bytes]"));
     Ok((text, true))
-}
-
-fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut cause = e;
-    while let Some(next) = cause.source() {
-        cause = next;
-    }
-    cause.to_string()
 }

@@ -30,8 +30,13 @@ fn spec(server: &ChatServer, stream: bool) -> OpenAiSpec {
     }
 }
 
+/// The embedded tier's client: the chat server listens on loopback.
+fn egress() -> baton_egress::Egress {
+    baton_egress::Egress::new(baton_core::egress::EgressPolicy::local()).expect("the client")
+}
+
 fn provider(spec: OpenAiSpec) -> OpenAiProvider {
-    OpenAiProvider::new(reqwest::Client::new(), spec, None)
+    OpenAiProvider::new(egress(), spec, None)
 }
 
 fn hello() -> ModelRequest {
@@ -448,11 +453,7 @@ async fn the_api_key_is_sent_as_a_bearer_token_and_never_shown() {
         401,
         &format!("Incorrect API key provided: {KEY}"),
     ));
-    let provider = OpenAiProvider::new(
-        reqwest::Client::new(),
-        spec(&server, true),
-        Some(KEY.into()),
-    );
+    let provider = OpenAiProvider::new(egress(), spec(&server, true), Some(KEY.into()));
 
     let (reply, _) = call(&provider, &hello()).await;
     reply.expect("a reply");
@@ -469,4 +470,41 @@ async fn the_api_key_is_sent_as_a_bearer_token_and_never_shown() {
     assert!(error.message.contains("401"), "{}", error.message);
     assert!(!error.message.contains(KEY), "{}", error.message);
     assert!(!error.to_string().contains(KEY));
+}
+
+#[tokio::test]
+async fn the_api_key_is_masked_before_the_servers_message_is_shortened() {
+    const KEY: &str = "sk-proj-4fQ9zX2mLw7Rk1Tb8Yp3Vn6Hc0Jd5Gs";
+    // The message is shortened to 300 characters: plant the key at every offset that
+    // puts it across that cut.
+    for offset in 300 - KEY.len() - 2..=302 {
+        let server = ChatServer::start().await;
+        let message = format!("{}{KEY} was not accepted", "x".repeat(offset));
+        server.push(ChatResponse::status(401, &message));
+        let provider = OpenAiProvider::new(egress(), spec(&server, false), Some(KEY.into()));
+        let (result, _) = call(&provider, &hello()).await;
+        let error = result.expect_err("rejected");
+        for i in 0..KEY.len() - 5 {
+            let piece = &KEY[i..i + 6];
+            assert!(
+                !error.message.contains(piece),
+                "offset {offset}: {piece:?} in {}",
+                error.message
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_model_server_the_egress_policy_refuses_is_never_called() {
+    let server = ChatServer::start().await;
+    server.push(ChatResponse::text("should not be seen"));
+    let strict =
+        baton_egress::Egress::new(baton_core::egress::EgressPolicy::strict()).expect("the client");
+    let provider = OpenAiProvider::new(strict, spec(&server, false), None);
+    let (result, _) = call(&provider, &hello()).await;
+    let error = result.expect_err("refused");
+    assert_eq!(error.code, "egress_denied");
+    assert!(error.message.contains("loopback"), "{}", error.message);
+    assert!(server.requests().is_empty(), "the server was called");
 }

@@ -24,6 +24,7 @@ use baton_core::runs::{Checkpoints, Recorder, Runs};
 use baton_core::secrets::Secrets;
 use baton_core::tools::Tools;
 use baton_core::{StoreError, TenantId};
+use baton_egress::Egress;
 use baton_engine::{Engine, EngineOptions, EnginePorts};
 use baton_store::{PgOptions, PgStore, SqliteStore};
 use secrecy::ExposeSecret;
@@ -393,11 +394,13 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
         own_addresses: baton_egress::own_addresses(),
         ..config.egress.clone()
     };
+    let egress = Arc::new(egress);
     let wiring = Wiring {
         config,
         stores: &stores,
         keyring: Arc::new(keyring),
-        egress: Arc::new(egress),
+        egress_client: Egress::new(egress.clone()).context("building the outbound client")?,
+        egress,
         recorder: Recorder {
             log: stores.log.clone(),
             bus,
@@ -458,6 +461,8 @@ struct Wiring<'a> {
     keyring: Arc<Keyring>,
     /// The configured egress policy with this machine's own addresses.
     egress: Arc<EgressPolicy>,
+    /// The one outbound client, under that policy.
+    egress_client: Egress,
     recorder: Recorder,
     clock: Arc<dyn Clock>,
     replica: String,
@@ -492,6 +497,8 @@ impl Wiring<'_> {
                 checkpoints: stores.checkpoints.clone(),
                 keyring: self.keyring.clone(),
                 clock: self.clock.clone(),
+                egress: self.egress_client.clone(),
+                audit: stores.audit.clone(),
             },
             EngineOptions {
                 replica: self.replica.clone(),

@@ -1,5 +1,6 @@
 //! The audit stream: every change to what a tenant is made of (its members, API keys,
-//! secrets, agents and tools, the encryption of its records) is recorded with who made it,
+//! secrets, agents and tools, the encryption of its records), and every outbound call its
+//! runs were refused, is recorded with who made it,
 //! from where and when, in a per-tenant stream that the tenant's admins read.
 //!
 //! An entry is written by the store in the same transaction as the change it records: each
@@ -19,6 +20,9 @@ use uuid::Uuid;
 
 /// The actor of changes made with the `baton` command line on the server's machine.
 pub const OPERATOR: &str = "operator";
+
+/// The actor of what a run's engine records on its own (a call it refused to make).
+pub const ENGINE: &str = "engine";
 
 /// What changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
@@ -51,10 +55,13 @@ pub enum AuditAction {
     /// That reseal ended (done, stopped by a shutdown, or failed).
     #[serde(rename = "encryption.reseal_ended")]
     ResealEnded,
+    /// A run's call to a URL the egress policy refuses was not made.
+    #[serde(rename = "egress.denied")]
+    EgressDenied,
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 12] = [
+    pub const ALL: [AuditAction; 13] = [
         AuditAction::MemberAdded,
         AuditAction::MemberRoleChanged,
         AuditAction::MemberRemoved,
@@ -67,6 +74,7 @@ impl AuditAction {
         AuditAction::ToolCreated,
         AuditAction::ResealStarted,
         AuditAction::ResealEnded,
+        AuditAction::EgressDenied,
     ];
 
     /// The name stored and shown (`member.added`).
@@ -84,6 +92,7 @@ impl AuditAction {
             AuditAction::ToolCreated => "tool.created",
             AuditAction::ResealStarted => "encryption.reseal_started",
             AuditAction::ResealEnded => "encryption.reseal_ended",
+            AuditAction::EgressDenied => "egress.denied",
         }
     }
 
@@ -100,7 +109,8 @@ pub struct AuditEntry {
     pub id: Uuid,
     pub at: DateTime<Utc>,
     /// Who: `key:<id>` (an API key), `user:<id>` (a login session), `local` (the embedded
-    /// tier's local owner) or `operator` (the `baton` command line).
+    /// tier's local owner), `operator` (the `baton` command line) or `engine` (a run's
+    /// engine, for a call it refused).
     pub actor: String,
     /// From where: the address of the client's connection (behind a proxy, the
     /// proxy's); none for the command line.
@@ -129,6 +139,24 @@ impl AuditEntry {
             at,
             actor: p.actor.clone(),
             source: p.source,
+            action,
+            target: target.into(),
+            details,
+        }
+    }
+
+    /// Something a run's engine did on its own, `run` named in the details.
+    pub fn engine(
+        at: DateTime<Utc>,
+        action: AuditAction,
+        target: impl Into<String>,
+        details: serde_json::Value,
+    ) -> AuditEntry {
+        AuditEntry {
+            id: Uuid::now_v7(),
+            at,
+            actor: ENGINE.to_string(),
+            source: None,
             action,
             target: target.into(),
             details,

@@ -222,6 +222,10 @@ impl Receipt {
                 r.output = Some(e.output.clone());
                 r.error = e.error.clone();
                 r.duration_ms = Some(e.duration_ms);
+                // The intent counted one request; the result says how many were sent.
+                if let Some(sent) = e.attempts {
+                    r.attempts = r.attempts.saturating_add(sent).saturating_sub(1);
+                }
                 r
             }
             (Some(mut r), RunEvent::ApprovalDecided(e)) => {

@@ -146,6 +146,7 @@ pub fn submit_tool_outputs(
             duration_ms: 0,
             truncated: false,
             from_client: true,
+            attempts: None,
         }));
         touched.push(r.clone());
     }

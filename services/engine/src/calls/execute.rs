@@ -11,8 +11,8 @@ use crate::settle;
 use crate::shared::Shared;
 use crate::state::Call;
 use crate::stream::RunStream;
-use crate::tools::{self, Planned};
-use baton_core::model::{RunSummary, Tool, ToolKindSpec};
+use crate::tools::{self, Called, Planned};
+use baton_core::model::{AuditAction, AuditEntry, RunSummary, Tool, ToolKindSpec};
 use baton_events::{
     ApprovalId, ApprovalRequested, ErrorInfo, ReceiptId, RunEvent, ToolCallRequest, ToolIntent,
     ToolOutcome, ToolResult, ToolUncertain,
@@ -96,6 +96,7 @@ impl Calls<'_> {
             duration_ms: 0,
             truncated: false,
             from_client: false,
+            attempts: None,
         });
         self.stream.append(self.run, vec![result], None).await
     }
@@ -162,25 +163,40 @@ impl Calls<'_> {
         let Some(after_intents) = self.stream.commit(self.run.version, intents, None).await? else {
             return Ok(Next::Continue);
         };
-        let http = self.stream.shared.http.clone();
+        let egress = &self.stream.shared.ports.egress;
         let calls = planned
             .iter()
-            .map(|p| tools::call(&http, p, p.tool.safe_to_repeat()));
+            .map(|p| tools::call(egress, p, p.tool.safe_to_repeat()));
         let all = futures::future::join_all(calls);
-        let results: Vec<ToolResult> = match self.waits.interruptible_by_cancel(all).await {
-            Some(results) => results,
+        let called: Vec<Called> = match self.waits.interruptible_by_cancel(all).await {
+            Some(called) => called,
             None => return settle::cancel(self.stream, &after_intents).await,
         };
-        for r in &results {
-            self.stream.unsaved.insert(r.receipt_id, r.clone());
+        self.record(&after_intents, &planned, called).await
+    }
+
+    /// Records what calls came to on the stream (read at `after`): results, and the
+    /// uncertainty of a mutation sent without an answer. A result this driver could not
+    /// write is kept to write later; a refusal by the egress policy goes to the tenant's
+    /// audit stream too.
+    async fn record(
+        &mut self,
+        after: &RunSummary,
+        planned: &[Planned],
+        called: Vec<Called>,
+    ) -> Result<Next, StepError> {
+        for c in &called {
+            if let Called::Result(r) = c {
+                self.stream.unsaved.insert(r.receipt_id, r.clone());
+            }
+            let call = planned.iter().find(|p| p.intent.receipt_id == c.receipt());
+            if let (Some(refusal), Some(p)) = (c.denied(), call) {
+                audit_refusal(&self.stream.shared, after, p, refusal).await;
+            }
         }
-        let ids: Vec<ReceiptId> = results.iter().map(|r| r.receipt_id).collect();
-        let events = results.into_iter().map(RunEvent::ToolResult).collect();
-        if self
-            .stream
-            .append_wrote(&after_intents, events, None)
-            .await?
-        {
+        let ids: Vec<ReceiptId> = called.iter().map(Called::receipt).collect();
+        let events = called.into_iter().map(Called::into_event).collect();
+        if self.stream.append_wrote(after, events, None).await? {
             self.stream.unsaved.retain(|id, _| !ids.contains(id));
         }
         Ok(Next::Continue)
@@ -188,20 +204,13 @@ impl Calls<'_> {
 
     /// Runs again a call whose intent is already recorded, and records its result.
     async fn rerun(&mut self, p: Planned) -> Result<Next, StepError> {
-        let call = tools::call(&self.stream.shared.http, &p, true);
-        let Some(result) = self.waits.interruptible_by_cancel(call).await else {
+        let call = tools::call(&self.stream.shared.ports.egress, &p, true);
+        let Some(called) = self.waits.interruptible_by_cancel(call).await else {
             return settle::cancel(self.stream, self.run).await;
         };
-        let id = result.receipt_id;
-        self.stream.unsaved.insert(id, result.clone());
-        if self
-            .stream
-            .append_wrote(self.run, vec![RunEvent::ToolResult(result)], None)
-            .await?
-        {
-            self.stream.unsaved.remove(&id);
-        }
-        Ok(Next::Continue)
+        let run = self.run.clone();
+        self.record(&run, std::slice::from_ref(&p), vec![called])
+            .await
     }
 
     async fn hold_uncertain(&mut self, intent: &ToolIntent) -> Result<Next, StepError> {
@@ -214,6 +223,32 @@ impl Calls<'_> {
                 .into(),
         });
         self.stream.append(self.run, vec![held], None).await
+    }
+}
+
+/// Records in the tenant's audit stream that the egress policy refused a call of the run:
+/// which tool, which host, which rule. A failed write is logged; the run goes on.
+async fn audit_refusal(shared: &Shared, run: &RunSummary, p: &Planned, refusal: &str) {
+    let host = match &p.tool.kind {
+        ToolKindSpec::Http { url, .. } => url::Url::parse(url)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_owned))
+            .unwrap_or_default(),
+        ToolKindSpec::Client => String::new(),
+    };
+    let entry = AuditEntry::engine(
+        shared.ports.clock.now(),
+        AuditAction::EgressDenied,
+        host,
+        serde_json::json!({
+            "run": run.id,
+            "tool": p.tool.name,
+            "receipt": p.intent.receipt_id,
+            "rule": refusal.trim_start_matches("egress denied: "),
+        }),
+    );
+    if let Err(e) = shared.ports.audit.append_audit(run.tenant, &entry).await {
+        tracing::warn!(error = %e, "the audit entry of a refused call was not written");
     }
 }
 

@@ -25,13 +25,14 @@ use crate::secrets;
 use baton_core::TenantId;
 use baton_core::model::ProviderSpec;
 use baton_core::ports::SecretReader;
+use baton_egress::Egress;
 use std::sync::Arc;
 
 /// The provider an agent's spec names. An `openai` spec's API key secret, if it names
 /// one, is revealed first: missing or unreadable, it fails the turn.
 pub(crate) async fn from_spec(
     spec: &ProviderSpec,
-    http: &reqwest::Client,
+    egress: &Egress,
     secrets: &dyn SecretReader,
     tenant: TenantId,
 ) -> Result<Arc<dyn Provider>, StepError> {
@@ -45,7 +46,7 @@ pub(crate) async fn from_spec(
                     Some(secrets::reveal(secrets, tenant, name, &what).await?)
                 }
             };
-            Arc::new(OpenAiProvider::new(http.clone(), spec.clone(), key))
+            Arc::new(OpenAiProvider::new(egress.clone(), spec.clone(), key))
         }
     })
 }

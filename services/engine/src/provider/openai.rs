@@ -18,6 +18,7 @@
 use super::chat::{ChatMessage, ChatRole, Delta, DeltaSink, ModelError, ModelReply, ModelRequest};
 use super::chat::{Provider, ToolSpec};
 use baton_core::model::OpenAiSpec;
+use baton_egress::{Egress, Mask};
 use baton_events::{ToolCallRequest, Usage};
 use bytes::Bytes;
 use eventsource_stream::{EventStreamError, Eventsource};
@@ -37,9 +38,11 @@ const MAX_SERVER_MESSAGE_CHARS: usize = 300;
 
 /// Calls an OpenAI-compatible chat-completions endpoint.
 pub struct OpenAiProvider {
-    http: reqwest::Client,
+    egress: Egress,
     spec: OpenAiSpec,
     api_key: Option<String>,
+    /// The API key, masked in whatever the server sends back.
+    mask: Mask,
     /// `{base_url}/chat/completions`.
     url: String,
 }
@@ -47,10 +50,11 @@ pub struct OpenAiProvider {
 impl OpenAiProvider {
     /// A provider for `spec`, sending `api_key` (the resolved secret, if any) as a
     /// bearer token.
-    pub fn new(http: reqwest::Client, spec: OpenAiSpec, api_key: Option<String>) -> Self {
+    pub fn new(egress: Egress, spec: OpenAiSpec, api_key: Option<String>) -> Self {
         let url = format!("{}/chat/completions", spec.base_url.trim_end_matches('/'));
         Self {
-            http,
+            egress,
+            mask: Mask::new(api_key.clone()),
             spec,
             api_key,
             url,
@@ -59,9 +63,12 @@ impl OpenAiProvider {
 
     /// One HTTP attempt, from sending the request to the end of the reply.
     async fn attempt(&self, body: &Bytes, attempt: u32, deltas: &DeltaSink) -> Outcome {
+        let url = url::Url::parse(&self.url)
+            .map_err(|_| Failure::BadResponse("the provider's base URL does not parse".into()))?;
         let mut request = self
-            .http
-            .post(&self.url)
+            .egress
+            .request(reqwest::Method::POST, &url, &[])
+            .map_err(|denied| Failure::Denied(denied.to_string()))?
             .header(header::CONTENT_TYPE, "application/json")
             .body(body.clone());
         if let Some(key) = &self.api_key {
@@ -98,7 +105,7 @@ impl OpenAiProvider {
         while let Some(event) = events.next().await {
             let event = event.map_err(|e| {
                 Failure::Broken(match e {
-                    EventStreamError::Transport(e) => error_chain(&e.without_url()),
+                    EventStreamError::Transport(e) => baton_egress::describe(&e).to_string(),
                     other => format!("the stream could not be read: {other}"),
                 })
             })?;
@@ -130,8 +137,8 @@ impl OpenAiProvider {
     }
 
     /// The server's error message from an error body: `error.message` when the body is
-    /// OpenAI's error JSON, else the text itself; shortened, and with the API key
-    /// masked should the server echo it.
+    /// OpenAI's error JSON, else the text itself; with the API key masked should the
+    /// server echo it, then shortened.
     fn server_message(&self, text: &str) -> String {
         let message = serde_json::from_str::<serde_json::Value>(text)
             .ok()
@@ -142,14 +149,11 @@ impl OpenAiProvider {
                     .and_then(|m| m.as_str().map(str::to_owned))
             })
             .unwrap_or_else(|| text.trim().to_owned());
-        let mut message = match message.char_indices().nth(MAX_SERVER_MESSAGE_CHARS) {
+        let message = self.mask.apply(&message);
+        match message.char_indices().nth(MAX_SERVER_MESSAGE_CHARS) {
             Some((end, _)) => format!("{}…", &message[..end]),
             None => message,
-        };
-        if let Some(key) = self.api_key.as_deref().filter(|k| !k.is_empty()) {
-            message = message.replace(key, "***");
         }
-        message
     }
 
     fn request_body(&self, request: &ModelRequest) -> Result<Bytes, ModelError> {
@@ -246,6 +250,8 @@ type Outcome = Result<ModelReply, Failure>;
 /// Why one attempt failed.
 #[derive(Debug)]
 enum Failure {
+    /// The egress policy refused the call (its rule).
+    Denied(String),
     Timeout(Duration),
     Status {
         status: StatusCode,
@@ -262,7 +268,7 @@ impl Failure {
         match self {
             Failure::Timeout(_) | Failure::Transport(_) | Failure::Broken(_) => true,
             Failure::Status { status, .. } => retryable_status(*status),
-            Failure::BadResponse(_) => false,
+            Failure::BadResponse(_) | Failure::Denied(_) => false,
         }
     }
 
@@ -276,6 +282,7 @@ impl Failure {
     /// A short description for logs (no server message: it is not ours to log).
     fn summary(&self) -> String {
         match self {
+            Failure::Denied(rule) => rule.clone(),
             Failure::Timeout(limit) => format!("timed out after {} ms", limit.as_millis()),
             Failure::Status { status, .. } => format!("status {status}"),
             Failure::Transport(e) => format!("transport error: {e}"),
@@ -295,6 +302,10 @@ impl Failure {
             None => tries,
         };
         match self {
+            Failure::Denied(rule) => ModelError::new(
+                "egress_denied",
+                format!("the model server may not be called from this installation: {rule}"),
+            ),
             Failure::Timeout(limit) => ModelError::new(
                 "model_timeout",
                 format!(
@@ -360,21 +371,13 @@ fn jittered(backoff: Duration) -> Duration {
     half + Duration::from_millis(random % spread)
 }
 
-/// A transport error, without the URL (it could carry a credential in its query).
+/// A transport error: the policy's refusal, or the kind of failure, never the operating
+/// system's words or an address.
 fn transport(error: reqwest::Error) -> Failure {
-    Failure::Transport(error_chain(&error.without_url()))
-}
-
-/// An error and its sources, as one line.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
+    match Egress::denied(&error) {
+        Some(denied) => Failure::Denied(denied.to_string()),
+        None => Failure::Transport(baton_egress::describe(&error).to_string()),
     }
-    text
 }
 
 fn parse_completion(bytes: &[u8]) -> Outcome {

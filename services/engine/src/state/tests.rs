@@ -108,6 +108,7 @@ fn engine_result(receipt: ReceiptId, tool: &Tool, outcome: ToolOutcome) -> RunEv
         duration_ms: 0,
         truncated: false,
         from_client: false,
+        attempts: None,
     })
 }
 

@@ -152,6 +152,7 @@ async fn write_as_dead_replica(
             duration_ms: 3,
             truncated: false,
             from_client: false,
+            attempts: None,
         }));
     }
     let version = w.get(run).await.version;

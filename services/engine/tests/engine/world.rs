@@ -26,19 +26,31 @@ pub fn ports(store: &SqliteStore, recorder: &Recorder) -> EnginePorts {
         leases: Arc::new(store.clone()),
         agents: Arc::new(store.clone()),
         tools: Arc::new(store.clone()),
-        secrets: Arc::new(NoSecrets),
+        secrets: Arc::new(TestSecrets),
         checkpoints: Arc::new(store.clone()),
         keyring: KEYRING.clone(),
         clock: Arc::new(SystemClock),
+        // The embedded tier's policy: the tests' tool servers listen on loopback.
+        egress: baton_egress::Egress::new(EgressPolicy::local()).expect("the client"),
+        audit: Arc::new(store.clone()),
     }
 }
 
-struct NoSecrets;
+/// The one secret every tenant of the tests has: [`TEST_SECRET`] under
+/// [`TEST_SECRET_NAME`]; any other name is missing.
+struct TestSecrets;
+
+pub const TEST_SECRET_NAME: &str = "tool_token";
+pub const TEST_SECRET: &str = "tok-9Vq3Lx7Rm2Wn8Kp4Zs6Tj1Yc5Hb0";
 
 #[async_trait::async_trait]
-impl baton_core::ports::SecretReader for NoSecrets {
-    async fn reveal(&self, _: TenantId, _: &str) -> Result<Option<String>, baton_core::StoreError> {
-        Ok(None)
+impl baton_core::ports::SecretReader for TestSecrets {
+    async fn reveal(
+        &self,
+        _: TenantId,
+        name: &str,
+    ) -> Result<Option<String>, baton_core::StoreError> {
+        Ok((name == TEST_SECRET_NAME).then(|| TEST_SECRET.to_string()))
     }
 }
 

@@ -44,6 +44,12 @@ impl TestApp {
 
     /// The team tier against the NATS server at `nats`.
     pub async fn team_with_nats(nats: &str) -> Self {
+        Self::team_with(nats, |_| {}).await
+    }
+
+    /// The team tier against the NATS server at `nats`, its configuration changed by
+    /// `tweak` last.
+    pub async fn team_with(nats: &str, tweak: impl FnOnce(&mut Config)) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = TestDatabase::postgres().await.expect("test database");
         let mut config = unlimited(Config::embedded(dir.path()));
@@ -67,6 +73,7 @@ impl TestApp {
             dir: None,
             active: "test".into(),
         };
+        tweak(&mut config);
         Self::start(config, dir, Some(db)).await
     }
 

@@ -12,6 +12,7 @@ mod browser;
 mod child;
 mod common;
 mod conversation;
+mod egress;
 mod encryption_keys;
 mod encryption_keys_cli;
 mod roles;

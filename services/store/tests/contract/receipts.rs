@@ -91,6 +91,7 @@ impl Call {
             duration_ms: 12,
             truncated: false,
             from_client,
+            attempts: None,
         };
         event(self.tenant, RunEvent::ToolResult(e))
     }

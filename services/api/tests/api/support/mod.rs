@@ -87,6 +87,9 @@ impl TestApp {
         let db = Arc::new(store.clone());
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let keyring = Arc::new(Keyring::ephemeral());
+        // The embedded tier's policy: loopback may be called, the rest of the built-in
+        // rules hold.
+        let egress = Arc::new(EgressPolicy::local());
         let recorder = Recorder {
             log: db.clone(),
             bus: Arc::new(InProcessBus::new(64)),
@@ -111,6 +114,8 @@ impl TestApp {
                 checkpoints: db.clone(),
                 keyring: keyring.clone(),
                 clock: clock.clone(),
+                egress: baton_egress::Egress::new(egress.clone()).expect("the client"),
+                audit: db.clone(),
             },
             EngineOptions::new("api-tests"),
         );
@@ -122,9 +127,6 @@ impl TestApp {
             session_lifetime: TimeDelta::hours(1),
             announcer: announcer.clone(),
         };
-        // The embedded tier's policy: loopback may be called, the rest of the built-in
-        // rules hold.
-        let egress = Arc::new(EgressPolicy::local());
         let tasks = TaskTracker::new();
         let revocations = Revocations::default();
         revocations
