@@ -1,5 +1,6 @@
-//! The HTTP listener: accepts connections and serves each with hyper (HTTP/1.1, and HTTP/2
-//! without TLS), giving every request its peer's address. A client must send a request's
+//! The HTTP listener: accepts connections (with `TCP_NODELAY`, so small writes go out at
+//! once) and serves each with hyper (HTTP/1.1, and HTTP/2 without TLS), giving every
+//! request its peer's address. A client must send a request's
 //! headers within `http.header_read_timeout_ms` of starting them, so a connection that
 //! trickles them in is closed instead of held. On shutdown it stops accepting, lets every
 //! connection finish the request it is serving (event streams end on the shutdown token)
@@ -49,6 +50,11 @@ pub async fn serve(
             },
             () = shutdown.cancelled() => break,
         };
+        // An event stream writes small pieces (the first frames, then each event): with
+        // Nagle on, each waits for the client's delayed ACK, some 40 ms.
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
+        }
         let service = router.clone().map_request(move |req: Request<Incoming>| {
             let mut req = req.map(Body::new);
             // Login attempts are limited per address, and the audit records it.

@@ -141,3 +141,31 @@ async fn an_idle_stream_gets_keep_alive_comments() {
     assert!(text.contains("event: run.created"), "{text}");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_finished_runs_stream_replays_at_once_over_a_kept_alive_connection() {
+    let app = TestApp::embedded().await;
+    let api = app.anonymous();
+    let agent = api.agent(&[("bye", 0, true)]).await;
+    let run = api.run(&agent, Some("hi")).await;
+    api.wait_status(&run, "completed").await;
+    // One client, so every replay after the first reuses its connection: the stream's
+    // first frames and its events are separate small writes on it.
+    let mut took = Vec::new();
+    for _ in 0..7 {
+        let started = std::time::Instant::now();
+        let res = api.sse_req(&run, Some("1")).send().await.expect("a stream");
+        assert_eq!(res.status(), 200);
+        let body = res.text().await.expect("the stream ends");
+        assert!(body.contains("run.completed"), "{body}");
+        took.push(started.elapsed());
+    }
+    took.sort();
+    let median = took[took.len() / 2];
+    println!("replaying a finished run's stream: median {median:?} of {took:?}");
+    // Nagle's algorithm against the client's delayed ACK costs some 40 ms a stream.
+    assert!(
+        median < std::time::Duration::from_millis(20),
+        "replays took {took:?}"
+    );
+}
