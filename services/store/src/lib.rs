@@ -14,17 +14,21 @@
 //! `docs/security.md` for why.
 
 mod adapter;
+mod backend;
 pub mod migrate;
 mod plan;
 mod pools;
 pub mod postgres;
+mod query;
 mod rows;
 pub mod sqlite;
+mod store;
 
 pub use migrate::{MigrateError, PG_MIGRATOR, SQLITE_MIGRATOR};
 pub use pools::{PoolKind, Scope};
 pub use postgres::{DbRole, PgOptions, PgStore};
 pub use sqlite::SqliteStore;
+pub use store::Store;
 
 /// A connection pool's state, for metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

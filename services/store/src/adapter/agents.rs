@@ -56,7 +56,7 @@ macro_rules! impl_agent_store {
                     .await
                     .map_err($classify)?;
                     keep_version(&mut tx, tenant, agent.id).await?;
-                    Self::write_audit(&mut tx, tenant, audit).await?;
+                    $crate::adapter::audit::write_audit(&mut tx, tenant, audit).await?;
                     tx.commit().await.map_err($classify)
                 }
 
@@ -110,7 +110,7 @@ macro_rules! impl_agent_store {
                         });
                     }
                     keep_version(&mut tx, tenant, agent.id).await?;
-                    Self::write_audit(&mut tx, tenant, audit).await?;
+                    $crate::adapter::audit::write_audit(&mut tx, tenant, audit).await?;
                     tx.commit().await.map_err($classify)
                 }
 

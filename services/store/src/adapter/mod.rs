@@ -25,10 +25,10 @@
 
 mod agents;
 mod append;
-mod audit;
+pub(crate) mod audit;
 mod checkpoints;
 mod leases;
-mod lookups;
+mod reads;
 mod receipts;
 mod runs;
 mod sealed;
@@ -39,19 +39,14 @@ mod users;
 
 pub(crate) use agents::impl_agent_store;
 pub(crate) use append::impl_append;
-pub(crate) use audit::impl_audit_store;
 pub(crate) use checkpoints::impl_checkpoint_store;
 pub(crate) use leases::impl_lease_store;
-pub(crate) use lookups::impl_lookups;
 pub(crate) use receipts::receipts_projection;
-pub(crate) use runs::impl_run_store;
 pub(crate) use sealed::impl_sealed_store;
 pub(crate) use secrets::impl_secret_store;
 pub(crate) use tenants::impl_tenant_store;
 pub(crate) use tools::impl_tool_store;
 pub(crate) use users::impl_user_store;
-
-use baton_core::StoreError;
 
 /// Implements `RunStore`, `LeaseStore`, `AgentStore`, `ToolStore`, `SecretStore`,
 /// `CheckpointStore`, `SealedStore`, `TenantStore`, `UserStore` and `AuditStore` for an
@@ -74,8 +69,6 @@ macro_rules! impl_ports {
         lock_run: $lock_run:literal,
         skip_locked: $skip_locked:literal $(,)?
     ) => {
-        $crate::adapter::impl_lookups!($store, $db, $classify);
-        $crate::adapter::impl_run_store!($store, $db, $classify);
         $crate::adapter::impl_append!($store, $db, $classify, $lock_run);
         $crate::adapter::impl_lease_store!($store, $classify, $skip_locked);
         $crate::adapter::impl_agent_store!($store, $db, $classify);
@@ -85,45 +78,6 @@ macro_rules! impl_ports {
         $crate::adapter::impl_sealed_store!($store, $db, $classify);
         $crate::adapter::impl_tenant_store!($store, $classify);
         $crate::adapter::impl_user_store!($store, $db, $classify, $lock_run);
-        $crate::adapter::impl_audit_store!($store, $db, $classify);
     };
 }
 pub(crate) use impl_ports;
-
-/// The classification both adapters share; each adapter's `classify` supplies
-/// `is_transient`, its own notion of a retryable error.
-///
-/// A unique violation becomes `Conflict { expected: 0, actual: 0 }`; the append path
-/// replaces the numbers with the stream's real version, and elsewhere (a duplicate tenant
-/// name, agent, tool or key) it means "already exists". A foreign key violation (a row for a
-/// tenant that does not exist) is `NotFound`. I/O failures, an exhausted or closed pool,
-/// a crashed worker and whatever `is_transient` accepts are `Unavailable` (worth
-/// retrying); everything else is `Other`.
-pub(crate) fn classify(
-    e: sqlx::Error,
-    is_transient: impl FnOnce(&sqlx::Error) -> bool,
-) -> StoreError {
-    if let sqlx::Error::Database(db) = &e {
-        if db.is_unique_violation() {
-            return StoreError::Conflict {
-                expected: 0,
-                actual: 0,
-            };
-        }
-        if db.is_foreign_key_violation() {
-            return StoreError::NotFound;
-        }
-    }
-    let transient = matches!(
-        e,
-        sqlx::Error::Io(_)
-            | sqlx::Error::PoolTimedOut
-            | sqlx::Error::PoolClosed
-            | sqlx::Error::WorkerCrashed
-    ) || is_transient(&e);
-    if transient {
-        StoreError::Unavailable(e.to_string())
-    } else {
-        StoreError::Other(e.to_string())
-    }
-}

@@ -58,7 +58,7 @@ macro_rules! impl_secret_store {
                     .fetch_one(&mut *tx)
                     .await
                     .map_err($classify)?;
-                    Self::write_audit(&mut tx, tenant, audit).await?;
+                    $crate::adapter::audit::write_audit(&mut tx, tenant, audit).await?;
                     tx.commit().await.map_err($classify)?;
                     Ok(row.into())
                 }
@@ -135,7 +135,7 @@ macro_rules! impl_secret_store {
                             .map_err($classify)?;
                     let deleted = done.rows_affected() > 0;
                     if deleted {
-                        Self::write_audit(&mut tx, tenant, audit).await?;
+                        $crate::adapter::audit::write_audit(&mut tx, tenant, audit).await?;
                     }
                     tx.commit().await.map_err($classify)?;
                     Ok(deleted)

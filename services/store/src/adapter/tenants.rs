@@ -59,7 +59,7 @@ macro_rules! impl_tenant_store {
                 .execute(&mut *tx)
                 .await
                 .map_err($classify)?;
-                <$store>::write_audit(&mut tx, key.tenant, audit).await?;
+                $crate::adapter::audit::write_audit(&mut tx, key.tenant, audit).await?;
                 tx.commit().await.map_err($classify)
             }
 
@@ -215,7 +215,7 @@ macro_rules! impl_tenant_store {
                     .map_err($classify)?;
                     let revoked = done.rows_affected() > 0;
                     if revoked {
-                        Self::write_audit(&mut tx, tenant, audit).await?;
+                        $crate::adapter::audit::write_audit(&mut tx, tenant, audit).await?;
                     }
                     tx.commit().await.map_err($classify)?;
                     Ok(revoked)

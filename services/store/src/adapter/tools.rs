@@ -47,7 +47,7 @@ macro_rules! impl_tool_store {
                     .execute(&mut *tx)
                     .await
                     .map_err($classify)?;
-                    Self::write_audit(&mut tx, tenant, audit).await?;
+                    $crate::adapter::audit::write_audit(&mut tx, tenant, audit).await?;
                     tx.commit().await.map_err($classify)
                 }
 

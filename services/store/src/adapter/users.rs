@@ -154,7 +154,7 @@ macro_rules! impl_user_store {
                     .execute(&mut *tx)
                     .await
                     .map_err($classify)?;
-                    Self::write_audit(&mut tx, tenant, audit).await?;
+                    $crate::adapter::audit::write_audit(&mut tx, tenant, audit).await?;
                     tx.commit().await.map_err($classify)
                 }
 
@@ -242,7 +242,7 @@ macro_rules! impl_user_store {
                     .execute(&mut *tx)
                     .await
                     .map_err($classify)?;
-                    Self::write_audit(&mut tx, tenant, audit).await?;
+                    $crate::adapter::audit::write_audit(&mut tx, tenant, audit).await?;
                     tx.commit().await.map_err($classify)?;
                     Ok(MemberChange::Done)
                 }
@@ -269,7 +269,7 @@ macro_rules! impl_user_store {
                         .execute(&mut *tx)
                         .await
                         .map_err($classify)?;
-                    Self::write_audit(&mut tx, tenant, audit).await?;
+                    $crate::adapter::audit::write_audit(&mut tx, tenant, audit).await?;
                     tx.commit().await.map_err($classify)?;
                     Ok(MemberChange::Done)
                 }

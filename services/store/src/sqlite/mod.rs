@@ -1,16 +1,23 @@
 //! The SQLite adapter of the store ports (embedded tier): opening a database file (or a
 //! shared in-memory database for tests) with WAL, a busy timeout and foreign keys, and
-//! the one function that classifies driver errors. The port implementations are the
-//! shared ones of `crate::adapter`; none of them formats input into SQL. SQLite has no
+//! the one function that classifies driver errors, with the rest of SQLite's [`Backend`]:
+//! no row locks, and the typed primitives that bind and run queries. The port
+//! implementations are the shared ones of `crate::adapter`; none of them formats input
+//! into SQL. SQLite has no
 //! row-level security: the scope the port code names for each connection is ignored here
 //! (see `crate::pools`), and isolation rests on the queries' tenant filters.
 
-use crate::adapter;
+use crate::backend::{self, Backend, Bind, Decode};
 use crate::pools::Pools;
+use crate::query::Query;
+use crate::store::Store;
 use baton_core::StoreError;
+use sqlx::error::BoxDynError;
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+    SqliteArguments, SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool,
+    SqlitePoolOptions, SqliteSynchronous,
 };
+use sqlx::{Arguments, Sqlite};
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
@@ -18,12 +25,9 @@ use std::time::Duration;
 /// How long a statement waits for another connection's write lock before `Unavailable`.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The SQLite store. Cheap to clone: the pool is shared.
-#[derive(Clone, Debug)]
-pub struct SqliteStore {
-    /// One pool: a single process drives an embedded database.
-    pools: Pools<sqlx::Sqlite>,
-}
+/// The SQLite store. Cheap to clone: the pool is shared. One pool: a single process
+/// drives an embedded database.
+pub type SqliteStore = Store<Sqlite>;
 
 impl SqliteStore {
     /// Opens the database at `target` with up to `pool_size` connections, creating the
@@ -45,8 +49,9 @@ impl SqliteStore {
                 .max_lifetime(None);
         }
         let app = pool.connect_with(opts).await.map_err(classify)?;
-        Ok(SqliteStore {
+        Ok(Store {
             pools: Pools::single(app, classify),
+            info: (),
         })
     }
 
@@ -60,20 +65,10 @@ impl SqliteStore {
         Ok(store)
     }
 
-    /// The pool's state, for metrics.
-    pub fn pool_stats(&self) -> Vec<crate::PoolStats> {
-        self.pools.stats()
-    }
-
     /// The connection pool, for tests that need SQL the ports do not offer. (The port
     /// code, shared with Postgres, takes its connections through `crate::pools`.)
     pub fn pool(&self) -> &SqlitePool {
         self.pools.raw()
-    }
-
-    /// Closes the pool, waiting for connections in use to be returned.
-    pub async fn close(&self) {
-        self.pools.close().await;
     }
 }
 
@@ -116,22 +111,59 @@ fn create_dir(dir: &Path) -> Result<(), StoreError> {
     })
 }
 
-crate::adapter::impl_ports! {
-    store: SqliteStore,
-    db: sqlx::Sqlite,
-    classify: classify,
+impl Backend for Sqlite {
     // A write transaction begins with `BEGIN IMMEDIATE` (`crate::pools`), which takes the
-    // database's write lock up front: the run row an append reads needs no lock of its
-    // own, and lease claimers are serialized already.
-    lock_run: "",
-    skip_locked: "",
+    // database's write lock up front: the rows a write reads need no lock of their own,
+    // and lease claimers are serialized already.
+    const LOCK_ROWS: &'static str = "";
+    const SKIP_LOCKED: &'static str = "";
+
+    type Info = ();
+
+    fn classify(e: sqlx::Error) -> StoreError {
+        classify(e)
+    }
+
+    fn add<'t, T: Bind<'t>>(args: &mut SqliteArguments, value: T) -> Result<(), BoxDynError> {
+        args.add(value)
+    }
+
+    async fn execute(conn: &mut SqliteConnection, q: Query<Self>) -> Result<u64, sqlx::Error> {
+        let (sql, args) = q.into_parts()?;
+        let done = sqlx::query_with(sql, args).execute(conn).await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn fetch_all<R: Decode>(
+        conn: &mut SqliteConnection,
+        q: Query<Self>,
+    ) -> Result<Vec<R>, sqlx::Error> {
+        let (sql, args) = q.into_parts()?;
+        sqlx::query_as_with(sql, args).fetch_all(conn).await
+    }
+
+    async fn fetch_optional<R: Decode>(
+        conn: &mut SqliteConnection,
+        q: Query<Self>,
+    ) -> Result<Option<R>, sqlx::Error> {
+        let (sql, args) = q.into_parts()?;
+        sqlx::query_as_with(sql, args).fetch_optional(conn).await
+    }
+
+    async fn fetch_one<R: Decode>(
+        conn: &mut SqliteConnection,
+        q: Query<Self>,
+    ) -> Result<R, sqlx::Error> {
+        let (sql, args) = q.into_parts()?;
+        sqlx::query_as_with(sql, args).fetch_one(conn).await
+    }
 }
 
 /// The one place SQLite driver errors become [`StoreError`]s: the shared rules of
-/// [`adapter::classify`], where these also count as `Unavailable`: a database still locked
+/// [`backend::classify`], where these also count as `Unavailable`: a database still locked
 /// after the busy timeout, an I/O error and a file that cannot be opened.
 pub(crate) fn classify(e: sqlx::Error) -> StoreError {
-    adapter::classify(e, |e| match e {
+    backend::classify(e, |e| match e {
         sqlx::Error::Database(db) => {
             let primary = db
                 .code()
@@ -142,4 +174,12 @@ pub(crate) fn classify(e: sqlx::Error) -> StoreError {
         }
         _ => false,
     })
+}
+
+crate::adapter::impl_ports! {
+    store: SqliteStore,
+    db: sqlx::Sqlite,
+    classify: classify,
+    lock_run: "",
+    skip_locked: "",
 }
