@@ -37,15 +37,11 @@ mod tenants;
 mod tools;
 mod users;
 
-pub(crate) use agents::impl_agent_store;
 pub(crate) use append::impl_append;
-pub(crate) use checkpoints::impl_checkpoint_store;
 pub(crate) use leases::impl_lease_store;
 pub(crate) use receipts::receipts_projection;
 pub(crate) use sealed::impl_sealed_store;
-pub(crate) use secrets::impl_secret_store;
 pub(crate) use tenants::impl_tenant_store;
-pub(crate) use tools::impl_tool_store;
 pub(crate) use users::impl_user_store;
 
 /// Implements `RunStore`, `LeaseStore`, `AgentStore`, `ToolStore`, `SecretStore`,
@@ -71,10 +67,6 @@ macro_rules! impl_ports {
     ) => {
         $crate::adapter::impl_append!($store, $db, $classify, $lock_run);
         $crate::adapter::impl_lease_store!($store, $classify, $skip_locked);
-        $crate::adapter::impl_agent_store!($store, $db, $classify);
-        $crate::adapter::impl_tool_store!($store, $db, $classify);
-        $crate::adapter::impl_secret_store!($store, $db, $classify);
-        $crate::adapter::impl_checkpoint_store!($store, $classify);
         $crate::adapter::impl_sealed_store!($store, $db, $classify);
         $crate::adapter::impl_tenant_store!($store, $classify);
         $crate::adapter::impl_user_store!($store, $db, $classify, $lock_run);

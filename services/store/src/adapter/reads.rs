@@ -1,8 +1,8 @@
 //! The skeletons the port methods share, written once: reading rows on a connection of
 //! `pools` (all of them, or the one there is), a tenant's row by id, a page of a tenant's
 //! rows newest first (ids are UUIDv7, so id order is creation order; both databases
-//! compare UUIDs byte-wise), and the commit that ends every write. Each names its pool and
-//! scope, as every port method does.
+//! compare UUIDs byte-wise), a statement run alone in its own write transaction, and the
+//! commit that ends every write. Each names its pool and scope, as every port method does.
 
 use crate::backend::{Backend, Decode};
 use crate::pools::{PoolKind, Scope};
@@ -92,6 +92,20 @@ impl<B: Backend> Store<B> {
             .read_all(PoolKind::App, Scope::Tenant(tenant), q)
             .await?;
         map_all(rows)
+    }
+
+    /// Runs `q` alone in a write transaction on `kind`'s pool in `scope`, and commits;
+    /// the number of rows it changed.
+    pub(crate) async fn write_one(
+        &self,
+        kind: PoolKind,
+        scope: Scope,
+        q: Query<B>,
+    ) -> Result<u64, StoreError> {
+        let mut tx = self.pools.write(kind, scope).await?;
+        let changed = q.execute(&mut tx).await?;
+        commit(tx).await?;
+        Ok(changed)
     }
 }
 
