@@ -24,6 +24,7 @@
 //! other way to a connection exists here: the pools are private to `crate::pools`.
 
 mod agents;
+mod api_keys;
 mod append;
 pub(crate) mod audit;
 mod checkpoints;
@@ -38,11 +39,7 @@ mod tools;
 mod users;
 
 pub(crate) use append::impl_append;
-pub(crate) use leases::impl_lease_store;
 pub(crate) use receipts::receipts_projection;
-pub(crate) use sealed::impl_sealed_store;
-pub(crate) use tenants::impl_tenant_store;
-pub(crate) use users::impl_user_store;
 
 /// Implements `RunStore`, `LeaseStore`, `AgentStore`, `ToolStore`, `SecretStore`,
 /// `CheckpointStore`, `SealedStore`, `TenantStore`, `UserStore` and `AuditStore` for an
@@ -66,10 +63,6 @@ macro_rules! impl_ports {
         skip_locked: $skip_locked:literal $(,)?
     ) => {
         $crate::adapter::impl_append!($store, $db, $classify, $lock_run);
-        $crate::adapter::impl_lease_store!($store, $classify, $skip_locked);
-        $crate::adapter::impl_sealed_store!($store, $db, $classify);
-        $crate::adapter::impl_tenant_store!($store, $classify);
-        $crate::adapter::impl_user_store!($store, $db, $classify, $lock_run);
     };
 }
 pub(crate) use impl_ports;
