@@ -2,6 +2,8 @@
 //! only database-neutral types (UUIDs, strings, integers, JSON, timestamps) so one
 //! `#[derive(FromRow)]` serves Postgres and SQLite; nothing here runs a query.
 
+use crate::backend::Backend;
+use crate::query::Query;
 use baton_core::model::{
     Agent, AgentLimits, ApiKey, Message, ProviderSpec, Receipt, RunStatus, RunSummary, Tenant, Tool,
 };
@@ -63,6 +65,24 @@ impl TryFrom<RunRow> for RunSummary {
             updated_at: r.updated_at,
         })
     }
+}
+
+/// Binds `s` as the next 14 parameters of `q`, in `run_columns!()` order.
+pub(crate) fn bind_run<B: Backend>(q: Query<B>, s: &RunSummary) -> Query<B> {
+    q.bind(s.id.as_uuid())
+        .bind(s.tenant.as_uuid())
+        .bind(s.agent_id.as_uuid())
+        .bind(s.agent_version)
+        .bind(s.title.as_deref())
+        .bind(s.status.as_str())
+        .bind(s.version)
+        .bind(s.message_count)
+        .bind(s.turn_count)
+        .bind(s.cancel_requested)
+        .bind(s.pending_actions)
+        .bind(s.last_error.as_ref().map(Json))
+        .bind(s.created_at)
+        .bind(s.updated_at)
 }
 
 /// Expands to the columns of `events`, in the order every adapter selects them.

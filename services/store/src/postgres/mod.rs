@@ -305,11 +305,3 @@ pub fn redact(url: &str) -> String {
     }
     u.to_string()
 }
-
-crate::adapter::impl_ports! {
-    store: PgStore,
-    db: sqlx::Postgres,
-    classify: classify,
-    lock_run: " FOR UPDATE",
-    skip_locked: " FOR UPDATE SKIP LOCKED",
-}

@@ -175,11 +175,3 @@ pub(crate) fn classify(e: sqlx::Error) -> StoreError {
         _ => false,
     })
 }
-
-crate::adapter::impl_ports! {
-    store: SqliteStore,
-    db: sqlx::Sqlite,
-    classify: classify,
-    lock_run: "",
-    skip_locked: "",
-}
