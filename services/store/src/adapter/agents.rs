@@ -10,7 +10,7 @@ use crate::backend::Backend;
 use crate::plan::micros;
 use crate::pools::{PoolKind, Scope};
 use crate::query::Query;
-use crate::rows::{AgentJson, AgentRow, agent_columns, agent_version_columns};
+use crate::rows::agents::{AgentJson, AgentRow, agent_columns, agent_version_columns};
 use crate::store::Store;
 use async_trait::async_trait;
 use baton_core::StoreError;

@@ -9,7 +9,7 @@ use crate::backend::Backend;
 use crate::plan::micros;
 use crate::pools::{PoolKind, Scope};
 use crate::query::Query;
-use crate::rows::{ApiKeyRecordRow, api_key_columns, api_key_record_columns};
+use crate::rows::api_keys::{ApiKeyRecordRow, api_key_columns, api_key_record_columns};
 use crate::store::Store;
 use async_trait::async_trait;
 use baton_core::StoreError;

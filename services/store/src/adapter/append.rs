@@ -9,7 +9,7 @@ use crate::backend::Backend;
 use crate::plan::{self, AppendError, AppendPlan};
 use crate::pools::{PoolKind, Scope};
 use crate::query::Query;
-use crate::rows::{RunRow, bind_run, run_columns};
+use crate::rows::runs::{RunRow, bind_run, run_columns};
 use crate::store::Store;
 use baton_core::StoreError;
 use baton_core::model::RunSummary;

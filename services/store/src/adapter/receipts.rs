@@ -7,7 +7,7 @@
 use crate::backend::Backend;
 use crate::plan::{AppendError, AppendPlan};
 use crate::query::Query;
-use crate::rows::{ReceiptRow, receipt_columns, receipt_json};
+use crate::rows::receipts::{ReceiptRow, receipt_columns, receipt_json};
 use baton_core::model::Receipt;
 use baton_core::ports::AppendRequest;
 use baton_events::TenantId;

@@ -5,9 +5,11 @@
 use crate::backend::Backend;
 use crate::pools::{PoolKind, Scope};
 use crate::query::Query;
-use crate::rows::{
-    EventRow, IdempotencyRow, MessageRow, ReceiptRow, RunRow, event_columns, idempotency_columns,
-    map_all, message_columns, receipt_columns, run_columns,
+use crate::rows::map_all;
+use crate::rows::receipts::{ReceiptRow, receipt_columns};
+use crate::rows::runs::{
+    EventRow, IdempotencyRow, MessageRow, RunRow, event_columns, idempotency_columns,
+    message_columns, run_columns,
 };
 use crate::store::Store;
 use async_trait::async_trait;

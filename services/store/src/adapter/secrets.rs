@@ -8,7 +8,7 @@ use crate::backend::Backend;
 use crate::plan::micros;
 use crate::pools::{PoolKind, Scope};
 use crate::query::Query;
-use crate::rows::{SecretMetaRow, SecretRow, secret_meta_columns};
+use crate::rows::secrets::{SecretMetaRow, SecretRow, secret_meta_columns};
 use crate::store::Store;
 use async_trait::async_trait;
 use baton_core::StoreError;

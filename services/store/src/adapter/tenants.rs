@@ -6,7 +6,7 @@ use crate::backend::Backend;
 use crate::plan::micros;
 use crate::pools::{PoolKind, Scope};
 use crate::query::Query;
-use crate::rows::{TenantRow, tenant_columns};
+use crate::rows::tenants::{TenantRow, tenant_columns};
 use crate::store::Store;
 use async_trait::async_trait;
 use baton_core::StoreError;

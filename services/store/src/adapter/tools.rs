@@ -8,7 +8,7 @@ use crate::backend::Backend;
 use crate::plan::micros;
 use crate::pools::{PoolKind, Scope};
 use crate::query::Query;
-use crate::rows::{ToolRow, tool_columns, tool_json};
+use crate::rows::tools::{ToolRow, tool_columns, tool_json};
 use crate::store::Store;
 use async_trait::async_trait;
 use baton_core::StoreError;

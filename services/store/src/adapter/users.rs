@@ -15,8 +15,9 @@ use crate::backend::Backend;
 use crate::plan::micros;
 use crate::pools::{PoolKind, Scope};
 use crate::query::Query;
-use crate::rows::{
-    MemberRow, SessionRow, TenantRoleRow, UserCredentialsRow, UserRow, map_all, member_columns,
+use crate::rows::map_all;
+use crate::rows::users::{
+    MemberRow, SessionRow, TenantRoleRow, UserCredentialsRow, UserRow, member_columns,
     session_columns, tenant_role_columns, user_columns,
 };
 use crate::store::Store;
