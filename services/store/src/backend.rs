@@ -1,7 +1,8 @@
-//! What the shared port code needs from a database, said once per backend: [`Backend`],
-//! implemented for `sqlx::Postgres` (`crate::postgres`) and `sqlx::Sqlite` (`crate::sqlite`),
-//! with the values both can bind ([`Bind`]) and the rows both can decode ([`Decode`]), and
-//! the driver-error classification the two share. Nothing here runs a query of its own.
+//! What the shared port code needs from a database, and all that differs between the two:
+//! [`Backend`] and its implementations for `sqlx::Postgres` and `sqlx::Sqlite`, side by
+//! side, with the values both can bind ([`Bind`]), the rows both can decode ([`Decode`])
+//! and the driver-error classification the two share (each adds its own retryable errors,
+//! in `crate::postgres` and `crate::sqlite`). Nothing here runs a query of its own.
 //!
 //! sqlx binds, decodes and executes only for a concrete database, and generic
 //! `sqlx::Database` code would have to repeat that as where-clauses on every function.
@@ -10,14 +11,19 @@
 //! bound of `T: Bind` implies wherever it is written.
 
 use crate::pools::Scoped;
+use crate::postgres::DbRole;
 use crate::query::Query;
 use baton_core::StoreError;
 use sqlx::error::BoxDynError;
-use sqlx::postgres::PgRow;
-use sqlx::sqlite::SqliteRow;
-use sqlx::{Encode, FromRow, Postgres, Sqlite, Type};
+use sqlx::postgres::{PgArguments, PgConnection, PgRow};
+use sqlx::sqlite::{SqliteArguments, SqliteConnection, SqliteRow};
+use sqlx::{Arguments, Encode, FromRow, Postgres, Sqlite, Type};
 use std::fmt::Debug;
 use std::future::Future;
+use std::sync::Arc;
+
+/// What a primitive returns: the driver's result, which [`Query`] classifies.
+pub type Driver<T> = Result<T, sqlx::Error>;
 
 /// A value either database can bind as a query argument: what sqlx asks of it for each.
 pub trait Bind<'t>:
@@ -69,25 +75,112 @@ pub trait Backend: Scoped + Sync {
     fn execute(
         conn: &mut Self::Connection,
         q: Query<Self>,
-    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
+    ) -> impl Future<Output = Driver<u64>> + Send;
 
     /// Every row `q` returns.
     fn fetch_all<R: Decode>(
         conn: &mut Self::Connection,
         q: Query<Self>,
-    ) -> impl Future<Output = Result<Vec<R>, sqlx::Error>> + Send;
+    ) -> impl Future<Output = Driver<Vec<R>>> + Send;
 
     /// The first row `q` returns, if any.
     fn fetch_optional<R: Decode>(
         conn: &mut Self::Connection,
         q: Query<Self>,
-    ) -> impl Future<Output = Result<Option<R>, sqlx::Error>> + Send;
+    ) -> impl Future<Output = Driver<Option<R>>> + Send;
 
     /// The first row `q` returns; an error when there is none.
     fn fetch_one<R: Decode>(
         conn: &mut Self::Connection,
         q: Query<Self>,
-    ) -> impl Future<Output = Result<R, sqlx::Error>> + Send;
+    ) -> impl Future<Output = Driver<R>> + Send;
+}
+
+impl Backend for Postgres {
+    // Locks the rows a write reads until the transaction ends.
+    const LOCK_ROWS: &'static str = " FOR UPDATE";
+    // Concurrent replicas claiming leases skip each other's candidates.
+    const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
+
+    type Info = Arc<DbRole>;
+
+    fn classify(e: sqlx::Error) -> StoreError {
+        crate::postgres::classify(e)
+    }
+
+    fn add<'t, T: Bind<'t>>(args: &mut PgArguments, value: T) -> Result<(), BoxDynError> {
+        args.add(value)
+    }
+
+    async fn execute(conn: &mut PgConnection, q: Query<Self>) -> Driver<u64> {
+        let (sql, args) = q.into_parts()?;
+        Ok(sqlx::query_with(sql, args)
+            .execute(conn)
+            .await?
+            .rows_affected())
+    }
+
+    async fn fetch_all<R: Decode>(conn: &mut PgConnection, q: Query<Self>) -> Driver<Vec<R>> {
+        let (sql, args) = q.into_parts()?;
+        sqlx::query_as_with(sql, args).fetch_all(conn).await
+    }
+
+    async fn fetch_optional<R: Decode>(
+        conn: &mut PgConnection,
+        q: Query<Self>,
+    ) -> Driver<Option<R>> {
+        let (sql, args) = q.into_parts()?;
+        sqlx::query_as_with(sql, args).fetch_optional(conn).await
+    }
+
+    async fn fetch_one<R: Decode>(conn: &mut PgConnection, q: Query<Self>) -> Driver<R> {
+        let (sql, args) = q.into_parts()?;
+        sqlx::query_as_with(sql, args).fetch_one(conn).await
+    }
+}
+
+impl Backend for Sqlite {
+    // A write transaction begins with `BEGIN IMMEDIATE` (`crate::pools`), which takes the
+    // database's write lock up front: the rows a write reads need no lock of their own,
+    // and lease claimers are serialized already.
+    const LOCK_ROWS: &'static str = "";
+    const SKIP_LOCKED: &'static str = "";
+
+    type Info = ();
+
+    fn classify(e: sqlx::Error) -> StoreError {
+        crate::sqlite::classify(e)
+    }
+
+    fn add<'t, T: Bind<'t>>(args: &mut SqliteArguments, value: T) -> Result<(), BoxDynError> {
+        args.add(value)
+    }
+
+    async fn execute(conn: &mut SqliteConnection, q: Query<Self>) -> Driver<u64> {
+        let (sql, args) = q.into_parts()?;
+        Ok(sqlx::query_with(sql, args)
+            .execute(conn)
+            .await?
+            .rows_affected())
+    }
+
+    async fn fetch_all<R: Decode>(conn: &mut SqliteConnection, q: Query<Self>) -> Driver<Vec<R>> {
+        let (sql, args) = q.into_parts()?;
+        sqlx::query_as_with(sql, args).fetch_all(conn).await
+    }
+
+    async fn fetch_optional<R: Decode>(
+        conn: &mut SqliteConnection,
+        q: Query<Self>,
+    ) -> Driver<Option<R>> {
+        let (sql, args) = q.into_parts()?;
+        sqlx::query_as_with(sql, args).fetch_optional(conn).await
+    }
+
+    async fn fetch_one<R: Decode>(conn: &mut SqliteConnection, q: Query<Self>) -> Driver<R> {
+        let (sql, args) = q.into_parts()?;
+        sqlx::query_as_with(sql, args).fetch_one(conn).await
+    }
 }
 
 /// The classification both backends share; each backend's [`Backend::classify`] supplies

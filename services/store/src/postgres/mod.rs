@@ -1,8 +1,8 @@
 //! The Postgres adapter of the store ports (team tier): connection options, the `app`,
 //! `control` and `checkpoint` pools, the database role the connections act as, and the one
-//! function that classifies driver errors, with the rest of Postgres's [`Backend`]: its
-//! row locks and the typed primitives that bind and run queries. The port implementations
-//! are the shared ones of `crate::adapter`; none of them formats input into SQL.
+//! function that classifies driver errors (the rest of what is Postgres's own is its
+//! `Backend` in `crate::backend`). The port implementations are the shared ones of
+//! `crate::adapter`; none of them formats input into SQL.
 //!
 //! Row-level security (migration 0006) binds every role but superusers and roles with
 //! BYPASSRLS, which ignore policies even on tables that force them. So at connect the
@@ -15,14 +15,12 @@
 //! warning at connect when it still bypasses row-level security. The migrations use a
 //! connection of their own (`crate::migrate`) that keeps the login role.
 
-use crate::backend::{self, Backend, Bind, Decode};
+use crate::backend;
 use crate::pools::{PoolKind, Pools, Scope};
-use crate::query::Query;
 use crate::store::Store;
 use baton_core::StoreError;
-use sqlx::error::BoxDynError;
-use sqlx::postgres::{PgArguments, PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
-use sqlx::{Arguments, ConnectOptions, Connection, Postgres, Transaction};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::{ConnectOptions, Connection, Postgres, Transaction};
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -210,53 +208,6 @@ async fn effective_role(pool: &PgPool) -> Result<DbRole, StoreError> {
     .await
     .map_err(classify)?;
     Ok(DbRole { name, bypasses_rls })
-}
-
-impl Backend for Postgres {
-    // Locks the run row an append reads until the transaction ends.
-    const LOCK_ROWS: &'static str = " FOR UPDATE";
-    // Concurrent replicas claiming leases skip each other's candidates.
-    const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
-
-    type Info = Arc<DbRole>;
-
-    fn classify(e: sqlx::Error) -> StoreError {
-        classify(e)
-    }
-
-    fn add<'t, T: Bind<'t>>(args: &mut PgArguments, value: T) -> Result<(), BoxDynError> {
-        args.add(value)
-    }
-
-    async fn execute(conn: &mut PgConnection, q: Query<Self>) -> Result<u64, sqlx::Error> {
-        let (sql, args) = q.into_parts()?;
-        let done = sqlx::query_with(sql, args).execute(conn).await?;
-        Ok(done.rows_affected())
-    }
-
-    async fn fetch_all<R: Decode>(
-        conn: &mut PgConnection,
-        q: Query<Self>,
-    ) -> Result<Vec<R>, sqlx::Error> {
-        let (sql, args) = q.into_parts()?;
-        sqlx::query_as_with(sql, args).fetch_all(conn).await
-    }
-
-    async fn fetch_optional<R: Decode>(
-        conn: &mut PgConnection,
-        q: Query<Self>,
-    ) -> Result<Option<R>, sqlx::Error> {
-        let (sql, args) = q.into_parts()?;
-        sqlx::query_as_with(sql, args).fetch_optional(conn).await
-    }
-
-    async fn fetch_one<R: Decode>(
-        conn: &mut PgConnection,
-        q: Query<Self>,
-    ) -> Result<R, sqlx::Error> {
-        let (sql, args) = q.into_parts()?;
-        sqlx::query_as_with(sql, args).fetch_one(conn).await
-    }
 }
 
 /// The one place Postgres driver errors become [`StoreError`]s: the shared rules of

@@ -1,23 +1,19 @@
 //! The SQLite adapter of the store ports (embedded tier): opening a database file (or a
 //! shared in-memory database for tests) with WAL, a busy timeout and foreign keys, and
-//! the one function that classifies driver errors, with the rest of SQLite's [`Backend`]:
-//! no row locks, and the typed primitives that bind and run queries. The port
-//! implementations are the shared ones of `crate::adapter`; none of them formats input
-//! into SQL. SQLite has no
+//! the one function that classifies driver errors (the rest of what is SQLite's own is its
+//! `Backend` in `crate::backend`). The port implementations are the shared ones of
+//! `crate::adapter`; none of them formats input into SQL. SQLite has no
 //! row-level security: the scope the port code names for each connection is ignored here
 //! (see `crate::pools`), and isolation rests on the queries' tenant filters.
 
-use crate::backend::{self, Backend, Bind, Decode};
+use crate::backend;
 use crate::pools::Pools;
-use crate::query::Query;
 use crate::store::Store;
 use baton_core::StoreError;
-use sqlx::error::BoxDynError;
+use sqlx::Sqlite;
 use sqlx::sqlite::{
-    SqliteArguments, SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool,
-    SqlitePoolOptions, SqliteSynchronous,
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
-use sqlx::{Arguments, Sqlite};
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
@@ -109,54 +105,6 @@ fn create_dir(dir: &Path) -> Result<(), StoreError> {
     std::fs::create_dir_all(dir).map_err(|e| {
         StoreError::Unavailable(format!("cannot create directory {}: {e}", dir.display()))
     })
-}
-
-impl Backend for Sqlite {
-    // A write transaction begins with `BEGIN IMMEDIATE` (`crate::pools`), which takes the
-    // database's write lock up front: the rows a write reads need no lock of their own,
-    // and lease claimers are serialized already.
-    const LOCK_ROWS: &'static str = "";
-    const SKIP_LOCKED: &'static str = "";
-
-    type Info = ();
-
-    fn classify(e: sqlx::Error) -> StoreError {
-        classify(e)
-    }
-
-    fn add<'t, T: Bind<'t>>(args: &mut SqliteArguments, value: T) -> Result<(), BoxDynError> {
-        args.add(value)
-    }
-
-    async fn execute(conn: &mut SqliteConnection, q: Query<Self>) -> Result<u64, sqlx::Error> {
-        let (sql, args) = q.into_parts()?;
-        let done = sqlx::query_with(sql, args).execute(conn).await?;
-        Ok(done.rows_affected())
-    }
-
-    async fn fetch_all<R: Decode>(
-        conn: &mut SqliteConnection,
-        q: Query<Self>,
-    ) -> Result<Vec<R>, sqlx::Error> {
-        let (sql, args) = q.into_parts()?;
-        sqlx::query_as_with(sql, args).fetch_all(conn).await
-    }
-
-    async fn fetch_optional<R: Decode>(
-        conn: &mut SqliteConnection,
-        q: Query<Self>,
-    ) -> Result<Option<R>, sqlx::Error> {
-        let (sql, args) = q.into_parts()?;
-        sqlx::query_as_with(sql, args).fetch_optional(conn).await
-    }
-
-    async fn fetch_one<R: Decode>(
-        conn: &mut SqliteConnection,
-        q: Query<Self>,
-    ) -> Result<R, sqlx::Error> {
-        let (sql, args) = q.into_parts()?;
-        sqlx::query_as_with(sql, args).fetch_one(conn).await
-    }
 }
 
 /// The one place SQLite driver errors become [`StoreError`]s: the shared rules of
