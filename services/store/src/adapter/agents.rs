@@ -4,11 +4,9 @@
 //! the current row, so the two never disagree. Every statement runs on the `app` pool,
 //! scoped to the caller's tenant.
 
-use super::audit::write_audit;
-use super::reads::commit;
+use super::Result;
 use crate::backend::Backend;
 use crate::plan::micros;
-use crate::pools::{PoolKind, Scope};
 use crate::query::Query;
 use crate::rows::agents::{AgentJson, AgentRow, agent_columns, agent_version_columns};
 use crate::store::Store;
@@ -20,6 +18,17 @@ use baton_events::{AgentId, TenantId};
 use sqlx::Transaction;
 use sqlx::types::Json;
 
+/// One version of a tenant's agent.
+const AGENT_VERSION: &str = concat!(
+    "SELECT ",
+    agent_version_columns!(),
+    " FROM agent_versions \
+     WHERE tenant_id = $1 AND agent_id = $2 AND version = $3"
+);
+
+/// The `SELECT` of every column an [`AgentRow`] reads, from `agents`.
+const SELECT_AGENTS: &str = concat!("SELECT ", agent_columns!(), " FROM agents");
+
 #[async_trait]
 impl<B: Backend> AgentStore for Store<B> {
     /// A duplicate id is `Conflict { expected: 0, actual: 0 }` ("already exists").
@@ -29,12 +38,9 @@ impl<B: Backend> AgentStore for Store<B> {
         tenant: TenantId,
         agent: &Agent,
         audit: &AuditEntry,
-    ) -> Result<(), StoreError> {
+    ) -> Result<()> {
         let json = AgentJson::of(agent)?;
-        let mut tx = self
-            .pools
-            .write(PoolKind::App, Scope::Tenant(tenant))
-            .await?;
+        let mut change = self.audited(tenant, audit).await?;
         Query::new(concat!(
             "INSERT INTO agents (",
             agent_columns!(),
@@ -50,11 +56,10 @@ impl<B: Backend> AgentStore for Store<B> {
         .bind(agent.version)
         .bind(micros(agent.created_at))
         .bind(micros(agent.updated_at))
-        .execute(&mut tx)
+        .execute(&mut change.tx)
         .await?;
-        keep_version(&mut tx, tenant, agent.id).await?;
-        write_audit(&mut tx, tenant, audit).await?;
-        commit(tx).await
+        keep_version(&mut change.tx, tenant, agent.id).await?;
+        change.commit().await
     }
 
     /// `Conflict { expected: agent.version - 1, actual }` when the current version is not
@@ -66,13 +71,10 @@ impl<B: Backend> AgentStore for Store<B> {
         tenant: TenantId,
         agent: &Agent,
         audit: &AuditEntry,
-    ) -> Result<(), StoreError> {
+    ) -> Result<()> {
         let json = AgentJson::of(agent)?;
         let expected = agent.version - 1;
-        let mut tx = self
-            .pools
-            .write(PoolKind::App, Scope::Tenant(tenant))
-            .await?;
+        let mut change = self.audited(tenant, audit).await?;
         let updated = Query::new(
             "UPDATE agents SET name = $1, instructions = $2, provider = $3, \
              tools = $4, limits = $5, version = $6, updated_at = $7 \
@@ -88,34 +90,29 @@ impl<B: Backend> AgentStore for Store<B> {
         .bind(tenant.as_uuid())
         .bind(agent.id.as_uuid())
         .bind(expected)
-        .execute(&mut tx)
+        .execute(&mut change.tx)
         .await?;
         if updated != 1 {
             let actual: Option<(i64,)> =
                 Query::new("SELECT version FROM agents WHERE tenant_id = $1 AND id = $2")
                     .bind(tenant.as_uuid())
                     .bind(agent.id.as_uuid())
-                    .fetch_optional(&mut tx)
+                    .fetch_optional(&mut change.tx)
                     .await?;
-            let _ = tx.rollback().await;
+            change.rollback().await;
             return Err(match actual {
                 Some((actual,)) => StoreError::Conflict { expected, actual },
                 None => StoreError::NotFound,
             });
         }
-        keep_version(&mut tx, tenant, agent.id).await?;
-        write_audit(&mut tx, tenant, audit).await?;
-        commit(tx).await
+        keep_version(&mut change.tx, tenant, agent.id).await?;
+        change.commit().await
     }
 
     #[tracing::instrument(name = "store.get_agent", skip_all)]
-    async fn get_agent(&self, tenant: TenantId, id: AgentId) -> Result<Option<Agent>, StoreError> {
-        self.one_by_id::<AgentRow, _>(
-            tenant,
-            concat!("SELECT ", agent_columns!(), " FROM agents"),
-            id.as_uuid(),
-        )
-        .await
+    async fn get_agent(&self, tenant: TenantId, id: AgentId) -> Result<Option<Agent>> {
+        self.one_by_id::<AgentRow, _>(tenant, SELECT_AGENTS, id.as_uuid())
+            .await
     }
 
     #[tracing::instrument(name = "store.get_agent_version", skip_all)]
@@ -124,20 +121,12 @@ impl<B: Backend> AgentStore for Store<B> {
         tenant: TenantId,
         id: AgentId,
         version: i64,
-    ) -> Result<Option<Agent>, StoreError> {
-        let q = Query::new(concat!(
-            "SELECT ",
-            agent_version_columns!(),
-            " FROM agent_versions \
-             WHERE tenant_id = $1 AND agent_id = $2 AND version = $3"
-        ))
-        .bind(tenant.as_uuid())
-        .bind(id.as_uuid())
-        .bind(version);
-        let row: Option<AgentRow> = self
-            .read_optional(PoolKind::App, Scope::Tenant(tenant), q)
-            .await?;
-        row.map(Agent::try_from).transpose()
+    ) -> Result<Option<Agent>> {
+        let q = Query::new(AGENT_VERSION)
+            .bind(tenant.as_uuid())
+            .bind(id.as_uuid())
+            .bind(version);
+        self.tenant_row::<AgentRow, _>(tenant, q).await
     }
 
     #[tracing::instrument(name = "store.list_agents", skip_all)]
@@ -146,10 +135,10 @@ impl<B: Backend> AgentStore for Store<B> {
         tenant: TenantId,
         before: Option<AgentId>,
         limit: u32,
-    ) -> Result<Vec<Agent>, StoreError> {
+    ) -> Result<Vec<Agent>> {
         self.newest_first::<AgentRow, _>(
             tenant,
-            concat!("SELECT ", agent_columns!(), " FROM agents"),
+            SELECT_AGENTS,
             None,
             before.map(|b| b.as_uuid()),
             limit,
@@ -163,7 +152,7 @@ async fn keep_version<B: Backend>(
     tx: &mut Transaction<'static, B>,
     tenant: TenantId,
     id: AgentId,
-) -> Result<(), StoreError> {
+) -> Result<()> {
     Query::new(
         "INSERT INTO agent_versions \
          (tenant_id, agent_id, version, name, instructions, provider, tools, \

@@ -3,8 +3,7 @@
 //! (`Scope::CrossTenant`); everything else about a key (create, get, list, revoke,
 //! recording its use) is filtered by its tenant and runs scoped to it.
 
-use super::audit::write_audit;
-use super::reads::commit;
+use super::Result;
 use crate::backend::Backend;
 use crate::plan::micros;
 use crate::pools::{PoolKind, Scope};
@@ -12,65 +11,49 @@ use crate::query::Query;
 use crate::rows::api_keys::{ApiKeyRecordRow, api_key_columns, api_key_record_columns};
 use crate::store::Store;
 use async_trait::async_trait;
-use baton_core::StoreError;
 use baton_core::model::{ApiKey, ApiKeyRecord, AuditEntry};
 use baton_core::ports::ApiKeyStore;
 use baton_events::TenantId;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+/// The key whose token hashes to `$1`, in whichever tenant.
+const API_KEY_BY_HASH: &str = concat!(
+    "SELECT ",
+    api_key_record_columns!(),
+    " FROM api_keys WHERE token_hash = $1"
+);
+
+/// The `SELECT` of every column an [`ApiKeyRecordRow`] reads, from `api_keys`.
+const SELECT_API_KEYS: &str = concat!("SELECT ", api_key_record_columns!(), " FROM api_keys");
+
 #[async_trait]
 impl<B: Backend> ApiKeyStore for Store<B> {
     /// A reused token hash is `Conflict { expected: 0, actual: 0 }`; an unknown tenant is
     /// `NotFound`.
     #[tracing::instrument(name = "store.create_api_key", skip_all)]
-    async fn create_api_key(
-        &self,
-        key: &ApiKey,
-        hash: &[u8],
-        audit: &AuditEntry,
-    ) -> Result<(), StoreError> {
+    async fn create_api_key(&self, key: &ApiKey, hash: &[u8], audit: &AuditEntry) -> Result<()> {
         self.insert_api_key(key, hash, None, audit).await
     }
 
     /// As [`create_api_key`](ApiKeyStore::create_api_key), recording the entry's actor as
     /// its creator.
     #[tracing::instrument(name = "store.create_api_key", skip_all)]
-    async fn create_api_key_by(
-        &self,
-        key: &ApiKey,
-        hash: &[u8],
-        audit: &AuditEntry,
-    ) -> Result<(), StoreError> {
+    async fn create_api_key_by(&self, key: &ApiKey, hash: &[u8], audit: &AuditEntry) -> Result<()> {
         self.insert_api_key(key, hash, Some(&audit.actor), audit)
             .await
     }
 
-    async fn lookup_api_key(&self, hash: &[u8]) -> Result<Option<ApiKeyRecord>, StoreError> {
-        let q = Query::new(concat!(
-            "SELECT ",
-            api_key_record_columns!(),
-            " FROM api_keys WHERE token_hash = $1"
-        ))
-        .bind(hash);
-        let row: Option<ApiKeyRecordRow> = self
-            .read_optional(PoolKind::App, Scope::CrossTenant, q)
-            .await?;
-        row.map(ApiKeyRecord::try_from).transpose()
+    async fn lookup_api_key(&self, hash: &[u8]) -> Result<Option<ApiKeyRecord>> {
+        let q = Query::new(API_KEY_BY_HASH).bind(hash);
+        self.read_optional::<ApiKeyRecordRow, _>(PoolKind::App, Scope::CrossTenant, q)
+            .await
     }
 
     #[tracing::instrument(name = "store.get_api_key", skip_all)]
-    async fn get_api_key(
-        &self,
-        tenant: TenantId,
-        id: Uuid,
-    ) -> Result<Option<ApiKeyRecord>, StoreError> {
-        self.one_by_id::<ApiKeyRecordRow, _>(
-            tenant,
-            concat!("SELECT ", api_key_record_columns!(), " FROM api_keys"),
-            id,
-        )
-        .await
+    async fn get_api_key(&self, tenant: TenantId, id: Uuid) -> Result<Option<ApiKeyRecord>> {
+        self.one_by_id::<ApiKeyRecordRow, _>(tenant, SELECT_API_KEYS, id)
+            .await
     }
 
     /// Ids are UUIDv7, so id order is creation order; both databases compare them
@@ -81,15 +64,9 @@ impl<B: Backend> ApiKeyStore for Store<B> {
         tenant: TenantId,
         before: Option<Uuid>,
         limit: u32,
-    ) -> Result<Vec<ApiKeyRecord>, StoreError> {
-        self.newest_first::<ApiKeyRecordRow, _>(
-            tenant,
-            concat!("SELECT ", api_key_record_columns!(), " FROM api_keys"),
-            None,
-            before,
-            limit,
-        )
-        .await
+    ) -> Result<Vec<ApiKeyRecord>> {
+        self.newest_first::<ApiKeyRecordRow, _>(tenant, SELECT_API_KEYS, None, before, limit)
+            .await
     }
 
     #[tracing::instrument(name = "store.revoke_api_key", skip_all)]
@@ -99,11 +76,8 @@ impl<B: Backend> ApiKeyStore for Store<B> {
         id: Uuid,
         at: DateTime<Utc>,
         audit: &AuditEntry,
-    ) -> Result<bool, StoreError> {
-        let mut tx = self
-            .pools
-            .write(PoolKind::App, Scope::Tenant(tenant))
-            .await?;
+    ) -> Result<bool> {
+        let mut change = self.audited(tenant, audit).await?;
         let revoked = Query::new(
             "UPDATE api_keys SET revoked_at = $3 \
              WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL",
@@ -111,13 +85,10 @@ impl<B: Backend> ApiKeyStore for Store<B> {
         .bind(tenant.as_uuid())
         .bind(id)
         .bind(micros(at))
-        .execute(&mut tx)
+        .execute(&mut change.tx)
         .await?
             > 0;
-        if revoked {
-            write_audit(&mut tx, tenant, audit).await?;
-        }
-        commit(tx).await?;
+        change.commit_if(revoked).await?;
         Ok(revoked)
     }
 
@@ -131,7 +102,7 @@ impl<B: Backend> ApiKeyStore for Store<B> {
         id: Uuid,
         at: DateTime<Utc>,
         stale_before: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<bool> {
         let q = Query::new(
             "UPDATE api_keys SET last_used_at = $3 \
              WHERE tenant_id = $1 AND id = $2 \
@@ -149,19 +120,16 @@ impl<B: Backend> ApiKeyStore for Store<B> {
 }
 
 impl<B: Backend> Store<B> {
-    /// Stores the key with its creator (`None`: made outside the API) and its audit entry,
-    /// in one transaction. A reused id or hash is `Conflict`, an unknown tenant `NotFound`.
+    /// Stores the key with its creator (`None`: made outside the API), recorded by its
+    /// audit entry. A reused id or hash is `Conflict`, an unknown tenant `NotFound`.
     async fn insert_api_key(
         &self,
         key: &ApiKey,
         hash: &[u8],
         created_by: Option<&str>,
         audit: &AuditEntry,
-    ) -> Result<(), StoreError> {
-        let mut tx = self
-            .pools
-            .write(PoolKind::App, Scope::Tenant(key.tenant))
-            .await?;
+    ) -> Result<()> {
+        let mut change = self.audited(key.tenant, audit).await?;
         Query::new(concat!(
             "INSERT INTO api_keys (",
             api_key_columns!(),
@@ -178,9 +146,8 @@ impl<B: Backend> Store<B> {
         .bind(key.revoked_at.map(micros))
         .bind(hash)
         .bind(created_by)
-        .execute(&mut tx)
+        .execute(&mut change.tx)
         .await?;
-        write_audit(&mut tx, key.tenant, audit).await?;
-        commit(tx).await
+        change.commit().await
     }
 }

@@ -4,6 +4,8 @@
 //! [`Backend::LOCK_ROWS`]), and writes the events with the runs, messages and receipts
 //! (`receipts.rs`) projections. What it writes is decided by `crate::plan`.
 
+use super::Result;
+use super::reads::commit;
 use super::receipts::project_receipts;
 use crate::backend::Backend;
 use crate::plan::{self, AppendError, AppendPlan};
@@ -20,17 +22,20 @@ use baton_events::{Envelope, TenantId};
 use sqlx::Transaction;
 use sqlx::types::Json;
 
+/// The run an append writes to; the backend's lock clause follows.
+const RUN: &str = concat!(
+    "SELECT ",
+    run_columns!(),
+    " FROM runs WHERE id = $1 AND tenant_id = $2"
+);
+
 /// The append's transaction.
 type Tx<B> = Transaction<'static, B>;
 
 #[async_trait::async_trait]
 impl<B: Backend> EventLog for Store<B> {
     #[tracing::instrument(name = "store.append", skip_all)]
-    async fn append(
-        &self,
-        tenant: TenantId,
-        req: AppendRequest,
-    ) -> Result<AppendOutcome, StoreError> {
+    async fn append(&self, tenant: TenantId, req: AppendRequest) -> Result<AppendOutcome> {
         plan::validate(tenant, &req)?;
         let mut tx = self
             .pools
@@ -49,7 +54,7 @@ impl<B: Backend> EventLog for Store<B> {
         }
         match write(&mut tx, tenant, &req).await {
             Ok(outcome) => {
-                tx.commit().await.map_err(B::classify)?;
+                commit(tx).await?;
                 Ok(outcome)
             }
             Err(AppendError::Store(e)) => {
@@ -65,11 +70,7 @@ impl<B: Backend> EventLog for Store<B> {
 }
 
 impl<B: Backend> Store<B> {
-    async fn duplicate(
-        &self,
-        tenant: TenantId,
-        request_id: &str,
-    ) -> Result<AppendOutcome, StoreError> {
+    async fn duplicate(&self, tenant: TenantId, request_id: &str) -> Result<AppendOutcome> {
         match self.find_idempotency(tenant, request_id).await? {
             Some(rec) => Ok(AppendOutcome::Duplicate(rec)),
             None => Err(StoreError::Other(format!(
@@ -80,12 +81,17 @@ impl<B: Backend> Store<B> {
 
     /// The precise conflict after another writer won: the stream's committed version.
     async fn lost_race(&self, tenant: TenantId, req: &AppendRequest) -> StoreError {
-        let q = Query::new("SELECT version FROM runs WHERE id = $1 AND tenant_id = $2")
-            .bind(req.run.as_uuid())
-            .bind(tenant.as_uuid());
-        let actual: Result<Option<(i64,)>, _> = self
-            .read_optional(PoolKind::App, Scope::Tenant(tenant), q)
-            .await;
+        let scoped = self.pools.read(PoolKind::App, Scope::Tenant(tenant));
+        let mut conn = match scoped.await {
+            Ok(conn) => conn,
+            Err(e) => return e,
+        };
+        let actual: Result<Option<(i64,)>, _> =
+            Query::new("SELECT version FROM runs WHERE id = $1 AND tenant_id = $2")
+                .bind(req.run.as_uuid())
+                .bind(tenant.as_uuid())
+                .fetch_optional(&mut conn)
+                .await;
         match actual {
             Ok(Some((actual,))) => StoreError::Conflict {
                 expected: req.expected_version,
@@ -102,7 +108,7 @@ async fn insert_idempotency<B: Backend>(
     tenant: TenantId,
     rec: &IdempotencyRecord,
     req: &AppendRequest,
-) -> Result<(), StoreError> {
+) -> Result<()> {
     Query::new(
         "INSERT INTO idempotency \
          (tenant_id, request_id, command, fingerprint, response, created_at) \
@@ -186,16 +192,12 @@ async fn lock_run<B: Backend>(
     tenant: TenantId,
     req: &AppendRequest,
 ) -> Result<RunSummary, AppendError> {
-    let row: Option<RunRow> = Query::new(concat!(
-        "SELECT ",
-        run_columns!(),
-        " FROM runs WHERE id = $1 AND tenant_id = $2"
-    ))
-    .suffix(B::LOCK_ROWS)
-    .bind(req.run.as_uuid())
-    .bind(tenant.as_uuid())
-    .fetch_optional(tx)
-    .await?;
+    let row: Option<RunRow> = Query::new(RUN)
+        .suffix(B::LOCK_ROWS)
+        .bind(req.run.as_uuid())
+        .bind(tenant.as_uuid())
+        .fetch_optional(tx)
+        .await?;
     let row = row.ok_or(AppendError::Store(StoreError::NotFound))?;
     Ok(RunSummary::try_from(row)?)
 }

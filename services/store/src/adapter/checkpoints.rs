@@ -2,18 +2,34 @@
 //! `checkpoint` pool, scoped to the caller's tenant. The store only ever holds what the
 //! keyring sealed.
 
+use super::Result;
 use crate::backend::Backend;
 use crate::plan::micros;
 use crate::pools::{PoolKind, Scope};
 use crate::query::Query;
 use crate::rows::checkpoints::{CheckpointMetaRow, CheckpointRow, checkpoint_columns};
-use crate::rows::map_all;
 use crate::store::Store;
 use async_trait::async_trait;
 use baton_core::StoreError;
 use baton_core::model::CheckpointMeta;
 use baton_core::ports::{CheckpointStore, StoredCheckpoint};
 use baton_events::{RunId, TenantId};
+
+/// A run's newest checkpoints, with their contents.
+const LATEST_CHECKPOINTS: &str = concat!(
+    "SELECT ",
+    checkpoint_columns!(),
+    ", ciphertext FROM checkpoints WHERE tenant_id = $1 AND run_id = $2 \
+     ORDER BY through_version DESC, created_at DESC LIMIT $3"
+);
+
+/// A run's checkpoints, oldest first, without their contents.
+const CHECKPOINTS_OF_RUN: &str = concat!(
+    "SELECT ",
+    checkpoint_columns!(),
+    " FROM checkpoints WHERE tenant_id = $1 AND run_id = $2 \
+     ORDER BY through_version, created_at"
+);
 
 #[async_trait]
 impl<B: Backend> CheckpointStore for Store<B> {
@@ -23,7 +39,7 @@ impl<B: Backend> CheckpointStore for Store<B> {
         tenant: TenantId,
         run: RunId,
         c: &StoredCheckpoint,
-    ) -> Result<(), StoreError> {
+    ) -> Result<()> {
         let size = i64::try_from(c.meta.size)
             .map_err(|_| StoreError::Other(format!("checkpoint {} is too large", c.meta.id)))?;
         let q = Query::new(
@@ -51,39 +67,21 @@ impl<B: Backend> CheckpointStore for Store<B> {
         tenant: TenantId,
         run: RunId,
         limit: u32,
-    ) -> Result<Vec<StoredCheckpoint>, StoreError> {
-        let q = Query::new(concat!(
-            "SELECT ",
-            checkpoint_columns!(),
-            ", ciphertext FROM checkpoints WHERE tenant_id = $1 AND run_id = $2 \
-             ORDER BY through_version DESC, created_at DESC LIMIT $3"
-        ))
-        .bind(tenant.as_uuid())
-        .bind(run.as_uuid())
-        .bind(i64::from(limit));
-        let rows: Vec<CheckpointRow> = self
-            .read_all(PoolKind::Checkpoint, Scope::Tenant(tenant), q)
-            .await?;
-        map_all(rows)
+    ) -> Result<Vec<StoredCheckpoint>> {
+        let q = Query::new(LATEST_CHECKPOINTS)
+            .bind(tenant.as_uuid())
+            .bind(run.as_uuid())
+            .bind(i64::from(limit));
+        self.read_all::<CheckpointRow, _>(PoolKind::Checkpoint, Scope::Tenant(tenant), q)
+            .await
     }
 
     #[tracing::instrument(name = "store.list_checkpoints", skip_all)]
-    async fn list_checkpoints(
-        &self,
-        tenant: TenantId,
-        run: RunId,
-    ) -> Result<Vec<CheckpointMeta>, StoreError> {
-        let q = Query::new(concat!(
-            "SELECT ",
-            checkpoint_columns!(),
-            " FROM checkpoints WHERE tenant_id = $1 AND run_id = $2 \
-             ORDER BY through_version, created_at"
-        ))
-        .bind(tenant.as_uuid())
-        .bind(run.as_uuid());
-        let rows: Vec<CheckpointMetaRow> = self
-            .read_all(PoolKind::Checkpoint, Scope::Tenant(tenant), q)
-            .await?;
-        map_all(rows)
+    async fn list_checkpoints(&self, tenant: TenantId, run: RunId) -> Result<Vec<CheckpointMeta>> {
+        let q = Query::new(CHECKPOINTS_OF_RUN)
+            .bind(tenant.as_uuid())
+            .bind(run.as_uuid());
+        self.read_all::<CheckpointMetaRow, _>(PoolKind::Checkpoint, Scope::Tenant(tenant), q)
+            .await
     }
 }

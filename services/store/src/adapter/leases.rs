@@ -8,13 +8,13 @@
 //! run's tenant. Claims run in a write transaction whose candidate `SELECT` ends with the
 //! backend's [`Backend::SKIP_LOCKED`], so concurrent claimers skip each other's rows.
 
+use super::Result;
 use super::reads::commit;
 use crate::backend::Backend;
 use crate::pools::{PoolKind, Scope};
 use crate::query::Query;
 use crate::store::Store;
 use async_trait::async_trait;
-use baton_core::StoreError;
 use baton_core::ports::{ClaimedRun, Fence, HeldLease, LeaseStore};
 use baton_events::{LeaseReason, RunId, TenantId};
 use chrono::{DateTime, Utc};
@@ -38,7 +38,7 @@ impl<B: Backend> LeaseStore for Store<B> {
         now: DateTime<Utc>,
         limit: u32,
         only: Option<(TenantId, RunId)>,
-    ) -> Result<Vec<ClaimedRun>, StoreError> {
+    ) -> Result<Vec<ClaimedRun>> {
         // One run's claim is request-path work (a turn starts): the app pool, scoped to
         // the run's tenant. Batch adoption looks at every tenant's runs, on the control
         // pool with renewal.
@@ -96,7 +96,7 @@ impl<B: Backend> LeaseStore for Store<B> {
         owner: &str,
         ttl: Duration,
         now: DateTime<Utc>,
-    ) -> Result<Vec<HeldLease>, StoreError> {
+    ) -> Result<Vec<HeldLease>> {
         let mut tx = self
             .pools
             .write(PoolKind::Control, Scope::CrossTenant)
@@ -121,12 +121,7 @@ impl<B: Backend> LeaseStore for Store<B> {
             .collect())
     }
 
-    async fn release_lease(
-        &self,
-        tenant: TenantId,
-        run: RunId,
-        fence: &Fence,
-    ) -> Result<bool, StoreError> {
+    async fn release_lease(&self, tenant: TenantId, run: RunId, fence: &Fence) -> Result<bool> {
         let q = Query::new(
             "UPDATE runs SET lease_owner = NULL, lease_expires_ms = NULL \
              WHERE id = $1 AND tenant_id = $2 AND lease_owner = $3 \

@@ -2,24 +2,26 @@
 //! <Port> for Store<B>` in the file named after the port's in `baton_core::ports`
 //! (`runs.rs` is `RunReader`, `append.rs` `EventLog`, `leases.rs`, `agents.rs`,
 //! `tools.rs`, `secrets.rs`, `checkpoints.rs`, `sealed.rs`, `tenants.rs`, `api_keys.rs`,
-//! `users.rs`, `audit.rs`). Two helpers have files of their own: `reads.rs`, the
-//! skeletons the methods share (read on a scoped connection, a row by id, a page newest
-//! first, a statement alone in a write, the commit), and `receipts.rs`, the receipts
-//! projection inside the append. Each port's row types are the same-named module of
-//! `crate::rows`.
+//! `users.rs`, `audit.rs`), with its row types in the same-named module of `crate::rows`.
+//! Two helpers have files of their own: `reads.rs`, the skeletons the methods share (read
+//! on a scoped connection, a row by id, a page newest first or in key order, a page of a
+//! run's rows, a statement alone in a write, the commit), and `receipts.rs`, the receipts
+//! projection inside the append. An audited change (`audit.rs`, `Audited`) commits with
+//! its audit entry.
 //!
-//! A method builds its statements as [`Query`](crate::query::Query)s and runs them on a
-//! connection of the store's `pools`; what differs between Postgres and SQLite (two
-//! locking clauses, error classification, sqlx's typed binding and execution) is
-//! [`Backend`](crate::backend::Backend)'s, so both behave identically by construction.
+//! A method builds its statements as [`Query`](crate::query::Query)s, the `SELECT`s a file
+//! reads named as consts at its top, and runs them on a connection of the store's `pools`;
+//! what differs between Postgres and SQLite (two locking clauses, error classification,
+//! sqlx's typed binding and execution) is [`Backend`](crate::backend::Backend)'s, so both
+//! behave identically by construction.
 //!
 //! Every method takes its connection from `self.pools`, with `self.pools.read(kind, scope)`
 //! (a read-only transaction on Postgres) or `self.pools.write(kind, scope)` (a transaction
-//! to commit), or through the helpers of `reads.rs`, which do the same; each names the
-//! pool and the [`Scope`](crate::Scope) it works in: `Scope::Tenant` wherever a tenant is
-//! known, `Scope::CrossTenant` only on the paths that are cross-tenant by nature (lease
-//! claims across tenants and renewal, key lookups by hash, a user's memberships, key
-//! rotation over all tenants), `Scope::NoTenant` where only tables of no tenant are
+//! to commit), or through the helpers of `reads.rs` and `audit.rs`, which do the same; each
+//! names the pool and the [`Scope`](crate::Scope) it works in: `Scope::Tenant` wherever a
+//! tenant is known, `Scope::CrossTenant` only on the paths that are cross-tenant by nature
+//! (lease claims across tenants and renewal, key lookups by hash, a user's memberships,
+//! key rotation over all tenants), `Scope::NoTenant` where only tables of no tenant are
 //! touched. No other way to a connection exists here: the pools are private to
 //! `crate::pools`.
 
@@ -37,3 +39,8 @@ mod secrets;
 mod tenants;
 mod tools;
 mod users;
+
+use baton_core::StoreError;
+
+/// What the port methods return.
+type Result<T, E = StoreError> = std::result::Result<T, E>;

@@ -4,6 +4,7 @@
 //! the rows it changes; the events of one append are folded in order, so a later one sees
 //! what an earlier one wrote.
 
+use super::Result;
 use crate::backend::Backend;
 use crate::plan::{AppendError, AppendPlan};
 use crate::query::Query;
@@ -13,6 +14,13 @@ use baton_core::ports::AppendRequest;
 use baton_events::TenantId;
 use sqlx::Transaction;
 use sqlx::types::Json;
+
+/// A run's receipt by id.
+const RECEIPT: &str = concat!(
+    "SELECT ",
+    receipt_columns!(),
+    " FROM receipts WHERE tenant_id = $1 AND run_id = $2 AND id = $3"
+);
 
 /// Folds the appended events that concern receipts into their rows, in order.
 pub(super) async fn project_receipts<B: Backend>(
@@ -26,16 +34,12 @@ pub(super) async fn project_receipts<B: Backend>(
         let Some(id) = Receipt::id_of(&new.event) else {
             continue;
         };
-        let row: Option<ReceiptRow> = Query::new(concat!(
-            "SELECT ",
-            receipt_columns!(),
-            " FROM receipts WHERE tenant_id = $1 AND run_id = $2 AND id = $3"
-        ))
-        .bind(tenant.as_uuid())
-        .bind(run.as_uuid())
-        .bind(id.as_uuid())
-        .fetch_optional(&mut *tx)
-        .await?;
+        let row: Option<ReceiptRow> = Query::new(RECEIPT)
+            .bind(tenant.as_uuid())
+            .bind(run.as_uuid())
+            .bind(id.as_uuid())
+            .fetch_optional(&mut *tx)
+            .await?;
         let before = row.map(Receipt::try_from).transpose()?;
         let after = Receipt::apply(before, run, &new.event, planned.version, plan.at);
         let Some(after) = after else {

@@ -9,13 +9,13 @@
 //! of swaps is one write transaction, each swap scoped to its own record's tenant,
 //! whichever way it was found.
 
+use super::Result;
 use super::reads::commit;
 use crate::backend::Backend;
 use crate::pools::{PoolKind, Scope};
 use crate::query::Query;
 use crate::store::Store;
 use async_trait::async_trait;
-use baton_core::StoreError;
 use baton_core::ports::{KeyUsage, SealedRecord, SealedRef, SealedStore, SealedSwap};
 use baton_events::{CheckpointId, RunId, TenantId};
 use std::collections::BTreeMap;
@@ -43,7 +43,7 @@ fn tenant_of(at: &SealedRef) -> TenantId {
 #[async_trait]
 impl<B: Backend> SealedStore for Store<B> {
     #[tracing::instrument(name = "store.key_usage", skip_all)]
-    async fn key_usage(&self, tenant: Option<TenantId>) -> Result<Vec<KeyUsage>, StoreError> {
+    async fn key_usage(&self, tenant: Option<TenantId>) -> Result<Vec<KeyUsage>> {
         let mut conn = self.pools.read(PoolKind::App, scope(tenant)).await?;
         let mut usage: BTreeMap<String, KeyUsage> = BTreeMap::new();
         for table in ["secrets", "checkpoints"] {
@@ -78,7 +78,7 @@ impl<B: Backend> SealedStore for Store<B> {
         key_id: &str,
         after: Option<(TenantId, &str)>,
         limit: u32,
-    ) -> Result<Vec<SealedRecord>, StoreError> {
+    ) -> Result<Vec<SealedRecord>> {
         let mut q = Query::new(
             "SELECT tenant_id, name, key_id, ciphertext FROM secrets \
              WHERE key_id <> ",
@@ -96,8 +96,8 @@ impl<B: Backend> SealedStore for Store<B> {
         }
         q.push(" ORDER BY tenant_id, name LIMIT ")
             .push_bind(i64::from(limit));
-        let rows: Vec<(Uuid, String, String, Vec<u8>)> =
-            self.read_all(PoolKind::App, scope(tenant), q).await?;
+        let mut conn = self.pools.read(PoolKind::App, scope(tenant)).await?;
+        let rows: Vec<(Uuid, String, String, Vec<u8>)> = q.fetch_all(&mut conn).await?;
         Ok(rows
             .into_iter()
             .map(|(tenant, name, key_id, ciphertext)| SealedRecord {
@@ -118,7 +118,7 @@ impl<B: Backend> SealedStore for Store<B> {
         key_id: &str,
         after: Option<(RunId, CheckpointId)>,
         limit: u32,
-    ) -> Result<Vec<SealedRecord>, StoreError> {
+    ) -> Result<Vec<SealedRecord>> {
         let mut q = Query::new(
             "SELECT tenant_id, run_id, id, key_id, ciphertext FROM checkpoints \
              WHERE key_id <> ",
@@ -136,8 +136,8 @@ impl<B: Backend> SealedStore for Store<B> {
         }
         q.push(" ORDER BY run_id, id LIMIT ")
             .push_bind(i64::from(limit));
-        let rows: Vec<(Uuid, Uuid, Uuid, String, Vec<u8>)> =
-            self.read_all(PoolKind::App, scope(tenant), q).await?;
+        let mut conn = self.pools.read(PoolKind::App, scope(tenant)).await?;
+        let rows: Vec<(Uuid, Uuid, Uuid, String, Vec<u8>)> = q.fetch_all(&mut conn).await?;
         Ok(rows
             .into_iter()
             .map(|(tenant, run, id, key_id, ciphertext)| SealedRecord {
@@ -156,7 +156,7 @@ impl<B: Backend> SealedStore for Store<B> {
     /// that were read: the comparison is the whole envelope, so any rewrite (each seal has
     /// a fresh nonce) makes it miss.
     #[tracing::instrument(name = "store.swap_sealed", skip_all, fields(n = swaps.len()))]
-    async fn swap_sealed(&self, swaps: &[SealedSwap]) -> Result<Vec<bool>, StoreError> {
+    async fn swap_sealed(&self, swaps: &[SealedSwap]) -> Result<Vec<bool>> {
         let Some(first) = swaps.first() else {
             return Ok(Vec::new());
         };

@@ -2,21 +2,32 @@
 //! pool scoped to the caller's tenant. The store only ever holds the envelope the keyring
 //! sealed; nothing here sees a value in the clear.
 
-use super::audit::write_audit;
-use super::reads::commit;
+use super::Result;
 use crate::backend::Backend;
 use crate::plan::micros;
-use crate::pools::{PoolKind, Scope};
 use crate::query::Query;
 use crate::rows::secrets::{SecretMetaRow, SecretRow, secret_meta_columns};
 use crate::store::Store;
 use async_trait::async_trait;
-use baton_core::StoreError;
 use baton_core::crypto::Sealed;
 use baton_core::model::{AuditEntry, SecretMeta};
 use baton_core::ports::{SealedSecret, SecretStore};
 use baton_events::TenantId;
 use chrono::{DateTime, Utc};
+
+/// A tenant's secret by name, with its sealed value.
+const SECRET: &str = concat!(
+    "SELECT ",
+    secret_meta_columns!(),
+    ", ciphertext FROM secrets WHERE tenant_id = $1 AND name = $2"
+);
+
+/// A tenant's secrets' metadata; the tenant's id follows.
+const SECRETS_OF_TENANT: &str = concat!(
+    "SELECT ",
+    secret_meta_columns!(),
+    " FROM secrets WHERE tenant_id = "
+);
 
 #[async_trait]
 impl<B: Backend> SecretStore for Store<B> {
@@ -30,12 +41,9 @@ impl<B: Backend> SecretStore for Store<B> {
         sealed: &Sealed,
         at: DateTime<Utc>,
         audit: &AuditEntry,
-    ) -> Result<SecretMeta, StoreError> {
+    ) -> Result<SecretMeta> {
         let at = micros(at);
-        let mut tx = self
-            .pools
-            .write(PoolKind::App, Scope::Tenant(tenant))
-            .await?;
+        let mut change = self.audited(tenant, audit).await?;
         let row: SecretMetaRow = Query::new(concat!(
             "INSERT INTO secrets \
              (tenant_id, name, key_id, ciphertext, created_at, updated_at) \
@@ -52,30 +60,16 @@ impl<B: Backend> SecretStore for Store<B> {
         .bind(sealed.bytes.as_slice())
         .bind(at)
         .bind(at)
-        .fetch_one(&mut tx)
+        .fetch_one(&mut change.tx)
         .await?;
-        write_audit(&mut tx, tenant, audit).await?;
-        commit(tx).await?;
-        Ok(row.into())
+        change.commit().await?;
+        row.try_into()
     }
 
     #[tracing::instrument(name = "store.get_secret", skip_all)]
-    async fn get_secret(
-        &self,
-        tenant: TenantId,
-        name: &str,
-    ) -> Result<Option<SealedSecret>, StoreError> {
-        let q = Query::new(concat!(
-            "SELECT ",
-            secret_meta_columns!(),
-            ", ciphertext FROM secrets WHERE tenant_id = $1 AND name = $2"
-        ))
-        .bind(tenant.as_uuid())
-        .bind(name);
-        let row: Option<SecretRow> = self
-            .read_optional(PoolKind::App, Scope::Tenant(tenant), q)
-            .await?;
-        Ok(row.map(SealedSecret::from))
+    async fn get_secret(&self, tenant: TenantId, name: &str) -> Result<Option<SealedSecret>> {
+        let q = Query::new(SECRET).bind(tenant.as_uuid()).bind(name);
+        self.tenant_row::<SecretRow, _>(tenant, q).await
     }
 
     #[tracing::instrument(name = "store.list_secrets", skip_all)]
@@ -84,21 +78,9 @@ impl<B: Backend> SecretStore for Store<B> {
         tenant: TenantId,
         after: Option<&str>,
         limit: u32,
-    ) -> Result<Vec<SecretMeta>, StoreError> {
-        let mut q = Query::new(concat!(
-            "SELECT ",
-            secret_meta_columns!(),
-            " FROM secrets WHERE tenant_id = "
-        ));
-        q.push_bind(tenant.as_uuid());
-        if let Some(after) = after {
-            q.push(" AND name > ").push_bind(after);
-        }
-        q.push(" ORDER BY name LIMIT ").push_bind(i64::from(limit));
-        let rows: Vec<SecretMetaRow> = self
-            .read_all(PoolKind::App, Scope::Tenant(tenant), q)
-            .await?;
-        Ok(rows.into_iter().map(SecretMeta::from).collect())
+    ) -> Result<Vec<SecretMeta>> {
+        self.key_order::<SecretMetaRow, _>(tenant, SECRETS_OF_TENANT, "name", after, limit)
+            .await
     }
 
     #[tracing::instrument(name = "store.delete_secret", skip_all)]
@@ -107,21 +89,15 @@ impl<B: Backend> SecretStore for Store<B> {
         tenant: TenantId,
         name: &str,
         audit: &AuditEntry,
-    ) -> Result<bool, StoreError> {
-        let mut tx = self
-            .pools
-            .write(PoolKind::App, Scope::Tenant(tenant))
-            .await?;
+    ) -> Result<bool> {
+        let mut change = self.audited(tenant, audit).await?;
         let deleted = Query::new("DELETE FROM secrets WHERE tenant_id = $1 AND name = $2")
             .bind(tenant.as_uuid())
             .bind(name)
-            .execute(&mut tx)
+            .execute(&mut change.tx)
             .await?
             > 0;
-        if deleted {
-            write_audit(&mut tx, tenant, audit).await?;
-        }
-        commit(tx).await?;
+        change.commit_if(deleted).await?;
         Ok(deleted)
     }
 }

@@ -2,6 +2,7 @@
 //! the `app` pool. Looking a tenant up is how one is found in the first place, so nothing
 //! here is scoped by a tenant.
 
+use super::Result;
 use crate::backend::Backend;
 use crate::plan::micros;
 use crate::pools::{PoolKind, Scope};
@@ -9,15 +10,24 @@ use crate::query::Query;
 use crate::rows::tenants::{TenantRow, tenant_columns};
 use crate::store::Store;
 use async_trait::async_trait;
-use baton_core::StoreError;
 use baton_core::model::Tenant;
 use baton_core::ports::TenantStore;
 use baton_events::TenantId;
 
+/// A tenant by id.
+const TENANT_BY_ID: &str = concat!("SELECT ", tenant_columns!(), " FROM tenants WHERE id = $1");
+
+/// A tenant by name.
+const TENANT_BY_NAME: &str = concat!(
+    "SELECT ",
+    tenant_columns!(),
+    " FROM tenants WHERE name = $1"
+);
+
 #[async_trait]
 impl<B: Backend> TenantStore for Store<B> {
     /// A taken name or id is `Conflict { expected: 0, actual: 0 }` ("already exists").
-    async fn create_tenant(&self, tenant: &Tenant) -> Result<(), StoreError> {
+    async fn create_tenant(&self, tenant: &Tenant) -> Result<()> {
         let q = Query::new(concat!(
             "INSERT INTO tenants (",
             tenant_columns!(),
@@ -31,29 +41,15 @@ impl<B: Backend> TenantStore for Store<B> {
             .map(drop)
     }
 
-    async fn get_tenant(&self, id: TenantId) -> Result<Option<Tenant>, StoreError> {
-        let q = Query::new(concat!(
-            "SELECT ",
-            tenant_columns!(),
-            " FROM tenants WHERE id = $1"
-        ))
-        .bind(id.as_uuid());
-        let row: Option<TenantRow> = self
-            .read_optional(PoolKind::App, Scope::NoTenant, q)
-            .await?;
-        Ok(row.map(Tenant::from))
+    async fn get_tenant(&self, id: TenantId) -> Result<Option<Tenant>> {
+        let q = Query::new(TENANT_BY_ID).bind(id.as_uuid());
+        self.read_optional::<TenantRow, _>(PoolKind::App, Scope::NoTenant, q)
+            .await
     }
 
-    async fn find_tenant_by_name(&self, name: &str) -> Result<Option<Tenant>, StoreError> {
-        let q = Query::new(concat!(
-            "SELECT ",
-            tenant_columns!(),
-            " FROM tenants WHERE name = $1"
-        ))
-        .bind(name);
-        let row: Option<TenantRow> = self
-            .read_optional(PoolKind::App, Scope::NoTenant, q)
-            .await?;
-        Ok(row.map(Tenant::from))
+    async fn find_tenant_by_name(&self, name: &str) -> Result<Option<Tenant>> {
+        let q = Query::new(TENANT_BY_NAME).bind(name);
+        self.read_optional::<TenantRow, _>(PoolKind::App, Scope::NoTenant, q)
+            .await
     }
 }

@@ -2,36 +2,28 @@
 //! each tool's definition kept whole in one JSON column. Every statement runs on the `app`
 //! pool, scoped to the caller's tenant.
 
-use super::audit::write_audit;
-use super::reads::commit;
+use super::Result;
 use crate::backend::Backend;
 use crate::plan::micros;
-use crate::pools::{PoolKind, Scope};
 use crate::query::Query;
 use crate::rows::tools::{ToolRow, tool_columns, tool_json};
 use crate::store::Store;
 use async_trait::async_trait;
-use baton_core::StoreError;
 use baton_core::model::{AuditEntry, Tool};
 use baton_core::ports::ToolStore;
 use baton_events::{TenantId, ToolId};
 use sqlx::types::Json;
+
+/// The `SELECT` of every column a [`ToolRow`] reads, from `tools`.
+const SELECT_TOOLS: &str = concat!("SELECT ", tool_columns!(), " FROM tools");
 
 #[async_trait]
 impl<B: Backend> ToolStore for Store<B> {
     /// A duplicate id or name in the tenant is `Conflict { expected: 0, actual: 0 }`
     /// ("already exists"); an unknown tenant is `NotFound`.
     #[tracing::instrument(name = "store.create_tool", skip_all)]
-    async fn create_tool(
-        &self,
-        tenant: TenantId,
-        tool: &Tool,
-        audit: &AuditEntry,
-    ) -> Result<(), StoreError> {
-        let mut tx = self
-            .pools
-            .write(PoolKind::App, Scope::Tenant(tenant))
-            .await?;
+    async fn create_tool(&self, tenant: TenantId, tool: &Tool, audit: &AuditEntry) -> Result<()> {
+        let mut change = self.audited(tenant, audit).await?;
         Query::new(concat!(
             "INSERT INTO tools (",
             tool_columns!(),
@@ -43,20 +35,15 @@ impl<B: Backend> ToolStore for Store<B> {
         .bind(Json(tool_json(tool)?))
         .bind(micros(tool.created_at))
         .bind(micros(tool.updated_at))
-        .execute(&mut tx)
+        .execute(&mut change.tx)
         .await?;
-        write_audit(&mut tx, tenant, audit).await?;
-        commit(tx).await
+        change.commit().await
     }
 
     #[tracing::instrument(name = "store.get_tool", skip_all)]
-    async fn get_tool(&self, tenant: TenantId, id: ToolId) -> Result<Option<Tool>, StoreError> {
-        self.one_by_id::<ToolRow, _>(
-            tenant,
-            concat!("SELECT ", tool_columns!(), " FROM tools"),
-            id.as_uuid(),
-        )
-        .await
+    async fn get_tool(&self, tenant: TenantId, id: ToolId) -> Result<Option<Tool>> {
+        self.one_by_id::<ToolRow, _>(tenant, SELECT_TOOLS, id.as_uuid())
+            .await
     }
 
     #[tracing::instrument(name = "store.list_tools", skip_all)]
@@ -65,10 +52,10 @@ impl<B: Backend> ToolStore for Store<B> {
         tenant: TenantId,
         before: Option<ToolId>,
         limit: u32,
-    ) -> Result<Vec<Tool>, StoreError> {
+    ) -> Result<Vec<Tool>> {
         self.newest_first::<ToolRow, _>(
             tenant,
-            concat!("SELECT ", tool_columns!(), " FROM tools"),
+            SELECT_TOOLS,
             None,
             before.map(|b| b.as_uuid()),
             limit,

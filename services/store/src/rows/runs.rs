@@ -180,13 +180,15 @@ pub(crate) struct IdempotencyRow {
     pub response: Json<serde_json::Value>,
 }
 
-impl From<IdempotencyRow> for IdempotencyRecord {
-    fn from(r: IdempotencyRow) -> Self {
-        IdempotencyRecord {
+impl TryFrom<IdempotencyRow> for IdempotencyRecord {
+    type Error = StoreError;
+
+    fn try_from(r: IdempotencyRow) -> Result<Self, StoreError> {
+        Ok(IdempotencyRecord {
             request_id: r.request_id,
             command: r.command,
             fingerprint: r.fingerprint,
             response: r.response.0,
-        }
+        })
     }
 }

@@ -1,5 +1,6 @@
 //! The rows of `secrets`: a secret's metadata, and with it the sealed value.
 
+use baton_core::StoreError;
 use baton_core::model::SecretMeta;
 use baton_core::ports::SealedSecret;
 use chrono::{DateTime, Utc};
@@ -21,14 +22,16 @@ pub(crate) struct SecretMetaRow {
     pub updated_at: DateTime<Utc>,
 }
 
-impl From<SecretMetaRow> for SecretMeta {
-    fn from(r: SecretMetaRow) -> Self {
-        SecretMeta {
+impl TryFrom<SecretMetaRow> for SecretMeta {
+    type Error = StoreError;
+
+    fn try_from(r: SecretMetaRow) -> Result<Self, StoreError> {
+        Ok(SecretMeta {
             name: r.name,
             key_id: r.key_id,
             created_at: r.created_at,
             updated_at: r.updated_at,
-        }
+        })
     }
 }
 
@@ -40,11 +43,13 @@ pub(crate) struct SecretRow {
     pub ciphertext: Vec<u8>,
 }
 
-impl From<SecretRow> for SealedSecret {
-    fn from(r: SecretRow) -> Self {
-        SealedSecret {
-            meta: r.meta.into(),
+impl TryFrom<SecretRow> for SealedSecret {
+    type Error = StoreError;
+
+    fn try_from(r: SecretRow) -> Result<Self, StoreError> {
+        Ok(SealedSecret {
+            meta: r.meta.try_into()?,
             ciphertext: r.ciphertext,
-        }
+        })
     }
 }

@@ -1,5 +1,6 @@
 //! The rows of `tenants`.
 
+use baton_core::StoreError;
 use baton_core::model::Tenant;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -19,12 +20,14 @@ pub(crate) struct TenantRow {
     pub created_at: DateTime<Utc>,
 }
 
-impl From<TenantRow> for Tenant {
-    fn from(r: TenantRow) -> Self {
-        Tenant {
+impl TryFrom<TenantRow> for Tenant {
+    type Error = StoreError;
+
+    fn try_from(r: TenantRow) -> Result<Self, StoreError> {
+        Ok(Tenant {
             id: r.id.into(),
             name: r.name,
             created_at: r.created_at,
-        }
+        })
     }
 }

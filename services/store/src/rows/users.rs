@@ -21,13 +21,15 @@ pub(crate) struct UserRow {
     pub created_at: DateTime<Utc>,
 }
 
-impl From<UserRow> for baton_core::model::User {
-    fn from(r: UserRow) -> Self {
-        baton_core::model::User {
+impl TryFrom<UserRow> for baton_core::model::User {
+    type Error = StoreError;
+
+    fn try_from(r: UserRow) -> Result<Self, StoreError> {
+        Ok(baton_core::model::User {
             id: r.id,
             email: r.email,
             created_at: r.created_at,
-        }
+        })
     }
 }
 
@@ -39,12 +41,14 @@ pub(crate) struct UserCredentialsRow {
     pub password_hash: String,
 }
 
-impl From<UserCredentialsRow> for baton_core::ports::UserCredentials {
-    fn from(r: UserCredentialsRow) -> Self {
-        baton_core::ports::UserCredentials {
-            user: r.user.into(),
+impl TryFrom<UserCredentialsRow> for baton_core::ports::UserCredentials {
+    type Error = StoreError;
+
+    fn try_from(r: UserCredentialsRow) -> Result<Self, StoreError> {
+        Ok(baton_core::ports::UserCredentials {
+            user: r.user.try_into()?,
             password_hash: r.password_hash,
-        }
+        })
     }
 }
 
@@ -133,14 +137,16 @@ pub(crate) struct SessionRow {
     pub revoked_at: Option<DateTime<Utc>>,
 }
 
-impl From<SessionRow> for baton_core::model::Session {
-    fn from(r: SessionRow) -> Self {
-        baton_core::model::Session {
+impl TryFrom<SessionRow> for baton_core::model::Session {
+    type Error = StoreError;
+
+    fn try_from(r: SessionRow) -> Result<Self, StoreError> {
+        Ok(baton_core::model::Session {
             id: r.id,
             user: r.user_id,
             created_at: r.created_at,
             expires_at: r.expires_at,
             revoked_at: r.revoked_at,
-        }
+        })
     }
 }
