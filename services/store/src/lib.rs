@@ -1,10 +1,18 @@
-//! Baton's store adapters: [`PgStore`] (team tier) and [`SqliteStore`] (embedded tier)
-//! implement the `RunStore`, `LeaseStore`, `AgentStore`, `ToolStore`, `SecretStore`,
-//! `CheckpointStore`, `SealedStore`, `TenantStore` and `UserStore` ports of `baton-core`
-//! with identical behaviour, which one contract suite (`tests/contract/`) checks against
-//! both. The port implementations are written once, in `adapter`, and expanded for each
-//! store. [`migrate`] owns the schema. Queries are runtime-checked and always bind their
-//! input; every query on tenant data is filtered by the caller's tenant.
+//! Baton's store: [`PgStore`] (team tier) and [`SqliteStore`] (embedded tier), the two
+//! instances of the generic [`Store`], implement the `RunReader`, `EventLog`,
+//! `LeaseStore`, `AgentStore`, `ToolStore`, `SecretStore`, `CheckpointStore`,
+//! `SealedStore`, `TenantStore`, `ApiKeyStore`, `UserStore` and `AuditStore` ports of
+//! `baton-core` with identical behaviour, which one contract suite (`tests/contract/`)
+//! checks against both. [`migrate`] owns the schema.
+//!
+//! Where things are: `adapter/<port>.rs` implements each port once, for any backend, with
+//! its row types in `rows/<port>.rs` and what an append writes decided in `plan` (pure).
+//! A statement is a `query::Query`; what differs between the databases (two locking
+//! clauses, error classification, sqlx's typed binding and execution) is the `Backend`
+//! trait, implemented for both side by side in `backend`. [`postgres`] and [`sqlite`] open
+//! a store and classify their driver's errors; `pools` is the only way to a connection.
+//! Queries are runtime-checked and always bind their input; every query on tenant data is
+//! filtered by the caller's tenant.
 //!
 //! On Postgres the database enforces that too: row-level security on every tenant table
 //! shows a transaction only the rows of the tenant it names, and the port code gets its
@@ -14,17 +22,21 @@
 //! `docs/security.md` for why.
 
 mod adapter;
+mod backend;
 pub mod migrate;
 mod plan;
 mod pools;
 pub mod postgres;
+mod query;
 mod rows;
 pub mod sqlite;
+mod store;
 
 pub use migrate::{MigrateError, PG_MIGRATOR, SQLITE_MIGRATOR};
 pub use pools::{PoolKind, Scope};
 pub use postgres::{DbRole, PgOptions, PgStore};
 pub use sqlite::SqliteStore;
+pub use store::Store;
 
 /// A connection pool's state, for metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

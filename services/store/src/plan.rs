@@ -176,26 +176,3 @@ impl From<StoreError> for AppendError {
         }
     }
 }
-
-/// Binds a [`RunSummary`] as the next 14 parameters, in `run_columns!()` order.
-macro_rules! bind_run {
-    ($query:expr, $summary:expr) => {{
-        let s: &baton_core::model::RunSummary = $summary;
-        $query
-            .bind(s.id.as_uuid())
-            .bind(s.tenant.as_uuid())
-            .bind(s.agent_id.as_uuid())
-            .bind(s.agent_version)
-            .bind(s.title.as_deref())
-            .bind(s.status.as_str())
-            .bind(s.version)
-            .bind(s.message_count)
-            .bind(s.turn_count)
-            .bind(s.cancel_requested)
-            .bind(s.pending_actions)
-            .bind(s.last_error.as_ref().map(sqlx::types::Json))
-            .bind(s.created_at)
-            .bind(s.updated_at)
-    }};
-}
-pub(crate) use bind_run;

@@ -29,7 +29,10 @@
 use baton_core::StoreError;
 use baton_events::TenantId;
 use sqlx::pool::PoolConnection;
+use sqlx::postgres::PgConnection;
+use sqlx::sqlite::SqliteConnection;
 use sqlx::{AssertSqlSafe, Database, Pool, Postgres, SqlSafeStr, Sqlite, Transaction};
+use std::future::Future;
 
 /// Which rows a connection may see and write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,7 +61,7 @@ pub enum PoolKind {
 
 /// The pools of a store. SQLite has one pool, which serves every kind.
 #[derive(Debug)]
-pub(crate) struct Pools<DB: Database> {
+pub struct Pools<DB: Database> {
     app: Pool<DB>,
     control: Option<Pool<DB>>,
     checkpoint: Option<Pool<DB>>,
@@ -144,17 +147,58 @@ impl<DB: Database> Pools<DB> {
     }
 }
 
-impl Pools<Postgres> {
-    /// A read-only transaction on `kind`'s pool that sees `scope`'s rows. Dropping it
-    /// ends it (see the module docs).
-    pub(crate) async fn read(
-        &self,
+/// A connection the pools handed out, its scope set: a transaction, or SQLite's plain
+/// read connection. What a [`Query`](crate::query::Query) runs on.
+pub trait Conn<DB: Database> {
+    /// The driver's connection underneath.
+    fn connection(&mut self) -> &mut DB::Connection;
+}
+
+impl<DB: Database> Conn<DB> for Transaction<'static, DB> {
+    fn connection(&mut self) -> &mut DB::Connection {
+        self
+    }
+}
+
+impl<DB: Database> Conn<DB> for PoolConnection<DB> {
+    fn connection(&mut self) -> &mut DB::Connection {
+        self
+    }
+}
+
+/// A database whose pools hand out connections set to a [`Scope`]: how [`Pools::read`] and
+/// [`Pools::write`] begin on each backend (below).
+pub trait Scoped: Database {
+    /// What a read gets: a read-only transaction on Postgres, a plain connection on SQLite.
+    type Read: Conn<Self> + Send;
+
+    /// See [`Pools::read`].
+    fn read(
+        pools: &Pools<Self>,
         kind: PoolKind,
         scope: Scope,
-    ) -> Result<Transaction<'static, Postgres>, StoreError> {
-        self.begin(kind, " READ ONLY", scope)
-            .await
-            .map_err(self.classify)
+    ) -> impl Future<Output = Result<Self::Read, StoreError>> + Send;
+
+    /// See [`Pools::write`].
+    fn write(
+        pools: &Pools<Self>,
+        kind: PoolKind,
+        scope: Scope,
+    ) -> impl Future<Output = Result<Transaction<'static, Self>, StoreError>> + Send;
+
+    /// See [`Pools::rescope`].
+    fn rescope(
+        pools: &Pools<Self>,
+        tx: &mut Self::Connection,
+        scope: Scope,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+}
+
+impl<DB: Scoped> Pools<DB> {
+    /// A connection of `kind`'s pool that sees `scope`'s rows: on Postgres a read-only
+    /// transaction, which dropping ends (see the module docs).
+    pub(crate) async fn read(&self, kind: PoolKind, scope: Scope) -> Result<DB::Read, StoreError> {
+        DB::read(self, kind, scope).await
     }
 
     /// A transaction on `kind`'s pool that sees and writes `scope`'s rows; it must be
@@ -163,10 +207,59 @@ impl Pools<Postgres> {
         &self,
         kind: PoolKind,
         scope: Scope,
-    ) -> Result<Transaction<'static, Postgres>, StoreError> {
-        self.begin(kind, "", scope).await.map_err(self.classify)
+    ) -> Result<Transaction<'static, DB>, StoreError> {
+        DB::write(self, kind, scope).await
     }
 
+    /// Sets `scope` anew inside a transaction of [`Pools::write`], for one that works
+    /// through several tenants one after another (a batch of key rotation swaps).
+    pub(crate) async fn rescope(
+        &self,
+        tx: &mut DB::Connection,
+        scope: Scope,
+    ) -> Result<(), StoreError> {
+        DB::rescope(self, tx, scope).await
+    }
+}
+
+impl Scoped for Postgres {
+    type Read = Transaction<'static, Postgres>;
+
+    /// A read-only transaction on `kind`'s pool that sees `scope`'s rows. Dropping it
+    /// ends it (see the module docs).
+    async fn read(
+        pools: &Pools<Postgres>,
+        kind: PoolKind,
+        scope: Scope,
+    ) -> Result<Transaction<'static, Postgres>, StoreError> {
+        pools
+            .begin(kind, " READ ONLY", scope)
+            .await
+            .map_err(pools.classify)
+    }
+
+    async fn write(
+        pools: &Pools<Postgres>,
+        kind: PoolKind,
+        scope: Scope,
+    ) -> Result<Transaction<'static, Postgres>, StoreError> {
+        pools.begin(kind, "", scope).await.map_err(pools.classify)
+    }
+
+    async fn rescope(
+        pools: &Pools<Postgres>,
+        tx: &mut PgConnection,
+        scope: Scope,
+    ) -> Result<(), StoreError> {
+        // No arguments: sent as one simple query, both statements in one round trip.
+        sqlx::Executor::execute(tx, AssertSqlSafe(set_local(scope)))
+            .await
+            .map(drop)
+            .map_err(pools.classify)
+    }
+}
+
+impl Pools<Postgres> {
     /// Begins a transaction in `mode` with `scope` set on a live connection of `kind`'s
     /// pool.
     ///
@@ -194,20 +287,6 @@ impl Pools<Postgres> {
                 done => return done,
             }
         }
-    }
-
-    /// Sets `scope` anew inside a transaction of [`Pools::write`], for one that works
-    /// through several tenants one after another (a batch of key rotation swaps).
-    pub(crate) async fn rescope(
-        &self,
-        tx: &mut <Postgres as Database>::Connection,
-        scope: Scope,
-    ) -> Result<(), StoreError> {
-        // No arguments: sent as one simple query, both statements in one round trip.
-        sqlx::Executor::execute(tx, AssertSqlSafe(set_local(scope)))
-            .await
-            .map(drop)
-            .map_err(self.classify)
     }
 }
 
@@ -244,37 +323,41 @@ fn set_local(scope: Scope) -> String {
     format!("SET LOCAL baton.tenant_id = '{tenant}'; SET LOCAL baton.scope = '{all}'")
 }
 
-impl Pools<Sqlite> {
+impl Scoped for Sqlite {
+    type Read = PoolConnection<Sqlite>;
+
     /// A connection of `kind`'s pool; `scope` has no meaning without row-level security.
-    pub(crate) async fn read(
-        &self,
+    async fn read(
+        pools: &Pools<Sqlite>,
         kind: PoolKind,
         _scope: Scope,
     ) -> Result<PoolConnection<Sqlite>, StoreError> {
-        self.acquire(kind).await.map_err(self.classify)
+        pools.acquire(kind).await.map_err(pools.classify)
     }
 
     /// A transaction on `kind`'s pool holding the write lock; it must be committed.
-    pub(crate) async fn write(
-        &self,
+    async fn write(
+        pools: &Pools<Sqlite>,
         kind: PoolKind,
         _scope: Scope,
     ) -> Result<Transaction<'static, Sqlite>, StoreError> {
-        let conn = self.acquire(kind).await.map_err(self.classify)?;
+        let conn = pools.acquire(kind).await.map_err(pools.classify)?;
         Transaction::begin(conn, Some(AssertSqlSafe("BEGIN IMMEDIATE").into_sql_str()))
             .await
-            .map_err(self.classify)
+            .map_err(pools.classify)
     }
 
-    /// Nothing to set: see [`Pools::rescope`] of Postgres.
-    pub(crate) async fn rescope(
-        &self,
-        _tx: &mut <Sqlite as Database>::Connection,
+    /// Nothing to set: see the Postgres `rescope`.
+    async fn rescope(
+        _pools: &Pools<Sqlite>,
+        _tx: &mut SqliteConnection,
         _scope: Scope,
     ) -> Result<(), StoreError> {
         Ok(())
     }
+}
 
+impl Pools<Sqlite> {
     /// The pool itself, for tests that need SQL the ports do not offer.
     pub(crate) fn raw(&self) -> &Pool<Sqlite> {
         &self.app

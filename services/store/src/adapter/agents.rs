@@ -1,199 +1,169 @@
-//! `AgentStore` for both adapters: agent rows keyed by (tenant, id), listed newest first,
-//! and every version of each kept in `agent_versions`. Creating an agent and storing a
-//! new version each write the current row and its version row in one transaction; the
-//! version row is copied from the current row, so the two never disagree.
+//! `AgentStore`: agent rows keyed by (tenant, id), listed newest first, and every version
+//! of each kept in `agent_versions`. Creating an agent and storing a new version each write
+//! the current row and its version row in one transaction; the version row is copied from
+//! the current row, so the two never disagree. Every statement runs on the `app` pool,
+//! scoped to the caller's tenant.
 
-/// Implements `AgentStore` for `$store` (a `$db` store), mapping driver errors with
-/// `$classify`; every statement runs on the `app` pool, scoped to the caller's tenant.
-/// Invoked through [`super::impl_ports!`].
-macro_rules! impl_agent_store {
-    ($store:ty, $db:ty, $classify:path) => {
-        const _: () = {
-            use async_trait::async_trait;
-            use baton_core::StoreError;
-            use baton_core::model::Agent;
-            use baton_core::model::AuditEntry;
-            use baton_core::ports::AgentStore;
-            use baton_events::{AgentId, TenantId};
-            use sqlx::types::Json;
-            use $crate::plan::micros;
-            use $crate::pools::{PoolKind, Scope};
-            use $crate::rows::{AgentJson, AgentRow, agent_columns, agent_version_columns};
+use super::Result;
+use crate::backend::Backend;
+use crate::plan::micros;
+use crate::query::Query;
+use crate::rows::agents::{AgentJson, AgentRow, agent_columns, agent_version_columns};
+use crate::store::Store;
+use async_trait::async_trait;
+use baton_core::StoreError;
+use baton_core::model::{Agent, AuditEntry};
+use baton_core::ports::AgentStore;
+use baton_events::{AgentId, TenantId};
+use sqlx::Transaction;
+use sqlx::types::Json;
 
-            type Connection = <$db as sqlx::Database>::Connection;
+/// One version of a tenant's agent.
+const AGENT_VERSION: &str = concat!(
+    "SELECT ",
+    agent_version_columns!(),
+    " FROM agent_versions \
+     WHERE tenant_id = $1 AND agent_id = $2 AND version = $3"
+);
 
-            #[async_trait]
-            impl AgentStore for $store {
-                /// A duplicate id is `Conflict { expected: 0, actual: 0 }` ("already exists").
-                #[tracing::instrument(name = "store.create_agent", skip_all)]
-                async fn create_agent(
-                    &self,
-                    tenant: TenantId,
-                    agent: &Agent,
-                    audit: &AuditEntry,
-                ) -> Result<(), StoreError> {
-                    let json = AgentJson::of(agent)?;
-                    let mut tx = self
-                        .pools
-                        .write(PoolKind::App, Scope::Tenant(tenant))
-                        .await?;
-                    sqlx::query(concat!(
-                        "INSERT INTO agents (",
-                        agent_columns!(),
-                        ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
-                    ))
+/// The `SELECT` of every column an [`AgentRow`] reads, from `agents`.
+const SELECT_AGENTS: &str = concat!("SELECT ", agent_columns!(), " FROM agents");
+
+#[async_trait]
+impl<B: Backend> AgentStore for Store<B> {
+    /// A duplicate id is `Conflict { expected: 0, actual: 0 }` ("already exists").
+    #[tracing::instrument(name = "store.create_agent", skip_all)]
+    async fn create_agent(
+        &self,
+        tenant: TenantId,
+        agent: &Agent,
+        audit: &AuditEntry,
+    ) -> Result<()> {
+        let json = AgentJson::of(agent)?;
+        let mut change = self.audited(tenant, audit).await?;
+        Query::new(concat!(
+            "INSERT INTO agents (",
+            agent_columns!(),
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+        ))
+        .bind(tenant.as_uuid())
+        .bind(agent.id.as_uuid())
+        .bind(&agent.name)
+        .bind(&agent.instructions)
+        .bind(Json(&json.provider))
+        .bind(Json(&json.tools))
+        .bind(Json(&json.limits))
+        .bind(agent.version)
+        .bind(micros(agent.created_at))
+        .bind(micros(agent.updated_at))
+        .execute(&mut change.tx)
+        .await?;
+        keep_version(&mut change.tx, tenant, agent.id).await?;
+        change.commit().await
+    }
+
+    /// `Conflict { expected: agent.version - 1, actual }` when the current version is not
+    /// the one below `agent`'s; `NotFound` for an agent that does not exist in this
+    /// tenant. The creation time stays the agent's.
+    #[tracing::instrument(name = "store.update_agent", skip_all)]
+    async fn update_agent(
+        &self,
+        tenant: TenantId,
+        agent: &Agent,
+        audit: &AuditEntry,
+    ) -> Result<()> {
+        let json = AgentJson::of(agent)?;
+        let expected = agent.version - 1;
+        let mut change = self.audited(tenant, audit).await?;
+        let updated = Query::new(
+            "UPDATE agents SET name = $1, instructions = $2, provider = $3, \
+             tools = $4, limits = $5, version = $6, updated_at = $7 \
+             WHERE tenant_id = $8 AND id = $9 AND version = $10",
+        )
+        .bind(&agent.name)
+        .bind(&agent.instructions)
+        .bind(Json(&json.provider))
+        .bind(Json(&json.tools))
+        .bind(Json(&json.limits))
+        .bind(agent.version)
+        .bind(micros(agent.updated_at))
+        .bind(tenant.as_uuid())
+        .bind(agent.id.as_uuid())
+        .bind(expected)
+        .execute(&mut change.tx)
+        .await?;
+        if updated != 1 {
+            let actual: Option<(i64,)> =
+                Query::new("SELECT version FROM agents WHERE tenant_id = $1 AND id = $2")
                     .bind(tenant.as_uuid())
                     .bind(agent.id.as_uuid())
-                    .bind(&agent.name)
-                    .bind(&agent.instructions)
-                    .bind(Json(&json.provider))
-                    .bind(Json(&json.tools))
-                    .bind(Json(&json.limits))
-                    .bind(agent.version)
-                    .bind(micros(agent.created_at))
-                    .bind(micros(agent.updated_at))
-                    .execute(&mut *tx)
-                    .await
-                    .map_err($classify)?;
-                    keep_version(&mut tx, tenant, agent.id).await?;
-                    Self::write_audit(&mut tx, tenant, audit).await?;
-                    tx.commit().await.map_err($classify)
-                }
+                    .fetch_optional(&mut change.tx)
+                    .await?;
+            change.rollback().await;
+            return Err(match actual {
+                Some((actual,)) => StoreError::Conflict { expected, actual },
+                None => StoreError::NotFound,
+            });
+        }
+        keep_version(&mut change.tx, tenant, agent.id).await?;
+        change.commit().await
+    }
 
-                /// `Conflict { expected: agent.version - 1, actual }` when the current
-                /// version is not the one below `agent`'s; `NotFound` for an agent that
-                /// does not exist in this tenant. The creation time stays the agent's.
-                #[tracing::instrument(name = "store.update_agent", skip_all)]
-                async fn update_agent(
-                    &self,
-                    tenant: TenantId,
-                    agent: &Agent,
-                    audit: &AuditEntry,
-                ) -> Result<(), StoreError> {
-                    let json = AgentJson::of(agent)?;
-                    let expected = agent.version - 1;
-                    let mut tx = self
-                        .pools
-                        .write(PoolKind::App, Scope::Tenant(tenant))
-                        .await?;
-                    let updated = sqlx::query(
-                        "UPDATE agents SET name = $1, instructions = $2, provider = $3, \
-                         tools = $4, limits = $5, version = $6, updated_at = $7 \
-                         WHERE tenant_id = $8 AND id = $9 AND version = $10",
-                    )
-                    .bind(&agent.name)
-                    .bind(&agent.instructions)
-                    .bind(Json(&json.provider))
-                    .bind(Json(&json.tools))
-                    .bind(Json(&json.limits))
-                    .bind(agent.version)
-                    .bind(micros(agent.updated_at))
-                    .bind(tenant.as_uuid())
-                    .bind(agent.id.as_uuid())
-                    .bind(expected)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err($classify)?;
-                    if updated.rows_affected() != 1 {
-                        let actual: Option<i64> = sqlx::query_scalar(
-                            "SELECT version FROM agents WHERE tenant_id = $1 AND id = $2",
-                        )
-                        .bind(tenant.as_uuid())
-                        .bind(agent.id.as_uuid())
-                        .fetch_optional(&mut *tx)
-                        .await
-                        .map_err($classify)?;
-                        let _ = tx.rollback().await;
-                        return Err(match actual {
-                            Some(actual) => StoreError::Conflict { expected, actual },
-                            None => StoreError::NotFound,
-                        });
-                    }
-                    keep_version(&mut tx, tenant, agent.id).await?;
-                    Self::write_audit(&mut tx, tenant, audit).await?;
-                    tx.commit().await.map_err($classify)
-                }
+    #[tracing::instrument(name = "store.get_agent", skip_all)]
+    async fn get_agent(&self, tenant: TenantId, id: AgentId) -> Result<Option<Agent>> {
+        self.one_by_id::<AgentRow, _>(tenant, SELECT_AGENTS, id.as_uuid())
+            .await
+    }
 
-                #[tracing::instrument(name = "store.get_agent", skip_all)]
-                async fn get_agent(
-                    &self,
-                    tenant: TenantId,
-                    id: AgentId,
-                ) -> Result<Option<Agent>, StoreError> {
-                    self.one_by_id::<AgentRow, _>(
-                        tenant,
-                        concat!("SELECT ", agent_columns!(), " FROM agents"),
-                        id.as_uuid(),
-                    )
-                    .await
-                }
+    #[tracing::instrument(name = "store.get_agent_version", skip_all)]
+    async fn get_agent_version(
+        &self,
+        tenant: TenantId,
+        id: AgentId,
+        version: i64,
+    ) -> Result<Option<Agent>> {
+        let q = Query::new(AGENT_VERSION)
+            .bind(tenant.as_uuid())
+            .bind(id.as_uuid())
+            .bind(version);
+        self.tenant_row::<AgentRow, _>(tenant, q).await
+    }
 
-                #[tracing::instrument(name = "store.get_agent_version", skip_all)]
-                async fn get_agent_version(
-                    &self,
-                    tenant: TenantId,
-                    id: AgentId,
-                    version: i64,
-                ) -> Result<Option<Agent>, StoreError> {
-                    let mut conn = self
-                        .pools
-                        .read(PoolKind::App, Scope::Tenant(tenant))
-                        .await?;
-                    let row: Option<AgentRow> = sqlx::query_as(concat!(
-                        "SELECT ",
-                        agent_version_columns!(),
-                        " FROM agent_versions \
-                         WHERE tenant_id = $1 AND agent_id = $2 AND version = $3"
-                    ))
-                    .bind(tenant.as_uuid())
-                    .bind(id.as_uuid())
-                    .bind(version)
-                    .fetch_optional(&mut *conn)
-                    .await
-                    .map_err($classify)?;
-                    row.map(Agent::try_from).transpose()
-                }
-
-                #[tracing::instrument(name = "store.list_agents", skip_all)]
-                async fn list_agents(
-                    &self,
-                    tenant: TenantId,
-                    before: Option<AgentId>,
-                    limit: u32,
-                ) -> Result<Vec<Agent>, StoreError> {
-                    self.newest_first::<AgentRow, _>(
-                        tenant,
-                        concat!("SELECT ", agent_columns!(), " FROM agents"),
-                        None,
-                        before.map(|b| b.as_uuid()),
-                        limit,
-                    )
-                    .await
-                }
-            }
-
-            /// Copies the agent's current row, just written, into `agent_versions`.
-            async fn keep_version(
-                conn: &mut Connection,
-                tenant: TenantId,
-                id: AgentId,
-            ) -> Result<(), StoreError> {
-                sqlx::query(
-                    "INSERT INTO agent_versions \
-                     (tenant_id, agent_id, version, name, instructions, provider, tools, \
-                     limits, created_at, updated_at) \
-                     SELECT tenant_id, id, version, name, instructions, provider, tools, \
-                     limits, created_at, updated_at \
-                     FROM agents WHERE tenant_id = $1 AND id = $2",
-                )
-                .bind(tenant.as_uuid())
-                .bind(id.as_uuid())
-                .execute(conn)
-                .await
-                .map_err($classify)?;
-                Ok(())
-            }
-        };
-    };
+    #[tracing::instrument(name = "store.list_agents", skip_all)]
+    async fn list_agents(
+        &self,
+        tenant: TenantId,
+        before: Option<AgentId>,
+        limit: u32,
+    ) -> Result<Vec<Agent>> {
+        self.newest_first::<AgentRow, _>(
+            tenant,
+            SELECT_AGENTS,
+            None,
+            before.map(|b| b.as_uuid()),
+            limit,
+        )
+        .await
+    }
 }
-pub(crate) use impl_agent_store;
+
+/// Copies the agent's current row, just written, into `agent_versions`.
+async fn keep_version<B: Backend>(
+    tx: &mut Transaction<'static, B>,
+    tenant: TenantId,
+    id: AgentId,
+) -> Result<()> {
+    Query::new(
+        "INSERT INTO agent_versions \
+         (tenant_id, agent_id, version, name, instructions, provider, tools, \
+         limits, created_at, updated_at) \
+         SELECT tenant_id, id, version, name, instructions, provider, tools, \
+         limits, created_at, updated_at \
+         FROM agents WHERE tenant_id = $1 AND id = $2",
+    )
+    .bind(tenant.as_uuid())
+    .bind(id.as_uuid())
+    .execute(tx)
+    .await?;
+    Ok(())
+}

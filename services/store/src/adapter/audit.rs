@@ -1,90 +1,113 @@
-//! `AuditStore` for both adapters, and the one statement every audited change runs in its
-//! own transaction: `write_audit` (an inherent function of the store, so each port's
-//! expansion can call it as `Self::write_audit`). An entry is written after its change
-//! and before the commit, only when the change was written, so the two commit together
-//! or not at all. Entries are inserted and read, never changed (on Postgres the table's
-//! policies allow nothing else; on SQLite triggers refuse it).
+//! `AuditStore`, and how every audited change is written: an [`Audited`] change runs in a
+//! write transaction on the `app` pool scoped to its tenant, and its entry is inserted
+//! after the change and before the commit, only when the change was written, so the two
+//! commit together or not at all. Entries are inserted and read, never changed (on
+//! Postgres the table's policies allow nothing else; on SQLite triggers refuse it).
 
-/// Implements `AuditStore` for `$store` (a `$db` store) and its `write_audit`, mapping
-/// driver errors with `$classify`; everything runs on the `app` pool, scoped to the
-/// tenant. Invoked through [`super::impl_ports!`].
-macro_rules! impl_audit_store {
-    ($store:ty, $db:ty, $classify:path) => {
-        const _: () = {
-            use async_trait::async_trait;
-            use baton_core::StoreError;
-            use baton_core::model::AuditEntry;
-            use baton_core::ports::AuditQuery;
-            use baton_core::ports::AuditStore;
-            use baton_events::TenantId;
-            use sqlx::types::Json;
-            use $crate::plan::micros;
-            use $crate::pools::{PoolKind, Scope};
-            use $crate::rows::{AuditRow, audit_columns};
+use super::Result;
+use super::reads::commit;
+use crate::backend::Backend;
+use crate::plan::micros;
+use crate::pools::{PoolKind, Scope};
+use crate::query::Query;
+use crate::rows::audit::{AuditRow, audit_columns};
+use crate::store::Store;
+use async_trait::async_trait;
+use baton_core::model::AuditEntry;
+use baton_core::ports::{AuditQuery, AuditStore};
+use baton_events::TenantId;
+use sqlx::Transaction;
+use sqlx::types::Json;
 
-            type Connection = <$db as sqlx::Database>::Connection;
+/// The `SELECT` of every column an [`AuditRow`] reads, from `audit_log`.
+const SELECT_AUDIT: &str = concat!("SELECT ", audit_columns!(), " FROM audit_log");
 
-            impl $store {
-                /// Inserts `entry` into `tenant`'s stream on `tx`, the transaction of the
-                /// change it records.
-                pub(crate) async fn write_audit(
-                    tx: &mut Connection,
-                    tenant: TenantId,
-                    entry: &AuditEntry,
-                ) -> Result<(), StoreError> {
-                    sqlx::query(concat!(
-                        "INSERT INTO audit_log (tenant_id, ",
-                        audit_columns!(),
-                        ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
-                    ))
-                    .bind(tenant.as_uuid())
-                    .bind(entry.id)
-                    .bind(micros(entry.at))
-                    .bind(&entry.actor)
-                    .bind(entry.source.map(|a| a.to_string()))
-                    .bind(entry.action.as_str())
-                    .bind(&entry.target)
-                    .bind(Json(&entry.details))
-                    .execute(&mut *tx)
-                    .await
-                    .map_err($classify)?;
-                    Ok(())
-                }
-            }
-
-            #[async_trait]
-            impl AuditStore for $store {
-                #[tracing::instrument(name = "store.append_audit", skip_all)]
-                async fn append_audit(
-                    &self,
-                    tenant: TenantId,
-                    entry: &AuditEntry,
-                ) -> Result<(), StoreError> {
-                    let mut tx = self
-                        .pools
-                        .write(PoolKind::App, Scope::Tenant(tenant))
-                        .await?;
-                    Self::write_audit(&mut tx, tenant, entry).await?;
-                    tx.commit().await.map_err($classify)
-                }
-
-                #[tracing::instrument(name = "store.list_audit", skip_all)]
-                async fn list_audit(
-                    &self,
-                    tenant: TenantId,
-                    query: &AuditQuery,
-                ) -> Result<Vec<AuditEntry>, StoreError> {
-                    self.newest_first::<AuditRow, _>(
-                        tenant,
-                        concat!("SELECT ", audit_columns!(), " FROM audit_log"),
-                        query.action.map(|a| ("action", a.as_str())),
-                        query.before,
-                        query.limit,
-                    )
-                    .await
-                }
-            }
-        };
-    };
+/// A change to a tenant's data and the entry that records it, committed together.
+pub(crate) struct Audited<'a, B: Backend> {
+    /// The change's transaction: its statements run on it.
+    pub tx: Transaction<'static, B>,
+    tenant: TenantId,
+    entry: &'a AuditEntry,
 }
-pub(crate) use impl_audit_store;
+
+impl<B: Backend> Store<B> {
+    /// Begins a change to `tenant`'s data that `entry` records: a write transaction on the
+    /// `app` pool, scoped to the tenant.
+    pub(crate) async fn audited<'a>(
+        &self,
+        tenant: TenantId,
+        entry: &'a AuditEntry,
+    ) -> Result<Audited<'a, B>> {
+        let tx = self
+            .pools
+            .write(PoolKind::App, Scope::Tenant(tenant))
+            .await?;
+        Ok(Audited { tx, tenant, entry })
+    }
+}
+
+impl<B: Backend> Audited<'_, B> {
+    /// Writes the entry and commits it with the change.
+    pub(crate) async fn commit(self) -> Result<()> {
+        self.commit_if(true).await
+    }
+
+    /// Commits the change, with its entry only when `changed` (a delete or a revocation
+    /// that found nothing to change is not recorded).
+    pub(crate) async fn commit_if(mut self, changed: bool) -> Result<()> {
+        if changed {
+            insert_entry(&mut self.tx, self.tenant, self.entry).await?;
+        }
+        commit(self.tx).await
+    }
+
+    /// Abandons the change: nothing of it, nor its entry, is written.
+    pub(crate) async fn rollback(self) {
+        let _ = self.tx.rollback().await;
+    }
+}
+
+/// Inserts `entry` into `tenant`'s stream on `tx`, the transaction of the change it
+/// records.
+async fn insert_entry<B: Backend>(
+    tx: &mut Transaction<'static, B>,
+    tenant: TenantId,
+    entry: &AuditEntry,
+) -> Result<()> {
+    Query::new(concat!(
+        "INSERT INTO audit_log (tenant_id, ",
+        audit_columns!(),
+        ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+    ))
+    .bind(tenant.as_uuid())
+    .bind(entry.id)
+    .bind(micros(entry.at))
+    .bind(&entry.actor)
+    .bind(entry.source.map(|a| a.to_string()))
+    .bind(entry.action.as_str())
+    .bind(&entry.target)
+    .bind(Json(&entry.details))
+    .execute(tx)
+    .await
+    .map(drop)
+}
+
+#[async_trait]
+impl<B: Backend> AuditStore for Store<B> {
+    #[tracing::instrument(name = "store.append_audit", skip_all)]
+    async fn append_audit(&self, tenant: TenantId, entry: &AuditEntry) -> Result<()> {
+        self.audited(tenant, entry).await?.commit().await
+    }
+
+    #[tracing::instrument(name = "store.list_audit", skip_all)]
+    async fn list_audit(&self, tenant: TenantId, query: &AuditQuery) -> Result<Vec<AuditEntry>> {
+        self.newest_first::<AuditRow, _>(
+            tenant,
+            SELECT_AUDIT,
+            query.action.map(|a| ("action", a.as_str())),
+            query.before,
+            query.limit,
+        )
+        .await
+    }
+}

@@ -1,34 +1,37 @@
-//! The port implementations both adapters share, written once: `RunStore` (`runs.rs`),
-//! the append transaction (`append.rs`) with its receipts projection (`receipts.rs`),
-//! `LeaseStore` (`leases.rs`), `AgentStore` (`agents.rs`), `ToolStore` (`tools.rs`),
-//! `SecretStore` (`secrets.rs`), `SealedStore` for key rotation (`sealed.rs`),
-//! `TenantStore` (`tenants.rs`), `UserStore` (`users.rs`) and `AuditStore` (`audit.rs`,
-//! with the insert every audited change makes in its transaction), plus the part of
-//! driver-error classification common to both.
+//! The port implementations, each written once for every backend: `impl<B: Backend>
+//! <Port> for Store<B>` in the file named after the port's in `baton_core::ports`
+//! (`runs.rs` is `RunReader`, `append.rs` `EventLog`, `leases.rs`, `agents.rs`,
+//! `tools.rs`, `secrets.rs`, `checkpoints.rs`, `sealed.rs`, `tenants.rs`, `api_keys.rs`,
+//! `users.rs`, `audit.rs`), with its row types in the same-named module of `crate::rows`.
+//! Two helpers have files of their own: `reads.rs`, the skeletons the methods share (read
+//! on a scoped connection, a row by id, a page newest first or in key order, a page of a
+//! run's rows, a statement alone in a write, the commit), and `receipts.rs`, the receipts
+//! projection inside the append. An audited change (`audit.rs`, `Audited`) commits with
+//! its audit entry.
 //!
-//! Each port is a `macro_rules!` that an adapter expands with [`impl_ports!`], so every
-//! query is written once yet compiled against the driver's concrete types (generic
-//! `sqlx::Database` code would need a long list of bounds on every function). The
-//! expansion lives in a `const _: () = { ... };` block, which keeps its imports and
-//! helper functions out of the adapter's namespace. The backend differences are the
-//! arguments of [`impl_ports!`] and `crate::pools`; everything else behaves identically by
-//! construction.
+//! A method builds its statements as [`Query`](crate::query::Query)s, the `SELECT`s a file
+//! reads named as consts at its top, and runs them on a connection of the store's `pools`;
+//! what differs between Postgres and SQLite (two locking clauses, error classification,
+//! sqlx's typed binding and execution) is [`Backend`](crate::backend::Backend)'s, so both
+//! behave identically by construction.
 //!
-//! Every method takes its connection from the store's `pools` field, with
-//! `self.pools.read(kind, scope)` (a read-only transaction on Postgres) or
-//! `self.pools.write(kind, scope)` (a transaction to commit), naming the pool and the
-//! [`Scope`](crate::Scope) it works in: `Scope::Tenant` wherever a tenant is known,
-//! `Scope::CrossTenant` only on the paths that are cross-tenant by nature (lease claims
-//! across tenants and renewal, key lookups by hash, a user's memberships, key rotation
-//! over all tenants), `Scope::NoTenant` where only tables of no tenant are touched. No
-//! other way to a connection exists here: the pools are private to `crate::pools`.
+//! Every method takes its connection from `self.pools`, with `self.pools.read(kind, scope)`
+//! (a read-only transaction on Postgres) or `self.pools.write(kind, scope)` (a transaction
+//! to commit), or through the helpers of `reads.rs` and `audit.rs`, which do the same; each
+//! names the pool and the [`Scope`](crate::Scope) it works in: `Scope::Tenant` wherever a
+//! tenant is known, `Scope::CrossTenant` only on the paths that are cross-tenant by nature
+//! (lease claims across tenants and renewal, key lookups by hash, a user's memberships,
+//! key rotation over all tenants), `Scope::NoTenant` where only tables of no tenant are
+//! touched. No other way to a connection exists here: the pools are private to
+//! `crate::pools`.
 
 mod agents;
+mod api_keys;
 mod append;
 mod audit;
 mod checkpoints;
 mod leases;
-mod lookups;
+mod reads;
 mod receipts;
 mod runs;
 mod sealed;
@@ -37,93 +40,7 @@ mod tenants;
 mod tools;
 mod users;
 
-pub(crate) use agents::impl_agent_store;
-pub(crate) use append::impl_append;
-pub(crate) use audit::impl_audit_store;
-pub(crate) use checkpoints::impl_checkpoint_store;
-pub(crate) use leases::impl_lease_store;
-pub(crate) use lookups::impl_lookups;
-pub(crate) use receipts::receipts_projection;
-pub(crate) use runs::impl_run_store;
-pub(crate) use sealed::impl_sealed_store;
-pub(crate) use secrets::impl_secret_store;
-pub(crate) use tenants::impl_tenant_store;
-pub(crate) use tools::impl_tool_store;
-pub(crate) use users::impl_user_store;
-
 use baton_core::StoreError;
 
-/// Implements `RunStore`, `LeaseStore`, `AgentStore`, `ToolStore`, `SecretStore`,
-/// `CheckpointStore`, `SealedStore`, `TenantStore`, `UserStore` and `AuditStore` for an
-/// adapter's store,
-/// which must have a `pools` field holding its `crate::pools::Pools<db>`.
-///
-/// - `store`: the store type; `db`: its `sqlx::Database`.
-/// - `classify`: the adapter's `fn(sqlx::Error) -> StoreError`.
-/// - `lock_run`: appended to the `SELECT` that reads the run being appended to, to lock
-///   its row until the transaction ends (`""` when a write transaction already holds the
-///   database's write lock); a membership change appends it to lock the tenant's owner
-///   memberships the same way.
-/// - `skip_locked`: appended to the `SELECT` of lease claim candidates so concurrent
-///   claimers skip each other's rows (`""` when write transactions are serialized).
-macro_rules! impl_ports {
-    (
-        store: $store:ty,
-        db: $db:ty,
-        classify: $classify:path,
-        lock_run: $lock_run:literal,
-        skip_locked: $skip_locked:literal $(,)?
-    ) => {
-        $crate::adapter::impl_lookups!($store, $db, $classify);
-        $crate::adapter::impl_run_store!($store, $db, $classify);
-        $crate::adapter::impl_append!($store, $db, $classify, $lock_run);
-        $crate::adapter::impl_lease_store!($store, $classify, $skip_locked);
-        $crate::adapter::impl_agent_store!($store, $db, $classify);
-        $crate::adapter::impl_tool_store!($store, $db, $classify);
-        $crate::adapter::impl_secret_store!($store, $db, $classify);
-        $crate::adapter::impl_checkpoint_store!($store, $classify);
-        $crate::adapter::impl_sealed_store!($store, $db, $classify);
-        $crate::adapter::impl_tenant_store!($store, $classify);
-        $crate::adapter::impl_user_store!($store, $db, $classify, $lock_run);
-        $crate::adapter::impl_audit_store!($store, $db, $classify);
-    };
-}
-pub(crate) use impl_ports;
-
-/// The classification both adapters share; each adapter's `classify` supplies
-/// `is_transient`, its own notion of a retryable error.
-///
-/// A unique violation becomes `Conflict { expected: 0, actual: 0 }`; the append path
-/// replaces the numbers with the stream's real version, and elsewhere (a duplicate tenant
-/// name, agent, tool or key) it means "already exists". A foreign key violation (a row for a
-/// tenant that does not exist) is `NotFound`. I/O failures, an exhausted or closed pool,
-/// a crashed worker and whatever `is_transient` accepts are `Unavailable` (worth
-/// retrying); everything else is `Other`.
-pub(crate) fn classify(
-    e: sqlx::Error,
-    is_transient: impl FnOnce(&sqlx::Error) -> bool,
-) -> StoreError {
-    if let sqlx::Error::Database(db) = &e {
-        if db.is_unique_violation() {
-            return StoreError::Conflict {
-                expected: 0,
-                actual: 0,
-            };
-        }
-        if db.is_foreign_key_violation() {
-            return StoreError::NotFound;
-        }
-    }
-    let transient = matches!(
-        e,
-        sqlx::Error::Io(_)
-            | sqlx::Error::PoolTimedOut
-            | sqlx::Error::PoolClosed
-            | sqlx::Error::WorkerCrashed
-    ) || is_transient(&e);
-    if transient {
-        StoreError::Unavailable(e.to_string())
-    } else {
-        StoreError::Other(e.to_string())
-    }
-}
+/// What the port methods return.
+type Result<T, E = StoreError> = std::result::Result<T, E>;

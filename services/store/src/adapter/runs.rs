@@ -1,168 +1,124 @@
-//! `RunReader` for both adapters: the reads of streams, runs, messages, receipts and
-//! idempotency records, each on a connection of the `app` pool scoped to the caller's
-//! tenant. Every query binds the tenant too; `append` lives in `append.rs`.
+//! `RunReader`: the reads of streams, runs, messages, receipts and idempotency records,
+//! each on a connection of the `app` pool scoped to the caller's tenant. Every query binds
+//! the tenant too; the append is `append.rs`.
 
-/// Implements `RunReader` for `$store` (a `$db` store), mapping driver errors with
-/// `$classify`. Invoked through [`super::impl_ports!`].
-macro_rules! impl_run_store {
-    ($store:ty, $db:ty, $classify:path) => {
-        const _: () = {
-            use async_trait::async_trait;
-            use baton_core::StoreError;
-            use baton_core::model::{Message, Receipt, RunSummary};
-            use baton_core::ports::{IdempotencyRecord, RunListQuery, RunReader};
-            use baton_events::{Envelope, RunId, TenantId};
-            use $crate::pools::{PoolKind, Scope};
-            use $crate::rows::{
-                EventRow, IdempotencyRow, MessageRow, ReceiptRow, RunRow, event_columns,
-                idempotency_columns, map_all, message_columns, receipt_columns, run_columns,
-            };
+use super::Result;
+use crate::backend::Backend;
+use crate::pools::{PoolKind, Scope};
+use crate::query::Query;
+use crate::rows::receipts::{ReceiptRow, receipt_columns};
+use crate::rows::runs::{
+    EventRow, IdempotencyRow, MessageRow, RunRow, event_columns, idempotency_columns,
+    message_columns, run_columns,
+};
+use crate::store::Store;
+use async_trait::async_trait;
+use baton_core::model::{Message, Receipt, RunSummary};
+use baton_core::ports::{IdempotencyRecord, RunListQuery, RunReader};
+use baton_events::{Envelope, RunId, TenantId};
 
-            #[async_trait]
-            impl RunReader for $store {
-                #[tracing::instrument(name = "store.read_stream", skip_all)]
-                async fn read_stream(
-                    &self,
-                    tenant: TenantId,
-                    run: RunId,
-                    after: i64,
-                    limit: u32,
-                ) -> Result<Vec<Envelope>, StoreError> {
-                    let mut conn = self
-                        .pools
-                        .read(PoolKind::App, Scope::Tenant(tenant))
-                        .await?;
-                    let rows: Vec<EventRow> = sqlx::query_as(concat!(
-                        "SELECT ",
-                        event_columns!(),
-                        " FROM events WHERE stream_id = $1 AND tenant_id = $2 AND version > $3 \
-                         ORDER BY version LIMIT $4"
-                    ))
-                    .bind(run.as_uuid())
-                    .bind(tenant.as_uuid())
-                    .bind(after)
-                    .bind(i64::from(limit))
-                    .fetch_all(&mut *conn)
-                    .await
-                    .map_err($classify)?;
-                    map_all(rows)
-                }
+/// A page of a run's events after a version, in order: `$1` the run, `$2` the tenant,
+/// `$3` the version, `$4` the limit.
+const EVENTS_AFTER: &str = concat!(
+    "SELECT ",
+    event_columns!(),
+    " FROM events WHERE stream_id = $1 AND tenant_id = $2 AND version > $3 \
+     ORDER BY version LIMIT $4"
+);
 
-                #[tracing::instrument(name = "store.get_run", skip_all)]
-                async fn get_run(
-                    &self,
-                    tenant: TenantId,
-                    run: RunId,
-                ) -> Result<Option<RunSummary>, StoreError> {
-                    self.one_by_id::<RunRow, _>(
-                        tenant,
-                        concat!("SELECT ", run_columns!(), " FROM runs"),
-                        run.as_uuid(),
-                    )
-                    .await
-                }
+/// A page of a run's messages after a sequence number, in order: `$1` the run, `$2`
+/// the tenant, `$3` the sequence number, `$4` the limit.
+const MESSAGES_AFTER: &str = concat!(
+    "SELECT ",
+    message_columns!(),
+    " FROM messages WHERE run_id = $1 AND tenant_id = $2 AND seq > $3 \
+     ORDER BY seq LIMIT $4"
+);
 
-                #[tracing::instrument(name = "store.list_runs", skip_all)]
-                async fn list_runs(
-                    &self,
-                    tenant: TenantId,
-                    query: &RunListQuery,
-                ) -> Result<Vec<RunSummary>, StoreError> {
-                    self.newest_first::<RunRow, _>(
-                        tenant,
-                        concat!("SELECT ", run_columns!(), " FROM runs"),
-                        query.status.map(|s| ("status", s.as_str())),
-                        query.before.map(|b| b.as_uuid()),
-                        query.limit,
-                    )
-                    .await
-                }
+/// A tenant's idempotency record by request id.
+const IDEMPOTENCY_RECORD: &str = concat!(
+    "SELECT ",
+    idempotency_columns!(),
+    " FROM idempotency WHERE tenant_id = $1 AND request_id = $2"
+);
 
-                #[tracing::instrument(name = "store.list_messages", skip_all)]
-                async fn list_messages(
-                    &self,
-                    tenant: TenantId,
-                    run: RunId,
-                    after: i64,
-                    limit: u32,
-                ) -> Result<Vec<Message>, StoreError> {
-                    let mut conn = self
-                        .pools
-                        .read(PoolKind::App, Scope::Tenant(tenant))
-                        .await?;
-                    let rows: Vec<MessageRow> = sqlx::query_as(concat!(
-                        "SELECT ",
-                        message_columns!(),
-                        " FROM messages WHERE run_id = $1 AND tenant_id = $2 AND seq > $3 \
-                         ORDER BY seq LIMIT $4"
-                    ))
-                    .bind(run.as_uuid())
-                    .bind(tenant.as_uuid())
-                    .bind(after)
-                    .bind(i64::from(limit))
-                    .fetch_all(&mut *conn)
-                    .await
-                    .map_err($classify)?;
-                    map_all(rows)
-                }
+/// A run's receipts in the order they were created.
+const RECEIPTS_OF_RUN: &str = concat!(
+    "SELECT ",
+    receipt_columns!(),
+    " FROM receipts WHERE tenant_id = $1 AND run_id = $2 \
+     ORDER BY created_version, id"
+);
 
-                #[tracing::instrument(name = "store.find_idempotency", skip_all)]
-                async fn find_idempotency(
-                    &self,
-                    tenant: TenantId,
-                    request_id: &str,
-                ) -> Result<Option<IdempotencyRecord>, StoreError> {
-                    let mut conn = self
-                        .pools
-                        .read(PoolKind::App, Scope::Tenant(tenant))
-                        .await?;
-                    let row: Option<IdempotencyRow> = sqlx::query_as(concat!(
-                        "SELECT ",
-                        idempotency_columns!(),
-                        " FROM idempotency WHERE tenant_id = $1 AND request_id = $2"
-                    ))
-                    .bind(tenant.as_uuid())
-                    .bind(request_id)
-                    .fetch_optional(&mut *conn)
-                    .await
-                    .map_err($classify)?;
-                    Ok(row.map(IdempotencyRecord::from))
-                }
+/// The `SELECT` of every column a [`RunRow`] reads, from `runs`.
+const SELECT_RUNS: &str = concat!("SELECT ", run_columns!(), " FROM runs");
 
-                #[tracing::instrument(name = "store.list_receipts", skip_all)]
-                async fn list_receipts(
-                    &self,
-                    tenant: TenantId,
-                    run: RunId,
-                ) -> Result<Vec<Receipt>, StoreError> {
-                    let mut conn = self
-                        .pools
-                        .read(PoolKind::App, Scope::Tenant(tenant))
-                        .await?;
-                    let rows: Vec<ReceiptRow> = sqlx::query_as(concat!(
-                        "SELECT ",
-                        receipt_columns!(),
-                        " FROM receipts WHERE tenant_id = $1 AND run_id = $2 \
-                         ORDER BY created_version, id"
-                    ))
-                    .bind(tenant.as_uuid())
-                    .bind(run.as_uuid())
-                    .fetch_all(&mut *conn)
-                    .await
-                    .map_err($classify)?;
-                    map_all(rows)
-                }
+#[async_trait]
+impl<B: Backend> RunReader for Store<B> {
+    #[tracing::instrument(name = "store.read_stream", skip_all)]
+    async fn read_stream(
+        &self,
+        tenant: TenantId,
+        run: RunId,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<Envelope>> {
+        self.run_page::<EventRow, _>(tenant, EVENTS_AFTER, run, after, limit)
+            .await
+    }
 
-                async fn ping(&self) -> Result<(), StoreError> {
-                    let mut conn = self.pools.read(PoolKind::App, Scope::NoTenant).await?;
-                    sqlx::query("SELECT 1")
-                        .execute(&mut *conn)
-                        .await
-                        .map(|_| ())
-                        .map_err($classify)
-                }
-            }
-        };
-    };
+    #[tracing::instrument(name = "store.get_run", skip_all)]
+    async fn get_run(&self, tenant: TenantId, run: RunId) -> Result<Option<RunSummary>> {
+        self.one_by_id::<RunRow, _>(tenant, SELECT_RUNS, run.as_uuid())
+            .await
+    }
+
+    #[tracing::instrument(name = "store.list_runs", skip_all)]
+    async fn list_runs(&self, tenant: TenantId, query: &RunListQuery) -> Result<Vec<RunSummary>> {
+        self.newest_first::<RunRow, _>(
+            tenant,
+            SELECT_RUNS,
+            query.status.map(|s| ("status", s.as_str())),
+            query.before.map(|b| b.as_uuid()),
+            query.limit,
+        )
+        .await
+    }
+
+    #[tracing::instrument(name = "store.list_messages", skip_all)]
+    async fn list_messages(
+        &self,
+        tenant: TenantId,
+        run: RunId,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<Message>> {
+        self.run_page::<MessageRow, _>(tenant, MESSAGES_AFTER, run, after, limit)
+            .await
+    }
+
+    #[tracing::instrument(name = "store.find_idempotency", skip_all)]
+    async fn find_idempotency(
+        &self,
+        tenant: TenantId,
+        request_id: &str,
+    ) -> Result<Option<IdempotencyRecord>> {
+        let q = Query::new(IDEMPOTENCY_RECORD)
+            .bind(tenant.as_uuid())
+            .bind(request_id);
+        self.tenant_row::<IdempotencyRow, _>(tenant, q).await
+    }
+
+    #[tracing::instrument(name = "store.list_receipts", skip_all)]
+    async fn list_receipts(&self, tenant: TenantId, run: RunId) -> Result<Vec<Receipt>> {
+        let q = Query::new(RECEIPTS_OF_RUN)
+            .bind(tenant.as_uuid())
+            .bind(run.as_uuid());
+        self.tenant_rows::<ReceiptRow, _>(tenant, q).await
+    }
+
+    async fn ping(&self) -> Result<()> {
+        let mut conn = self.pools.read(PoolKind::App, Scope::NoTenant).await?;
+        Query::new("SELECT 1").execute(&mut conn).await.map(drop)
+    }
 }
-pub(crate) use impl_run_store;

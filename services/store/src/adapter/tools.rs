@@ -1,88 +1,65 @@
-//! `ToolStore` for both adapters: tool rows keyed by (tenant, id), their names unique
-//! within the tenant, each tool's definition kept whole in one JSON column.
+//! `ToolStore`: tool rows keyed by (tenant, id), their names unique within the tenant,
+//! each tool's definition kept whole in one JSON column. Every statement runs on the `app`
+//! pool, scoped to the caller's tenant.
 
-/// Implements `ToolStore` for `$store` (a `$db` store), mapping driver errors with
-/// `$classify`; every statement runs on the `app` pool, scoped to the caller's tenant.
-/// Invoked through [`super::impl_ports!`].
-macro_rules! impl_tool_store {
-    ($store:ty, $db:ty, $classify:path) => {
-        const _: () = {
-            use async_trait::async_trait;
-            use baton_core::StoreError;
-            use baton_core::model::AuditEntry;
-            use baton_core::model::Tool;
-            use baton_core::ports::ToolStore;
-            use baton_events::{TenantId, ToolId};
-            use sqlx::types::Json;
-            use $crate::plan::micros;
-            use $crate::pools::{PoolKind, Scope};
-            use $crate::rows::{ToolRow, tool_columns, tool_json};
+use super::Result;
+use crate::backend::Backend;
+use crate::plan::micros;
+use crate::query::Query;
+use crate::rows::tools::{ToolRow, tool_columns, tool_json};
+use crate::store::Store;
+use async_trait::async_trait;
+use baton_core::model::{AuditEntry, Tool};
+use baton_core::ports::ToolStore;
+use baton_events::{TenantId, ToolId};
+use sqlx::types::Json;
 
-            #[async_trait]
-            impl ToolStore for $store {
-                /// A duplicate id or name in the tenant is `Conflict { expected: 0,
-                /// actual: 0 }` ("already exists"); an unknown tenant is `NotFound`.
-                #[tracing::instrument(name = "store.create_tool", skip_all)]
-                async fn create_tool(
-                    &self,
-                    tenant: TenantId,
-                    tool: &Tool,
-                    audit: &AuditEntry,
-                ) -> Result<(), StoreError> {
-                    let mut tx = self
-                        .pools
-                        .write(PoolKind::App, Scope::Tenant(tenant))
-                        .await?;
-                    sqlx::query(concat!(
-                        "INSERT INTO tools (",
-                        tool_columns!(),
-                        ") VALUES ($1, $2, $3, $4, $5, $6)"
-                    ))
-                    .bind(tenant.as_uuid())
-                    .bind(tool.id.as_uuid())
-                    .bind(&tool.name)
-                    .bind(Json(tool_json(tool)?))
-                    .bind(micros(tool.created_at))
-                    .bind(micros(tool.updated_at))
-                    .execute(&mut *tx)
-                    .await
-                    .map_err($classify)?;
-                    Self::write_audit(&mut tx, tenant, audit).await?;
-                    tx.commit().await.map_err($classify)
-                }
+/// The `SELECT` of every column a [`ToolRow`] reads, from `tools`.
+const SELECT_TOOLS: &str = concat!("SELECT ", tool_columns!(), " FROM tools");
 
-                #[tracing::instrument(name = "store.get_tool", skip_all)]
-                async fn get_tool(
-                    &self,
-                    tenant: TenantId,
-                    id: ToolId,
-                ) -> Result<Option<Tool>, StoreError> {
-                    self.one_by_id::<ToolRow, _>(
-                        tenant,
-                        concat!("SELECT ", tool_columns!(), " FROM tools"),
-                        id.as_uuid(),
-                    )
-                    .await
-                }
+#[async_trait]
+impl<B: Backend> ToolStore for Store<B> {
+    /// A duplicate id or name in the tenant is `Conflict { expected: 0, actual: 0 }`
+    /// ("already exists"); an unknown tenant is `NotFound`.
+    #[tracing::instrument(name = "store.create_tool", skip_all)]
+    async fn create_tool(&self, tenant: TenantId, tool: &Tool, audit: &AuditEntry) -> Result<()> {
+        let mut change = self.audited(tenant, audit).await?;
+        Query::new(concat!(
+            "INSERT INTO tools (",
+            tool_columns!(),
+            ") VALUES ($1, $2, $3, $4, $5, $6)"
+        ))
+        .bind(tenant.as_uuid())
+        .bind(tool.id.as_uuid())
+        .bind(&tool.name)
+        .bind(Json(tool_json(tool)?))
+        .bind(micros(tool.created_at))
+        .bind(micros(tool.updated_at))
+        .execute(&mut change.tx)
+        .await?;
+        change.commit().await
+    }
 
-                #[tracing::instrument(name = "store.list_tools", skip_all)]
-                async fn list_tools(
-                    &self,
-                    tenant: TenantId,
-                    before: Option<ToolId>,
-                    limit: u32,
-                ) -> Result<Vec<Tool>, StoreError> {
-                    self.newest_first::<ToolRow, _>(
-                        tenant,
-                        concat!("SELECT ", tool_columns!(), " FROM tools"),
-                        None,
-                        before.map(|b| b.as_uuid()),
-                        limit,
-                    )
-                    .await
-                }
-            }
-        };
-    };
+    #[tracing::instrument(name = "store.get_tool", skip_all)]
+    async fn get_tool(&self, tenant: TenantId, id: ToolId) -> Result<Option<Tool>> {
+        self.one_by_id::<ToolRow, _>(tenant, SELECT_TOOLS, id.as_uuid())
+            .await
+    }
+
+    #[tracing::instrument(name = "store.list_tools", skip_all)]
+    async fn list_tools(
+        &self,
+        tenant: TenantId,
+        before: Option<ToolId>,
+        limit: u32,
+    ) -> Result<Vec<Tool>> {
+        self.newest_first::<ToolRow, _>(
+            tenant,
+            SELECT_TOOLS,
+            None,
+            before.map(|b| b.as_uuid()),
+            limit,
+        )
+        .await
+    }
 }
-pub(crate) use impl_tool_store;

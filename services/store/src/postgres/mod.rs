@@ -1,7 +1,8 @@
 //! The Postgres adapter of the store ports (team tier): connection options, the `app`,
 //! `control` and `checkpoint` pools, the database role the connections act as, and the one
-//! function that classifies driver errors. The port implementations are the shared ones
-//! of `crate::adapter`; none of them formats input into SQL.
+//! function that classifies driver errors (the rest of what is Postgres's own is its
+//! `Backend` in `crate::backend`). The port implementations are the shared ones of
+//! `crate::adapter`; none of them formats input into SQL.
 //!
 //! Row-level security (migration 0006) binds every role but superusers and roles with
 //! BYPASSRLS, which ignore policies even on tables that force them. So at connect the
@@ -14,8 +15,9 @@
 //! warning at connect when it still bypasses row-level security. The migrations use a
 //! connection of their own (`crate::migrate`) that keeps the login role.
 
-use crate::adapter;
+use crate::backend;
 use crate::pools::{PoolKind, Pools, Scope};
+use crate::store::Store;
 use baton_core::StoreError;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, Postgres, Transaction};
@@ -91,14 +93,7 @@ pub struct DbRole {
 }
 
 /// The Postgres store. Cheap to clone: the pools are shared.
-#[derive(Clone, Debug)]
-pub struct PgStore {
-    /// Request work, lease renewal and adoption (`control`, so request load never delays
-    /// them), and checkpoint writes (so a burst of them never delays requests). Reachable
-    /// only through `read` and `write`, which set the scope.
-    pools: Pools<Postgres>,
-    role: Arc<DbRole>,
-}
+pub type PgStore = Store<Postgres>;
 
 impl PgStore {
     /// Connects the pools, as [`APP_ROLE`] when the login role would bypass row-level
@@ -144,15 +139,15 @@ impl PgStore {
         }
         let control = pool(opts.control_pool_size).connect_lazy_with(connect.clone());
         let checkpoint = pool(opts.checkpoint_pool_size).connect_lazy_with(connect);
-        Ok(PgStore {
+        Ok(Store {
             pools: Pools::new(app, control, checkpoint, classify),
-            role: Arc::new(role),
+            info: Arc::new(role),
         })
     }
 
     /// The role the connections act as, and whether it bypasses row-level security.
     pub fn role(&self) -> &DbRole {
-        &self.role
+        &self.info
     }
 
     /// A transaction exactly like those of the port implementations: on `kind`'s pool, as
@@ -164,16 +159,6 @@ impl PgStore {
         scope: Scope,
     ) -> Result<Transaction<'static, Postgres>, StoreError> {
         self.pools.write(kind, scope).await
-    }
-
-    /// The pools' state, for metrics.
-    pub fn pool_stats(&self) -> Vec<crate::PoolStats> {
-        self.pools.stats()
-    }
-
-    /// Closes the pools, waiting for connections in use to be returned.
-    pub async fn close(&self) {
-        self.pools.close().await;
     }
 }
 
@@ -225,24 +210,14 @@ async fn effective_role(pool: &PgPool) -> Result<DbRole, StoreError> {
     Ok(DbRole { name, bypasses_rls })
 }
 
-crate::adapter::impl_ports! {
-    store: PgStore,
-    db: sqlx::Postgres,
-    classify: classify,
-    // Locks the run row an append reads until the transaction ends.
-    lock_run: " FOR UPDATE",
-    // Concurrent replicas claiming leases skip each other's candidates.
-    skip_locked: " FOR UPDATE SKIP LOCKED",
-}
-
 /// The one place Postgres driver errors become [`StoreError`]s: the shared rules of
-/// [`adapter::classify`], where these also count as `Unavailable` (worth retrying): lost
+/// [`backend::classify`], where these also count as `Unavailable` (worth retrying): lost
 /// connections (SQLSTATE class `08`), exhausted resources (`53`), server shutdowns and
 /// other operator intervention (`57P`), statement timeouts (`57014`), serialization
 /// failures (`40001`), deadlocks (`40P01`), writes on a read-only server (`25006`, a
 /// connection still on a demoted primary during failover), and TLS or protocol failures.
 pub(crate) fn classify(e: sqlx::Error) -> StoreError {
-    adapter::classify(e, |e| match e {
+    backend::classify(e, |e| match e {
         sqlx::Error::Database(db) => {
             let code = db.code().unwrap_or_default();
             code.starts_with("08")

@@ -1,13 +1,16 @@
 //! The SQLite adapter of the store ports (embedded tier): opening a database file (or a
 //! shared in-memory database for tests) with WAL, a busy timeout and foreign keys, and
-//! the one function that classifies driver errors. The port implementations are the
-//! shared ones of `crate::adapter`; none of them formats input into SQL. SQLite has no
+//! the one function that classifies driver errors (the rest of what is SQLite's own is its
+//! `Backend` in `crate::backend`). The port implementations are the shared ones of
+//! `crate::adapter`; none of them formats input into SQL. SQLite has no
 //! row-level security: the scope the port code names for each connection is ignored here
 //! (see `crate::pools`), and isolation rests on the queries' tenant filters.
 
-use crate::adapter;
+use crate::backend;
 use crate::pools::Pools;
+use crate::store::Store;
 use baton_core::StoreError;
+use sqlx::Sqlite;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
@@ -18,12 +21,9 @@ use std::time::Duration;
 /// How long a statement waits for another connection's write lock before `Unavailable`.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The SQLite store. Cheap to clone: the pool is shared.
-#[derive(Clone, Debug)]
-pub struct SqliteStore {
-    /// One pool: a single process drives an embedded database.
-    pools: Pools<sqlx::Sqlite>,
-}
+/// The SQLite store. Cheap to clone: the pool is shared. One pool: a single process
+/// drives an embedded database.
+pub type SqliteStore = Store<Sqlite>;
 
 impl SqliteStore {
     /// Opens the database at `target` with up to `pool_size` connections, creating the
@@ -45,8 +45,9 @@ impl SqliteStore {
                 .max_lifetime(None);
         }
         let app = pool.connect_with(opts).await.map_err(classify)?;
-        Ok(SqliteStore {
+        Ok(Store {
             pools: Pools::single(app, classify),
+            info: (),
         })
     }
 
@@ -60,20 +61,10 @@ impl SqliteStore {
         Ok(store)
     }
 
-    /// The pool's state, for metrics.
-    pub fn pool_stats(&self) -> Vec<crate::PoolStats> {
-        self.pools.stats()
-    }
-
     /// The connection pool, for tests that need SQL the ports do not offer. (The port
     /// code, shared with Postgres, takes its connections through `crate::pools`.)
     pub fn pool(&self) -> &SqlitePool {
         self.pools.raw()
-    }
-
-    /// Closes the pool, waiting for connections in use to be returned.
-    pub async fn close(&self) {
-        self.pools.close().await;
     }
 }
 
@@ -116,22 +107,11 @@ fn create_dir(dir: &Path) -> Result<(), StoreError> {
     })
 }
 
-crate::adapter::impl_ports! {
-    store: SqliteStore,
-    db: sqlx::Sqlite,
-    classify: classify,
-    // A write transaction begins with `BEGIN IMMEDIATE` (`crate::pools`), which takes the
-    // database's write lock up front: the run row an append reads needs no lock of its
-    // own, and lease claimers are serialized already.
-    lock_run: "",
-    skip_locked: "",
-}
-
 /// The one place SQLite driver errors become [`StoreError`]s: the shared rules of
-/// [`adapter::classify`], where these also count as `Unavailable`: a database still locked
+/// [`backend::classify`], where these also count as `Unavailable`: a database still locked
 /// after the busy timeout, an I/O error and a file that cannot be opened.
 pub(crate) fn classify(e: sqlx::Error) -> StoreError {
-    adapter::classify(e, |e| match e {
+    backend::classify(e, |e| match e {
         sqlx::Error::Database(db) => {
             let primary = db
                 .code()

@@ -1,0 +1,186 @@
+//! The skeletons the port methods share, written once: reading rows on a connection of
+//! `pools` (all of them, or the one there is), a tenant's row by id, a page of a tenant's
+//! rows newest first (ids are UUIDv7, so id order is creation order; both databases
+//! compare UUIDs byte-wise) or in the order of a key, a page of a run's rows after a
+//! position, a statement run alone in its own write transaction, and the commit that ends
+//! every write. Each names its pool and scope, as every port method does.
+
+use super::Result;
+use crate::backend::{Backend, Decode};
+use crate::pools::{PoolKind, Scope};
+use crate::query::Query;
+use crate::rows::map_all;
+use crate::store::Store;
+use baton_core::StoreError;
+use baton_events::{RunId, TenantId};
+use sqlx::Transaction;
+use uuid::Uuid;
+
+impl<B: Backend> Store<B> {
+    /// Every row `q` returns, read on `kind`'s pool in `scope`, as the model.
+    pub(crate) async fn read_all<R, T>(
+        &self,
+        kind: PoolKind,
+        scope: Scope,
+        q: Query<B>,
+    ) -> Result<Vec<T>>
+    where
+        R: Decode,
+        T: TryFrom<R, Error = StoreError>,
+    {
+        let mut conn = self.pools.read(kind, scope).await?;
+        map_all(q.fetch_all::<R>(&mut conn).await?)
+    }
+
+    /// The row `q` returns, if any, read on `kind`'s pool in `scope`, as the model.
+    pub(crate) async fn read_optional<R, T>(
+        &self,
+        kind: PoolKind,
+        scope: Scope,
+        q: Query<B>,
+    ) -> Result<Option<T>>
+    where
+        R: Decode,
+        T: TryFrom<R, Error = StoreError>,
+    {
+        let mut conn = self.pools.read(kind, scope).await?;
+        let row = q.fetch_optional::<R>(&mut conn).await?;
+        row.map(T::try_from).transpose()
+    }
+
+    /// Every row `q` returns, as the model, read on the `app` pool scoped to `tenant`.
+    pub(crate) async fn tenant_rows<R, T>(&self, tenant: TenantId, q: Query<B>) -> Result<Vec<T>>
+    where
+        R: Decode,
+        T: TryFrom<R, Error = StoreError>,
+    {
+        self.read_all::<R, T>(PoolKind::App, Scope::Tenant(tenant), q)
+            .await
+    }
+
+    /// The row `q` returns, if any, as the model, read on the `app` pool scoped to
+    /// `tenant`.
+    pub(crate) async fn tenant_row<R, T>(&self, tenant: TenantId, q: Query<B>) -> Result<Option<T>>
+    where
+        R: Decode,
+        T: TryFrom<R, Error = StoreError>,
+    {
+        self.read_optional::<R, T>(PoolKind::App, Scope::Tenant(tenant), q)
+            .await
+    }
+
+    /// The tenant's row whose `id` is `id`, on the `app` pool: `select` is `SELECT
+    /// <columns> FROM <table>`.
+    pub(crate) async fn one_by_id<R, T>(
+        &self,
+        tenant: TenantId,
+        select: &'static str,
+        id: Uuid,
+    ) -> Result<Option<T>>
+    where
+        R: Decode,
+        T: TryFrom<R, Error = StoreError>,
+    {
+        let mut q = Query::new(select);
+        q.push(" WHERE tenant_id = ")
+            .push_bind(tenant.as_uuid())
+            .push(" AND id = ")
+            .push_bind(id);
+        self.tenant_row::<R, T>(tenant, q).await
+    }
+
+    /// A page of the tenant's rows on the `app` pool, newest first: those older than
+    /// `before` when given, whose `filter.0` column equals `filter.1` when given, at most
+    /// `limit`. `select` is `SELECT <columns> FROM <table>`.
+    pub(crate) async fn newest_first<R, T>(
+        &self,
+        tenant: TenantId,
+        select: &'static str,
+        filter: Option<(&'static str, &str)>,
+        before: Option<Uuid>,
+        limit: u32,
+    ) -> Result<Vec<T>>
+    where
+        R: Decode,
+        T: TryFrom<R, Error = StoreError>,
+    {
+        let mut q = Query::new(select);
+        q.push(" WHERE tenant_id = ").push_bind(tenant.as_uuid());
+        if let Some((column, value)) = filter {
+            q.push(" AND ")
+                .push(column)
+                .push(" = ")
+                .push_bind(value.to_string());
+        }
+        if let Some(before) = before {
+            q.push(" AND id < ").push_bind(before);
+        }
+        q.push(" ORDER BY id DESC LIMIT ")
+            .push_bind(i64::from(limit));
+        self.tenant_rows::<R, T>(tenant, q).await
+    }
+
+    /// A page of a run's rows after a position (a version, a sequence number) in order, on
+    /// the `app` pool scoped to `tenant`: `sql` binds `$1` the run, `$2` the tenant, `$3`
+    /// the position and `$4` the limit.
+    pub(crate) async fn run_page<R, T>(
+        &self,
+        tenant: TenantId,
+        sql: &'static str,
+        run: RunId,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<T>>
+    where
+        R: Decode,
+        T: TryFrom<R, Error = StoreError>,
+    {
+        let q = Query::new(sql)
+            .bind(run.as_uuid())
+            .bind(tenant.as_uuid())
+            .bind(after)
+            .bind(i64::from(limit));
+        self.tenant_rows::<R, T>(tenant, q).await
+    }
+
+    /// A page of the tenant's rows in `key` order on the `app` pool: those after `after`
+    /// when given, at most `limit`. `select` is `SELECT <columns> FROM <table> WHERE
+    /// <tenant column> = `.
+    pub(crate) async fn key_order<R, T>(
+        &self,
+        tenant: TenantId,
+        select: &'static str,
+        key: &'static str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<T>>
+    where
+        R: Decode,
+        T: TryFrom<R, Error = StoreError>,
+    {
+        let mut q = Query::new(select);
+        q.push_bind(tenant.as_uuid());
+        if let Some(after) = after {
+            q.push(" AND ").push(key).push(" > ").push_bind(after);
+        }
+        q.push(" ORDER BY ")
+            .push(key)
+            .push(" LIMIT ")
+            .push_bind(i64::from(limit));
+        self.tenant_rows::<R, T>(tenant, q).await
+    }
+
+    /// Runs `q` alone in a write transaction on `kind`'s pool in `scope`, and commits;
+    /// the number of rows it changed.
+    pub(crate) async fn write_one(&self, kind: PoolKind, scope: Scope, q: Query<B>) -> Result<u64> {
+        let mut tx = self.pools.write(kind, scope).await?;
+        let changed = q.execute(&mut tx).await?;
+        commit(tx).await?;
+        Ok(changed)
+    }
+}
+
+/// Commits `tx`, the transaction of a write.
+pub(crate) async fn commit<B: Backend>(tx: Transaction<'static, B>) -> Result<()> {
+    tx.commit().await.map_err(B::classify)
+}

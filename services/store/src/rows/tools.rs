@@ -1,0 +1,50 @@
+//! The rows of `tools`: each tool's definition kept whole in one JSON column.
+
+use super::{corrupt, to_json};
+use baton_core::StoreError;
+use baton_core::model::Tool;
+use chrono::{DateTime, Utc};
+use sqlx::types::Json;
+use uuid::Uuid;
+
+/// Expands to the columns of `tools`, in the order its row type reads them.
+macro_rules! tool_columns {
+    () => {
+        "tenant_id, id, name, definition, created_at, updated_at"
+    };
+}
+pub(crate) use tool_columns;
+
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct ToolRow {
+    pub tenant_id: Uuid,
+    pub id: Uuid,
+    pub name: String,
+    pub definition: Json<serde_json::Value>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl TryFrom<ToolRow> for Tool {
+    type Error = StoreError;
+
+    /// The definition holds the whole tool but its tenant; the key and timestamp
+    /// columns are authoritative.
+    fn try_from(r: ToolRow) -> Result<Self, StoreError> {
+        let tool: Tool = serde_json::from_value(r.definition.0)
+            .map_err(|e| corrupt(format!("tool {} has an unreadable definition: {e}", r.id)))?;
+        Ok(Tool {
+            id: r.id.into(),
+            tenant: r.tenant_id.into(),
+            name: r.name,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+            ..tool
+        })
+    }
+}
+
+/// A tool's `definition` column: the whole tool (its tenant is not serialized).
+pub(crate) fn tool_json(tool: &Tool) -> Result<serde_json::Value, StoreError> {
+    to_json("tool", tool)
+}
