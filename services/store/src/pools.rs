@@ -33,6 +33,9 @@ use sqlx::postgres::PgConnection;
 use sqlx::sqlite::SqliteConnection;
 use sqlx::{AssertSqlSafe, Database, Pool, Postgres, SqlSafeStr, Sqlite, Transaction};
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
 /// Which rows a connection may see and write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +50,73 @@ pub enum Scope {
     /// sessions).
     NoTenant,
 }
+
+/// Where the database server listens, to tell a server that is down (its connections
+/// refused) from pools that are busy.
+#[derive(Debug, Clone)]
+pub(crate) enum Server {
+    Tcp(String, u16),
+    Unix(std::path::PathBuf),
+}
+
+impl Server {
+    /// The server of Postgres connect options: its socket when it names one, else its
+    /// host and port.
+    pub(crate) fn of(options: &sqlx::postgres::PgConnectOptions) -> Server {
+        let host = options.get_host();
+        let port = options.get_port();
+        match options.get_socket() {
+            Some(dir) => Server::Unix(dir.join(format!(".s.PGSQL.{port}"))),
+            None if host.starts_with('/') => {
+                Server::Unix(std::path::Path::new(host).join(format!(".s.PGSQL.{port}")))
+            }
+            None => Server::Tcp(host.to_string(), port),
+        }
+    }
+
+    /// Whether a connection to the server is refused (nothing listens: it is down), within
+    /// [`PROBE_TIMEOUT`]; a server that does not answer in time counts as up (it may be
+    /// busy, the pools' own timeout decides).
+    async fn refuses(&self) -> bool {
+        let connect = async {
+            match self {
+                Server::Tcp(host, port) => {
+                    let mut s = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
+                    ask_for_tls(&mut s).await
+                }
+                Server::Unix(path) => {
+                    let mut s = tokio::net::UnixStream::connect(path).await?;
+                    ask_for_tls(&mut s).await
+                }
+            }
+        };
+        matches!(
+            tokio::time::timeout(PROBE_TIMEOUT, connect).await,
+            Ok(Err(e)) if matches!(
+                e.kind(),
+                std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::NotFound
+            )
+        )
+    }
+}
+
+/// Sends Postgres's `SSLRequest` and reads its one-byte answer: a complete exchange, so the
+/// server does not log the probe as an incomplete connection.
+async fn ask_for_tls(
+    stream: &mut (impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin),
+) -> std::io::Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // Length 8, then the request code 80877103.
+    stream.write_all(&[0, 0, 0, 8, 4, 210, 22, 47]).await?;
+    let mut answer = [0u8; 1];
+    stream.read_exact(&mut answer).await.map(drop)
+}
+
+/// How long a connection may be waited for before the server is asked whether it is there
+/// at all.
+const SLOW_ACQUIRE: std::time::Duration = std::time::Duration::from_millis(50);
+/// How long that question may take.
+const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// The store's pools, kept apart so one kind of work never starves another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +138,37 @@ pub struct Pools<DB: Database> {
     /// The adapter's classification of driver errors, applied to failures to get a
     /// connection or begin its transaction.
     classify: fn(sqlx::Error) -> StoreError,
+    /// The database server, when it is one (not SQLite): a connection that is slow to come
+    /// makes the pools ask it whether it is down, and fail at once if it is.
+    server: Option<Arc<ServerState>>,
+}
+
+#[derive(Debug)]
+struct ServerState {
+    server: Server,
+    /// The server refused the last probe: until a connection comes again, every acquire
+    /// asks it first rather than waiting out the pool's timeout.
+    down: AtomicBool,
+    /// The last probe: when it was answered, and whether the server refused. Held while
+    /// a probe runs, so callers waiting at once share one probe.
+    last: tokio::sync::Mutex<Option<(Instant, bool)>>,
+}
+
+impl ServerState {
+    /// Whether the server refuses connections, for a caller that began waiting at
+    /// `since`: a probe answered after that serves it, else it probes.
+    async fn refuses(&self, since: Instant) -> bool {
+        let mut last = self.last.lock().await;
+        if let Some((at, refused)) = *last
+            && at >= since
+        {
+            return refused;
+        }
+        let refused = self.server.refuses().await;
+        *last = Some((Instant::now(), refused));
+        self.down.store(refused, Ordering::Relaxed);
+        refused
+    }
 }
 
 // By hand: a derive would ask `DB: Clone`; the pools are handles to shared state.
@@ -78,6 +179,7 @@ impl<DB: Database> Clone for Pools<DB> {
             control: self.control.clone(),
             checkpoint: self.checkpoint.clone(),
             classify: self.classify,
+            server: self.server.clone(),
         }
     }
 }
@@ -95,7 +197,18 @@ impl<DB: Database> Pools<DB> {
             control: Some(control),
             checkpoint: Some(checkpoint),
             classify,
+            server: None,
         }
+    }
+
+    /// The same pools, failing fast when `server` refuses connections.
+    pub(crate) fn with_server(mut self, server: Server) -> Self {
+        self.server = Some(Arc::new(ServerState {
+            server,
+            down: AtomicBool::new(false),
+            last: tokio::sync::Mutex::new(None),
+        }));
+        self
     }
 
     /// One pool for every kind of work.
@@ -105,6 +218,7 @@ impl<DB: Database> Pools<DB> {
             control: None,
             checkpoint: None,
             classify,
+            server: None,
         }
     }
 
@@ -121,9 +235,35 @@ impl<DB: Database> Pools<DB> {
     /// A connection of `kind`'s pool, the wait for it recorded in metrics; no scope set.
     /// (The transactions below begin on it with `Transaction::begin`, which is what
     /// `Pool::begin_with` does after its own, unmeasured, acquire.)
+    ///
+    /// With a database server: when the server is known to be down, or a connection takes
+    /// longer than [`SLOW_ACQUIRE`] to come, the server is asked whether it listens at all;
+    /// if it refuses, this fails at once (an I/O error, "connection refused") instead of
+    /// waiting out the pool's timeout, which sqlx spends retrying the refused connects.
     async fn acquire(&self, kind: PoolKind) -> Result<PoolConnection<DB>, sqlx::Error> {
         let (pool, name) = self.pool(kind);
-        crate::acquire(pool, name).await
+        let Some(server) = &self.server else {
+            return crate::acquire(pool, name).await;
+        };
+        let since = Instant::now();
+        if server.down.load(Ordering::Relaxed) && server.refuses(since).await {
+            return Err(refused());
+        }
+        let acquire = crate::acquire(pool, name);
+        tokio::pin!(acquire);
+        let early = tokio::select! {
+            got = &mut acquire => Some(got),
+            () = tokio::time::sleep(SLOW_ACQUIRE) => None,
+        };
+        let got = match early {
+            Some(got) => got,
+            None if server.refuses(since).await => return Err(refused()),
+            None => acquire.await,
+        };
+        if got.is_ok() {
+            server.down.store(false, Ordering::Relaxed);
+        }
+        got
     }
 
     /// The pools' state, for metrics.
@@ -270,10 +410,22 @@ impl Pools<Postgres> {
     /// is dropped, which closes it, and the next one is tried, as the ping would have
     /// done; after as many tries as the pool holds connections, plus one that it opens
     /// afresh, the error is the caller's.
+    ///
+    /// It runs to its end whatever becomes of the caller ([`run_to_end`]).
     async fn begin(
         &self,
         kind: PoolKind,
-        mode: &str,
+        mode: &'static str,
+        scope: Scope,
+    ) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
+        let pools = self.clone();
+        run_to_end(async move { pools.begin_now(kind, mode, scope).await }).await
+    }
+
+    async fn begin_now(
+        &self,
+        kind: PoolKind,
+        mode: &'static str,
         scope: Scope,
     ) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
         let (pool, _) = self.pool(kind);
@@ -288,6 +440,31 @@ impl Pools<Postgres> {
             }
         }
     }
+}
+
+/// What a connection to a server that is down fails with.
+fn refused() -> sqlx::Error {
+    sqlx::Error::Io(std::io::Error::new(
+        std::io::ErrorKind::ConnectionRefused,
+        "the database server refuses connections",
+    ))
+}
+
+/// Runs `begin` (taking a connection and beginning a transaction on it) to its end on a
+/// task of its own, so that dropping the caller's future cannot cut it short.
+///
+/// A `BEGIN` cut short after it was sent leaves the server in a transaction that sqlx does
+/// not know of (it counts a transaction, and so rolls it back when dropped, only once the
+/// server confirmed it), and the connection would go back to the pool inside it: the next
+/// user's `BEGIN` would be ignored, and a write would meet a read-only transaction. Run to
+/// its end, the transaction is confirmed first; should the caller be gone by then, it is
+/// dropped like any other, which rolls it back.
+async fn run_to_end<T: Send + 'static>(
+    begin: impl Future<Output = Result<T, sqlx::Error>> + Send + 'static,
+) -> Result<T, sqlx::Error> {
+    tokio::spawn(begin)
+        .await
+        .map_err(|_| sqlx::Error::WorkerCrashed)?
 }
 
 /// Whether `e` says the connection is gone: I/O and protocol failures, and the server's
@@ -335,16 +512,20 @@ impl Scoped for Sqlite {
         pools.acquire(kind).await.map_err(pools.classify)
     }
 
-    /// A transaction on `kind`'s pool holding the write lock; it must be committed.
+    /// A transaction on `kind`'s pool holding the write lock; it must be committed. Begun
+    /// to its end whatever becomes of the caller ([`run_to_end`]), as on Postgres.
     async fn write(
         pools: &Pools<Sqlite>,
         kind: PoolKind,
         _scope: Scope,
     ) -> Result<Transaction<'static, Sqlite>, StoreError> {
-        let conn = pools.acquire(kind).await.map_err(pools.classify)?;
-        Transaction::begin(conn, Some(AssertSqlSafe("BEGIN IMMEDIATE").into_sql_str()))
-            .await
-            .map_err(pools.classify)
+        let own = pools.clone();
+        run_to_end(async move {
+            let conn = own.acquire(kind).await?;
+            Transaction::begin(conn, Some(AssertSqlSafe("BEGIN IMMEDIATE").into_sql_str())).await
+        })
+        .await
+        .map_err(pools.classify)
     }
 
     /// Nothing to set: see the Postgres `rescope`.

@@ -219,3 +219,136 @@ fn futures_are_send(store: PgStore, lite: baton_store::SqliteStore) {
     send(async move { PgStore::connect(&PgOptions::new("")).await });
     drop(store);
 }
+
+/// Reads cut short at any point (a client that drops its stream mid-replay) under a load of
+/// writes: no cancellation may hand a pooled connection back inside a transaction, where the
+/// next write would find itself in a read-only one.
+#[tokio::test]
+async fn reads_cancelled_at_any_point_leave_no_connection_in_a_transaction() {
+    use baton_core::model::Tenant;
+    use baton_core::ports::{AppendRequest, Clock, EventLog, RunReader, SystemClock, TenantStore};
+    use baton_events::{AgentId, EventMeta, NewEvent, RunCreated, RunEvent, RunId};
+    use std::hash::BuildHasher;
+    use std::sync::Arc;
+
+    let db = TestDatabase::postgres().await.expect("database");
+    migrate::postgres(db.url()).await.expect("migrate");
+    let mut opts = PgOptions::new(db.url());
+    // Few connections, so each is handed from a cancelled read to a write again and again.
+    opts.app_pool_size = 3;
+    let store = Arc::new(PgStore::connect(&opts).await.expect("connect"));
+    let tenant = Tenant {
+        id: TenantId::new(),
+        name: "t".into(),
+        created_at: SystemClock.now(),
+    };
+    store.create_tenant(&tenant).await.expect("tenant");
+    let create = |run: RunId| {
+        let created = RunEvent::RunCreated(RunCreated {
+            agent_id: AgentId::new(),
+            agent_version: 1,
+            title: None,
+        });
+        AppendRequest::new(
+            run,
+            0,
+            vec![NewEvent::new(created, EventMeta::new(tenant.id))],
+            SystemClock.now(),
+        )
+    };
+    let first = RunId::new();
+    store.append(tenant.id, create(first)).await.expect("a run");
+
+    let readers: Vec<_> = (0..6)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let random = std::collections::hash_map::RandomState::new();
+                for n in 0..400u64 {
+                    // Cut after 0 to 400 µs: before, during and after the BEGIN and the read.
+                    let cut = Duration::from_micros(random.hash_one((i, n)) % 400);
+                    let read = store.read_stream(tenant.id, first, 0, 100);
+                    let _ = tokio::time::timeout(cut, read).await;
+                }
+            })
+        })
+        .collect();
+    let mut failed = Vec::new();
+    for _ in 0..150 {
+        if let Err(e) = store.append(tenant.id, create(RunId::new())).await {
+            failed.push(e.to_string());
+        }
+    }
+    for r in readers {
+        r.await.expect("reader");
+    }
+    assert!(
+        failed.is_empty(),
+        "{} of 150 writes failed: {:?}",
+        failed.len(),
+        &failed[..failed.len().min(3)]
+    );
+    store.close().await;
+    db.drop_db().await.expect("drop");
+}
+
+/// With the server down (its connections refused), operations fail at once rather than
+/// after the pool's acquire timeout, and work again by themselves once it is back.
+#[tokio::test]
+async fn a_server_that_refuses_connections_fails_operations_at_once_and_recovers() {
+    use baton_core::ports::RunReader;
+    use baton_testkit::TcpProxy;
+
+    let db = TestDatabase::postgres().await.expect("database");
+    migrate::postgres(db.url()).await.expect("migrate");
+    let real: url::Url = db.url().parse().expect("url");
+    let server = tokio::net::lookup_host((
+        real.host_str().unwrap_or("127.0.0.1"),
+        real.port().unwrap_or(5432),
+    ))
+    .await
+    .expect("resolve")
+    .next()
+    .expect("an address");
+    let mut proxy = TcpProxy::to(server).await.expect("proxy");
+    let mut through = real.clone();
+    through.set_host(Some("127.0.0.1")).expect("host");
+    through.set_port(Some(proxy.addr().port())).expect("port");
+    let mut opts = PgOptions::new(through.as_str());
+    opts.acquire_timeout = Duration::from_secs(5);
+    let store = PgStore::connect(&opts).await.expect("connect");
+    let tenant = TenantId::new();
+    store.ping().await.expect("up");
+    store
+        .get_run(tenant, baton_events::RunId::new())
+        .await
+        .expect("a read");
+
+    proxy.stop();
+    for attempt in 0..3 {
+        let started = std::time::Instant::now();
+        let read = store.get_run(tenant, baton_events::RunId::new()).await;
+        let took = started.elapsed();
+        assert!(
+            matches!(read, Err(baton_core::StoreError::Unavailable(_))),
+            "{read:?}"
+        );
+        assert!(
+            took < Duration::from_millis(1000),
+            "attempt {attempt} took {took:?}, against an acquire timeout of 5 s"
+        );
+    }
+
+    proxy.start().await.expect("back");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while store.ping().await.is_err() {
+        assert!(std::time::Instant::now() < deadline, "never recovered");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    store
+        .get_run(tenant, baton_events::RunId::new())
+        .await
+        .expect("a read again");
+    store.close().await;
+    db.drop_db().await.expect("drop");
+}

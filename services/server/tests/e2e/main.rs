@@ -15,6 +15,7 @@ mod conversation;
 mod egress;
 mod encryption_keys;
 mod encryption_keys_cli;
+mod outages;
 mod roles;
 mod secrets;
 mod slow_clients;

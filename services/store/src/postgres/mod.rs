@@ -16,7 +16,7 @@
 //! connection of their own (`crate::migrate`) that keeps the login role.
 
 use crate::backend;
-use crate::pools::{PoolKind, Pools, Scope};
+use crate::pools::{PoolKind, Pools, Scope, Server};
 use crate::store::Store;
 use baton_core::StoreError;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
@@ -137,10 +137,11 @@ impl PgStore {
                  connect as a role that is neither superuser nor BYPASSRLS"
             );
         }
+        let server = Server::of(&connect);
         let control = pool(opts.control_pool_size).connect_lazy_with(connect.clone());
         let checkpoint = pool(opts.checkpoint_pool_size).connect_lazy_with(connect);
         Ok(Store {
-            pools: Pools::new(app, control, checkpoint, classify),
+            pools: Pools::new(app, control, checkpoint, classify).with_server(server),
             info: Arc::new(role),
         })
     }
