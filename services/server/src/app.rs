@@ -3,6 +3,7 @@
 //! [`start`]; only this module knows every concrete type.
 
 use crate::config::{Bus, Config, SqliteLocation, Storage};
+use crate::data_dir::DataDirLock;
 use anyhow::Context;
 use baton_api::revocations::Revocations;
 use baton_api::{AppState, HttpSettings};
@@ -282,6 +283,8 @@ pub struct RunningApp {
     shutdown: CancellationToken,
     /// Background work of requests (reseals, API key last-use writes).
     tasks: TaskTracker,
+    /// The embedded tier's hold on its data directory, released with the app.
+    _data_dir_lock: Option<DataDirLock>,
     server: tokio::task::JoinHandle<()>,
 }
 
@@ -377,7 +380,30 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
         keys = keyring.ids().count(),
         "encryption keyring loaded"
     );
+    // The embedded tier's data directory is one process's: holding its lock, this one
+    // knows the leases in the database are a dead process's, and adopts their runs at once.
+    let data_dir_lock = match &config.storage {
+        Storage::Sqlite {
+            location: SqliteLocation::File(_),
+            ..
+        } => Some(DataDirLock::take(&config.data_dir)?),
+        _ => None,
+    };
     let stores = open_stores(&config.storage).await?;
+    if let Some(lock) = &data_dir_lock {
+        let ended = stores
+            .leases
+            .expire_leases(SystemClock.now())
+            .await
+            .context("ending the leases of the previous process")?;
+        if ended > 0 {
+            tracing::info!(
+                leases = ended,
+                lock = %lock.path().display(),
+                "adopting the runs of the previous process on this data directory"
+            );
+        }
+    }
     let bus = open_bus(&config.bus, config.http.sse_buffer).await?;
     let local_owner = if config.auth_required {
         None
@@ -438,6 +464,7 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
         stores,
         shutdown,
         tasks,
+        _data_dir_lock: data_dir_lock,
         server,
     })
 }

@@ -4,6 +4,7 @@
 pub mod app;
 pub mod cli;
 pub mod config;
+pub mod data_dir;
 pub mod encryption_keys;
 pub mod serve;
 pub mod telemetry;

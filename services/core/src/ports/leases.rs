@@ -58,4 +58,9 @@ pub trait LeaseStore: Send + Sync {
         run: RunId,
         fence: &Fence,
     ) -> Result<bool, StoreError>;
+
+    /// Ends every lease at `now`, whoever holds it, so the next claim adopts the runs at
+    /// once; returns how many it ended. Only for a process that knows every other holder
+    /// is gone: the embedded tier's, which holds its data directory's lock.
+    async fn expire_leases(&self, now: DateTime<Utc>) -> Result<u64, StoreError>;
 }

@@ -16,6 +16,7 @@ mod egress;
 mod encryption_keys;
 mod encryption_keys_cli;
 mod outages;
+mod restart;
 mod roles;
 mod secrets;
 mod slow_clients;

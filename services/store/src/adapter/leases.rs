@@ -136,4 +136,15 @@ impl<B: Backend> LeaseStore for Store<B> {
             .await?;
         Ok(released == 1)
     }
+
+    async fn expire_leases(&self, now: DateTime<Utc>) -> Result<u64> {
+        // Expired a millisecond before `now`, as a lapsed lease is: claims adopt it.
+        let q = Query::new(
+            "UPDATE runs SET lease_expires_ms = $1 \
+             WHERE lease_owner IS NOT NULL AND lease_expires_ms > $1",
+        )
+        .bind(now.timestamp_millis() - 1);
+        self.write_one(PoolKind::Control, Scope::CrossTenant, q)
+            .await
+    }
 }

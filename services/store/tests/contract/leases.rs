@@ -119,6 +119,24 @@ pub async fn an_expired_lease_is_adopted_with_a_higher_epoch<S: Store>(s: &S) {
     );
 }
 
+pub async fn expired_leases_are_adopted_at_once_by_the_next_claim<S: Store>(s: &S) {
+    let tenant = tenant(s).await;
+    let (held, free) = (busy_run(s, tenant).await, busy_run(s, tenant).await);
+    let t0 = now();
+    assert_eq!(claim_one(s, "gone/1", tenant, held, t0).await, Some(1));
+    // Its holder is gone, its lease still runs: nobody may take it yet.
+    assert_eq!(claim_one(s, "b/2", tenant, held, t0).await, None);
+    let ended = s.expire_leases(t0).await.expect("expire");
+    assert!(ended >= 1, "the live lease was ended");
+    assert_eq!(
+        claim_one(s, "b/2", tenant, held, t0).await,
+        Some(2),
+        "adopted at once, under a higher epoch"
+    );
+    // A run without a lease is claimed as ever.
+    assert_eq!(claim_one(s, "b/2", tenant, free, t0).await, Some(1));
+}
+
 pub async fn renewal_returns_exactly_the_leases_still_held<S: Store>(s: &S) {
     let tenant = tenant(s).await;
     let (r1, r2) = (busy_run(s, tenant).await, busy_run(s, tenant).await);

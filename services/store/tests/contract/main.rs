@@ -94,6 +94,7 @@ contract!(
     receipts::a_model_reply_with_content_adds_an_assistant_message,
     leases::only_runs_with_work_are_claimed_and_a_live_lease_is_not_taken,
     leases::an_expired_lease_is_adopted_with_a_higher_epoch,
+    leases::expired_leases_are_adopted_at_once_by_the_next_claim,
     leases::renewal_returns_exactly_the_leases_still_held,
     leases::an_append_under_a_stale_lease_is_fenced_and_writes_nothing,
     leases::an_append_can_release_its_lease_in_the_same_transaction,
