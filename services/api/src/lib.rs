@@ -33,7 +33,7 @@ use utoipa_axum::routes;
     info(title = "Baton API", description = "Durable control plane for AI agent runs."),
     tags(
         (name = "agents"), (name = "tools"), (name = "runs"), (name = "secrets"),
-        (name = "encryption-keys"), (name = "api-keys"), (name = "members"), (name = "audit"),
+        (name = "encryption-keys"), (name = "api-keys"), (name = "members"), (name = "invitations"), (name = "audit"),
         (name = "sessions"), (name = "health")
     ),
     security(("bearer" = [])),
@@ -142,8 +142,16 @@ fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(routes::encryption_keys::reseal))
         .routes(routes!(routes::api_keys::create, routes::api_keys::list))
         .routes(routes!(routes::api_keys::revoke))
-        .routes(routes!(routes::members::add, routes::members::list))
+        .routes(routes!(routes::members::list))
         .routes(routes!(routes::members::set_role, routes::members::remove))
+        .routes(routes!(
+            routes::invitations::create,
+            routes::invitations::list
+        ))
+        .routes(routes!(routes::invitations::revoke))
+        .routes(routes!(routes::invitations::mine))
+        .routes(routes!(routes::invitations::accept))
+        .routes(routes!(routes::invitations::decline))
         .routes(routes!(routes::audit::list))
         .routes(routes!(routes::sessions::login))
         .routes(routes!(routes::sessions::logout))

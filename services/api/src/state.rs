@@ -6,6 +6,7 @@ use baton_core::api_keys::ApiKeys;
 use baton_core::audit::Audit;
 use baton_core::auth::Authenticator;
 use baton_core::encryption_keys::EncryptionKeys;
+use baton_core::invitations::Invitations;
 use baton_core::members::Members;
 use baton_core::runs::{Checkpoints, Runs};
 use baton_core::secrets::Secrets;
@@ -62,6 +63,8 @@ pub struct AppState {
     pub encryption_keys: EncryptionKeys,
     pub api_keys: ApiKeys,
     pub members: Members,
+    /// The invited user's side of invitations.
+    pub invitations: Invitations,
     /// Credentials to principals: every extractor of the caller goes through it.
     pub auth: Authenticator,
     /// Users, login sessions and the login rate limits.

@@ -4,7 +4,7 @@
 //!   entries) and who may do what;
 //! - [`ports`]: the traits the store, bus and engine implement, one file per port;
 //! - the use cases, one module each: [`runs`], [`agents`], [`tools`], [`secrets`],
-//!   [`api_keys`], [`users`], [`members`], [`auth`], [`encryption_keys`], [`audit`];
+//!   [`api_keys`], [`users`], [`members`], [`invitations`], [`auth`], [`encryption_keys`], [`audit`];
 //! - [`crypto`]: the encryption keys that seal records at rest, password hashing and bearer
 //!   tokens;
 //! - [`egress`]: which addresses and hosts an outbound call a tenant chose may reach.
@@ -20,6 +20,7 @@ pub mod crypto;
 pub mod egress;
 pub mod encryption_keys;
 pub mod error;
+pub mod invitations;
 pub mod members;
 pub mod model;
 pub mod page;

@@ -1,14 +1,18 @@
-//! The members of a tenant: admins add users (who must exist), change their roles and
-//! remove them, up to their own role: only owners make owners or touch an owner's
-//! membership, and the last owner can be neither removed nor demoted.
+//! The members of a tenant: admins invite emails (a user joins by accepting, see
+//! [`crate::invitations`]), change members' roles and remove them, up to their own role:
+//! only owners invite or make owners or touch an owner's membership, and the last owner
+//! can be neither removed nor demoted.
 
 use crate::auth::Announcer;
 use crate::error::CoreError;
-use crate::model::{Action, AuditAction, AuditEntry, Member, Principal, Role};
+use crate::model::{
+    Action, AuditAction, AuditEntry, Invitation, InvitationState, Member, Principal, Role,
+};
 use crate::page::{self, Page};
-use crate::ports::{Clock, Control, MemberChange, UserStore};
-use crate::users::{MAX_EMAIL_CHARS, normalize_email};
+use crate::ports::{Clock, Control, InvitationStore, MemberChange, UserStore};
+use crate::users::{MAX_EMAIL_CHARS, check_email, normalize_email};
 use crate::validate;
+use chrono::TimeDelta;
 use serde::Deserialize;
 use std::sync::Arc;
 use uuid::Uuid;
@@ -17,11 +21,14 @@ use uuid::Uuid;
 pub const LAST_OWNER: &str = "the tenant's last owner can be neither removed nor demoted: \
                               make another member an owner first";
 
-/// A user to add to the tenant.
+/// How long an invitation may be accepted.
+pub const INVITATION_LIFETIME: TimeDelta = TimeDelta::days(7);
+
+/// A user to invite to the tenant.
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewMember {
-    /// The email of an existing user.
+    /// The email to invite (whether or not an account has it yet).
     pub email: String,
     /// The member's role: `owner` only when the caller is an owner.
     pub role: Role,
@@ -38,44 +45,101 @@ pub struct MemberRole {
 #[derive(Clone)]
 pub struct Members {
     pub store: Arc<dyn UserStore>,
+    pub invitations: Arc<dyn InvitationStore>,
     pub clock: Arc<dyn Clock>,
     /// Tells the replicas a member left, so the streams its sessions opened here end.
     pub announcer: Announcer,
 }
 
 impl Members {
-    /// Adds an existing user to the caller's tenant with `role`.
-    #[tracing::instrument(name = "members.add", skip_all)]
-    pub async fn add(&self, p: &Principal, new: NewMember) -> Result<Member, CoreError> {
+    /// Invites `new.email` to the caller's tenant with `new.role`. Answers the same
+    /// whether or not an account has that email, so it says nothing about accounts; the
+    /// invitation grants nothing until its user accepts it ([`crate::invitations`]). One
+    /// pending already for the email is `AlreadyExists`.
+    #[tracing::instrument(name = "members.invite", skip_all)]
+    pub async fn invite(&self, p: &Principal, new: NewMember) -> Result<Invitation, CoreError> {
         p.require(Action::ManageMembers)?;
         may_manage(p, new.role)?;
         let email = normalize_email(&new.email);
-        validate::text("email", &email, MAX_EMAIL_CHARS)?;
-        let user = self
-            .store
-            .find_user_by_email(&email)
-            .await?
-            .ok_or(CoreError::NotFound("user"))?
-            .user;
-        let member = Member {
-            user_id: user.id,
-            email: user.email,
+        check_email(&email)?;
+        let now = self.clock.now();
+        let invitation = Invitation {
+            id: Uuid::now_v7(),
+            tenant_id: p.tenant,
+            email,
             role: new.role,
-            created_at: self.clock.now(),
+            invited_by: p.actor.clone(),
+            created_at: now,
+            expires_at: now + INVITATION_LIFETIME,
+            state: InvitationState::Pending,
+            decided_at: None,
         };
         let audit = AuditEntry::by(
             p,
-            member.created_at,
-            AuditAction::MemberAdded,
-            member.user_id.to_string(),
-            serde_json::json!({"email": member.email, "role": member.role}),
+            now,
+            AuditAction::MemberInvited,
+            invitation.id.to_string(),
+            serde_json::json!({"email": invitation.email, "role": invitation.role}),
         );
-        match self.store.add_member(p.tenant, &member, &audit).await {
-            Ok(()) => Ok(member),
+        match self
+            .invitations
+            .create_invitation(p.tenant, &invitation, &audit)
+            .await
+        {
+            Ok(()) => Ok(invitation),
             Err(crate::StoreError::Conflict { .. }) => Err(CoreError::AlreadyExists(
-                "the user is a member of this tenant already".into(),
+                "an invitation to this email is pending already: revoke it to invite again".into(),
             )),
             Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The tenant's invitations, newest first, whatever their state.
+    #[tracing::instrument(name = "members.invitations", skip_all)]
+    pub async fn invitations(
+        &self,
+        p: &Principal,
+        before: Option<Uuid>,
+        limit: Option<u32>,
+    ) -> Result<Page<Invitation>, CoreError> {
+        p.require(Action::ManageMembers)?;
+        let limit = page::limit(limit)?;
+        let items = self
+            .invitations
+            .list_invitations(p.tenant, before, limit)
+            .await?;
+        let next_cursor = (items.len() == limit as usize)
+            .then(|| items.last().map(|i| i.id.to_string()))
+            .flatten();
+        Ok(Page { items, next_cursor })
+    }
+
+    /// Revokes a pending invitation of the tenant. One that was decided (or revoked)
+    /// already is `WrongState`; another tenant's, or none, `NotFound`.
+    #[tracing::instrument(name = "members.revoke_invitation", skip_all)]
+    pub async fn revoke_invitation(&self, p: &Principal, id: Uuid) -> Result<(), CoreError> {
+        p.require(Action::ManageMembers)?;
+        let now = self.clock.now();
+        let audit = AuditEntry::by(
+            p,
+            now,
+            AuditAction::InvitationRevoked,
+            id.to_string(),
+            serde_json::json!({}),
+        );
+        if self
+            .invitations
+            .revoke_invitation(p.tenant, id, now, &audit)
+            .await?
+        {
+            return Ok(());
+        }
+        match self.invitations.get_invitation(p.tenant, id).await? {
+            Some(i) => Err(CoreError::WrongState(format!(
+                "the invitation is {} already",
+                i.state.as_str()
+            ))),
+            None => Err(CoreError::NotFound("invitation")),
         }
     }
 

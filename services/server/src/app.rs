@@ -15,11 +15,13 @@ use baton_core::auth::{Announcer, Authenticator};
 use baton_core::crypto::Keyring;
 use baton_core::egress::EgressPolicy;
 use baton_core::encryption_keys::{EncryptionKeys, Resealer};
+use baton_core::invitations::Invitations;
 use baton_core::members::Members;
 use baton_core::model::Tenant;
 use baton_core::ports::{
-    AgentStore, ApiKeyStore, AuditStore, CheckpointStore, Clock, EventBus, EventLog, LeaseStore,
-    RunReader, SealedStore, SecretStore, SystemClock, TenantStore, ToolStore, UserStore,
+    AgentStore, ApiKeyStore, AuditStore, CheckpointStore, Clock, EventBus, EventLog,
+    InvitationStore, LeaseStore, RunReader, SealedStore, SecretStore, SystemClock, TenantStore,
+    ToolStore, UserStore,
 };
 use baton_core::runs::{Checkpoints, Recorder, Runs};
 use baton_core::secrets::Secrets;
@@ -53,6 +55,7 @@ pub struct Stores {
     pub tenants: Arc<dyn TenantStore>,
     pub api_keys: Arc<dyn ApiKeyStore>,
     pub users: Arc<dyn UserStore>,
+    pub invitations: Arc<dyn InvitationStore>,
     /// The per-tenant audit stream.
     pub audit: Arc<dyn AuditStore>,
     closer: Closer,
@@ -71,6 +74,7 @@ trait AllPorts:
     + TenantStore
     + ApiKeyStore
     + UserStore
+    + InvitationStore
     + AuditStore
     + 'static
 {
@@ -88,6 +92,7 @@ impl<T> AllPorts for T where
         + TenantStore
         + ApiKeyStore
         + UserStore
+        + InvitationStore
         + AuditStore
         + 'static
 {
@@ -115,6 +120,7 @@ impl Stores {
             tenants: s.clone(),
             api_keys: s.clone(),
             audit: s.clone(),
+            invitations: s.clone(),
             users: s,
             closer,
         }
@@ -590,8 +596,14 @@ impl Wiring<'_> {
             },
             members: Members {
                 store: stores.users.clone(),
+                invitations: stores.invitations.clone(),
                 clock: clock.clone(),
                 announcer: self.announcer(),
+            },
+            invitations: Invitations {
+                store: stores.invitations.clone(),
+                users: stores.users.clone(),
+                clock: clock.clone(),
             },
             auth: Authenticator::new(
                 stores.api_keys.clone(),

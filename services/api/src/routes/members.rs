@@ -1,6 +1,6 @@
 //! `/v1/members`: the tenant's users and their roles (admins; owner memberships need an
-//! owner). Users are added by the email of an existing account; the tenant's last owner
-//! can be neither removed nor demoted.
+//! owner). Users join by accepting an invitation (`crate::routes::invitations`); the
+//! tenant's last owner can be neither removed nor demoted.
 
 use super::{PageBody, parse_cursor};
 use crate::auth::Caller;
@@ -10,22 +10,9 @@ use crate::routes::agents::ListQuery;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
-use baton_core::members::{MemberRole, NewMember};
+use baton_core::members::MemberRole;
 use baton_core::model::Member;
 use uuid::Uuid;
-
-/// Add an existing user to the tenant (admin), with a role no higher than the caller's
-/// (`owner` needs an owner).
-#[utoipa::path(post, path = "/v1/members", tag = "members", request_body = NewMember,
-    responses((status = 201, body = Member), (status = "4XX", body = Problem)))]
-pub async fn add(
-    State(st): State<AppState>,
-    Caller(p): Caller,
-    ApiJson(new): ApiJson<NewMember>,
-) -> ApiResult<(StatusCode, axum::Json<Member>)> {
-    let member = st.members.add(&p, new).await?;
-    Ok((StatusCode::CREATED, axum::Json(member)))
-}
 
 /// List the tenant's members in email order (admin); the cursor is the last email shown.
 #[utoipa::path(get, path = "/v1/members", tag = "members", params(ListQuery),

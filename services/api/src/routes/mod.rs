@@ -7,6 +7,7 @@ pub mod audit;
 pub mod encryption_keys;
 pub mod events;
 pub mod health;
+pub mod invitations;
 pub mod members;
 pub mod runs;
 pub mod secrets;

@@ -137,32 +137,27 @@ async fn an_api_key_token_is_shown_once_and_revoking_it_makes_it_401() {
 }
 
 #[tokio::test]
-async fn an_admin_adds_members_but_cannot_make_an_owner() {
+async fn an_admin_invites_members_but_cannot_make_an_owner() {
     let (app, t) = TestApp::with_tenant().await;
     let admin = app.key(t.id, Role::Admin).await;
     app.user("bob@example.com", "a long enough password").await;
     let r = app
         .post(
-            "/v1/members",
+            "/v1/invitations",
             &admin,
             json!({"email": "bob@example.com", "role": "owner"}),
         )
         .await;
     assert_problem(&r, 403, "forbidden");
     assert_eq!(
-        app.get("/v1/members", &admin).await.items().len(),
+        app.get("/v1/invitations", &admin).await.items().len(),
         0,
-        "nobody was added"
+        "nobody was invited"
     );
-    let r = app
-        .post(
-            "/v1/members",
-            &admin,
-            json!({"email": "bob@example.com", "role": "admin"}),
-        )
-        .await
-        .expect_status(201);
-    let user = r.str("/user_id");
+    let (_, member) = app
+        .join(&admin, "bob@example.com", "a long enough password", "admin")
+        .await;
+    let user = member.str("/user_id");
     let promote = app
         .put(
             &format!("/v1/members/{user}"),

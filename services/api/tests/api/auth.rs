@@ -109,16 +109,6 @@ async fn a_wrong_password_and_an_unknown_email_get_the_same_401() {
 async fn a_session_acts_with_its_membership_until_logout_and_is_refused_after() {
     let (app, t) = TestApp::with_tenant().await;
     app.user(EMAIL, PASSWORD).await;
-    let added = app
-        .post(
-            "/v1/members",
-            &t.owner,
-            json!({"email": EMAIL, "role": "member"}),
-        )
-        .await
-        .expect_status(201);
-    let user_id = added.str("/user_id");
-
     // The email matches whatever its case and surrounding spaces.
     let login = app
         .post(
@@ -132,6 +122,8 @@ async fn a_session_acts_with_its_membership_until_logout_and_is_refused_after() 
     assert!(session.starts_with(tokens::SESSION_PREFIX), "{session}");
     assert_eq!(login.body["user"]["email"], EMAIL);
     assert_eq!(login.body["user"].get("password_hash"), None);
+    let (session, added) = app.join(&t.owner, EMAIL, PASSWORD, "member").await;
+    let user_id = added.str("/user_id");
 
     let me = app.get("/v1/me", &session).await.expect_status(200);
     assert_eq!(me.body["actor"], format!("user:{user_id}"));

@@ -7,6 +7,7 @@ mod admin;
 mod auth;
 mod egress;
 mod errors;
+mod invitations;
 mod openapi;
 mod runs;
 mod streams;

@@ -33,26 +33,12 @@ async fn ends_within(res: Response, wait: Duration) -> bool {
 /// A tenant, a member who logged in (its session token and user id), and a waiting run.
 async fn member_with_a_run(app: &TestApp, email: &str) -> (Tenant, String, String, String) {
     let t = app.tenant().await;
-    app.user(email, "correct horse battery staple").await;
-    let added = app
-        .post(
-            "/v1/members",
-            &t.owner,
-            json!({"email": email, "role": "viewer"}),
-        )
-        .await
-        .expect_status(201);
-    let login = app
-        .post(
-            "/v1/login",
-            &crate::support::Anonymous,
-            json!({"email": email, "password": "correct horse battery staple"}),
-        )
-        .await
-        .expect_status(200);
+    let password = "correct horse battery staple";
+    app.user(email, password).await;
+    let (session, member) = app.join(&t.owner, email, password, "viewer").await;
     let agent = app.agent(&t.owner, json!([{"content": "x"}])).await;
     let run = app.run(&t.owner, &agent, None).await;
-    (t, login.str("/token"), added.str("/user_id"), run)
+    (t, session, member.str("/user_id"), run)
 }
 
 #[tokio::test]

@@ -33,6 +33,15 @@ pub enum AuditAction {
     MemberRoleChanged,
     #[serde(rename = "member.removed")]
     MemberRemoved,
+    /// An email was invited to the tenant.
+    #[serde(rename = "member.invited")]
+    MemberInvited,
+    /// An admin revoked a pending invitation.
+    #[serde(rename = "member.invitation_revoked")]
+    InvitationRevoked,
+    /// The invited user declined.
+    #[serde(rename = "member.invitation_declined")]
+    InvitationDeclined,
     #[serde(rename = "api_key.created")]
     ApiKeyCreated,
     #[serde(rename = "api_key.revoked")]
@@ -61,10 +70,13 @@ pub enum AuditAction {
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 13] = [
+    pub const ALL: [AuditAction; 16] = [
         AuditAction::MemberAdded,
         AuditAction::MemberRoleChanged,
         AuditAction::MemberRemoved,
+        AuditAction::MemberInvited,
+        AuditAction::InvitationRevoked,
+        AuditAction::InvitationDeclined,
         AuditAction::ApiKeyCreated,
         AuditAction::ApiKeyRevoked,
         AuditAction::SecretPut,
@@ -83,6 +95,9 @@ impl AuditAction {
             AuditAction::MemberAdded => "member.added",
             AuditAction::MemberRoleChanged => "member.role_changed",
             AuditAction::MemberRemoved => "member.removed",
+            AuditAction::MemberInvited => "member.invited",
+            AuditAction::InvitationRevoked => "member.invitation_revoked",
+            AuditAction::InvitationDeclined => "member.invitation_declined",
             AuditAction::ApiKeyCreated => "api_key.created",
             AuditAction::ApiKeyRevoked => "api_key.revoked",
             AuditAction::SecretPut => "secret.put",

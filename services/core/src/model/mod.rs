@@ -1,5 +1,5 @@
 //! Baton's domain types: runs and their messages, tool-call receipts, agents, tools,
-//! tenants and API keys, users, members and sessions, the audit stream's entries, what may
+//! tenants and API keys, users, members, invitations and sessions, the audit stream's entries, what may
 //! be shown of secrets and checkpoints, and who may do what ([`access`]). Pure data and
 //! pure functions; every port and use case speaks in these types.
 
@@ -7,6 +7,7 @@ mod access;
 mod agent;
 mod audit;
 mod checkpoint;
+mod invitation;
 mod receipt;
 mod run;
 mod secret;
@@ -18,6 +19,7 @@ pub use access::*;
 pub use agent::*;
 pub use audit::*;
 pub use checkpoint::*;
+pub use invitation::*;
 pub use receipt::*;
 pub use run::*;
 pub use secret::*;

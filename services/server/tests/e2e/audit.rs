@@ -1,11 +1,13 @@
 //! The audit stream over HTTP, in both tiers: every change to a tenant's agents, tools,
-//! secrets, API keys and members made through the API is in `GET /v1/audit`, newest
-//! first, with who made it (the caller's actor), from where (the loopback address) and
-//! what it changed; never a secret's value or a key's token. Only admins and owners read
-//! it, a tenant sees only its own entries, and the `action` filter and the cursor work.
+//! secrets, API keys, invitations and members made through the API is in `GET
+//! /v1/audit`, newest first, with who made it (the caller's actor, or the invited user for
+//! its acceptance), from where (the loopback address) and what it changed; never a
+//! secret's value or a key's token. Only admins and owners read it, a tenant sees only its
+//! own entries, and the `action` filter and the cursor work.
 
 use crate::common::{Api, TestApp, assert_problem};
 use baton_core::Role;
+use baton_core::crypto::{PasswordParams, Passwords};
 use baton_core::model::User;
 use baton_core::ports::{Clock, SystemClock};
 use serde_json::{Value, json};
@@ -22,19 +24,39 @@ async fn audit(api: &Api, query: &str) -> (Vec<Value>, Option<String>) {
     (items, r.body["next_cursor"].as_str().map(str::to_string))
 }
 
-/// A user the tenant can add (stored directly: it never logs in here).
-async fn user(app: &TestApp) -> User {
+const PASSWORD: &str = "correct horse battery staple";
+
+/// A user the tenant can invite, stored directly with a cheap hash of [`PASSWORD`] (a
+/// login verifies with the hash's own parameters), and a client of its session.
+async fn user(app: &TestApp) -> (User, Api) {
     let user = User {
         id: uuid::Uuid::now_v7(),
         email: format!("audited-{}@example.com", uuid::Uuid::new_v4().simple()),
         created_at: SystemClock.now(),
     };
+    let cheap = PasswordParams {
+        memory_kib: 64,
+        iterations: 1,
+        parallelism: 1,
+    };
+    let hash = Passwords::new(cheap)
+        .expect("parameters")
+        .hash(PASSWORD)
+        .await
+        .expect("hash");
     app.stores()
         .users
-        .create_user(&user, "$argon2id$v=19$m=64,t=1,p=1$c2FsdHNhbHQ$aGFzaA")
+        .create_user(&user, &hash)
         .await
         .expect("user");
-    user
+    let login = Api::new(&app.base, None)
+        .post(
+            "/v1/login",
+            json!({"email": user.email, "password": PASSWORD}),
+        )
+        .await;
+    let token = ok(&login, 200)["token"].as_str().map(str::to_string);
+    (user, Api::new(&app.base, token))
 }
 
 fn ok(r: &baton_testkit::api::Reply, status: u16) -> Value {
@@ -123,15 +145,35 @@ async fn every_change_is_audited(app: &TestApp, admin: &Api, actor: &str) {
             .await;
         assert_eq!(r.status, 204, "{}", r.body);
     }
-    let newcomer = user(app).await;
+    let (newcomer, session) = user(app).await;
+    let invite = |role: &'static str| {
+        let body = json!({"email": newcomer.email, "role": role});
+        async move { ok(&admin.post("/v1/invitations", body).await, 201) }
+    };
+    let revoked = invite("admin").await["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let r = admin
+        .send(admin.req(
+            reqwest::Method::DELETE,
+            &format!("/v1/invitations/{revoked}"),
+        ))
+        .await;
+    assert_eq!(r.status, 204, "{}", r.body);
+    let invitation = invite("viewer").await["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    // The newcomer accepts: that entry is the user's own.
     ok(
-        &admin
+        &session
             .post(
-                "/v1/members",
-                json!({"email": newcomer.email, "role": "viewer"}),
+                &format!("/v1/me/invitations/{invitation}/accept"),
+                json!({}),
             )
             .await,
-        201,
+        200,
     );
     let member_path = format!("/v1/members/{}", newcomer.id);
     let role = admin
@@ -154,7 +196,7 @@ async fn every_change_is_audited(app: &TestApp, admin: &Api, actor: &str) {
     );
     let new: Vec<&Value> = after.iter().take(after.len() - before.len()).collect();
     let user_id = newcomer.id.to_string();
-    let expected: [(&str, &str, Value); 10] = [
+    let expected: [(&str, &str, Value); 13] = [
         (
             "member.removed",
             &user_id,
@@ -168,7 +210,18 @@ async fn every_change_is_audited(app: &TestApp, admin: &Api, actor: &str) {
         (
             "member.added",
             &user_id,
+            json!({"email": newcomer.email, "role": "viewer", "invitation": invitation}),
+        ),
+        (
+            "member.invited",
+            &invitation,
             json!({"email": newcomer.email, "role": "viewer"}),
+        ),
+        ("member.invitation_revoked", &revoked, json!({})),
+        (
+            "member.invited",
+            &revoked,
+            json!({"email": newcomer.email, "role": "admin"}),
         ),
         (
             "api_key.revoked",
@@ -212,8 +265,14 @@ async fn every_change_is_audited(app: &TestApp, admin: &Api, actor: &str) {
         .collect();
     let want: Vec<(&str, &str, &Value)> = expected.iter().map(|(a, t, d)| (*a, *t, d)).collect();
     assert_eq!(seen, want);
+    let newcomers = format!("user:{user_id}");
     for e in &new {
-        assert_eq!(e["actor"], actor, "{e}");
+        let by = if e["action"] == "member.added" {
+            newcomers.as_str()
+        } else {
+            actor
+        };
+        assert_eq!(e["actor"], by, "{e}");
         assert_eq!(e["source"], "127.0.0.1", "{e}");
         assert!(
             e["at"].as_str().is_some() && e["id"].as_str().is_some(),

@@ -183,9 +183,15 @@ const ROUTES: &[Row] = &[
     // An API key has no session to end.
     row("POST", "/v1/logout", Access::Credentials, &[400], Scoped),
     row("GET", "/v1/me", Access::Credentials, &[200], Scoped),
-    // The owner's set's newcomer is added by the cross-tenant phase first, so the role
-    // matrix finds it a member already (409), after authorization.
-    row("POST", "/v1/members", key(ManageMembers, Role::Admin), &[201, 409], Scoped),
+    // Invitations are a session's: an API key is refused whatever the id.
+    row("GET", "/v1/me/invitations", Access::Credentials, &[400], Scoped),
+    row("POST", "/v1/me/invitations/{invitation_id}/accept", Access::Credentials, &[400], Scoped),
+    row("POST", "/v1/me/invitations/{invitation_id}/decline", Access::Credentials, &[400], Scoped),
+    // The owner's set's newcomer is invited by the cross-tenant phase first, so the role
+    // matrix finds an invitation pending already (409), after authorization.
+    row("POST", "/v1/invitations", key(ManageMembers, Role::Admin), &[201, 409], Scoped),
+    row("GET", "/v1/invitations", key(ManageMembers, Role::Admin), &[200], Scoped),
+    row("DELETE", "/v1/invitations/{invitation_id}", key(ManageMembers, Role::Admin), &[204], NotFound),
     row("GET", "/v1/members", key(ManageMembers, Role::Admin), &[200], Scoped),
     row("PUT", "/v1/members/{user_id}", key(ManageMembers, Role::Admin), &[200], NotFound),
     row("DELETE", "/v1/members/{user_id}", key(ManageMembers, Role::Admin), &[204], NotFound),
@@ -272,8 +278,10 @@ struct Fixtures {
     api_key: String,
     /// The user id of a viewer member, whose role changes and who is removed.
     member: String,
-    /// The email of a user who is no member, to add.
+    /// The email of a user who is no member, to invite.
     newcomer: String,
+    /// A pending invitation of another email, to revoke.
+    invitation: String,
     /// The secret's `updated_at`, to prove nobody else wrote it.
     secret_updated: String,
     /// Every id and name of the set.
@@ -575,6 +583,7 @@ impl Fixtures {
             // Users come from `add_users`, once the set exists.
             member: String::new(),
             newcomer: String::new(),
+            invitation: String::new(),
             identifiers,
         }
     }
@@ -599,6 +608,7 @@ impl Fixtures {
             api_key: id(),
             member: id(),
             newcomer: format!("{tag}-new@example.com"),
+            invitation: id(),
             secret_updated: String::new(),
             tag,
             identifiers: Vec::new(),
@@ -620,15 +630,18 @@ impl Fixtures {
             f.api_key.clone(),
             f.member.clone(),
             f.newcomer.clone(),
+            f.invitation.clone(),
         ];
         f
     }
 
-    /// Gives the set a viewer member and a user who is no member: straight into the
-    /// database, as no route creates users (`baton admin create-user` does, in a process
-    /// of its own).
+    /// Gives the set a viewer member, a user who is no member and a pending invitation
+    /// of a third email: straight into the database, as no route creates users (`baton
+    /// admin create-user` does, in a process of its own).
     async fn add_users(&mut self, app: &TestApp, tier: Tier) {
         let (member, newcomer) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
+        let invitation = uuid::Uuid::now_v7();
+        let invited = format!("{}-invited@example.com", self.tag);
         let member_email = format!("{}-member@example.com", self.tag);
         let tenant: uuid::Uuid = self.tenant.parse().expect("tenant id");
         // A literal each database reads as a UUID (SQLite keeps them as 16-byte blobs),
@@ -651,13 +664,23 @@ impl Fixtures {
             id(tenant),
             id(member),
         );
+        let pending = format!(
+            "INSERT INTO invitations (tenant_id, id, email, role, invited_by, created_at, \
+             expires_at, state) VALUES ({}, {}, '{invited}', 'viewer', 'local', {at}, \
+             '2999-01-01T00:00:00+00:00', 'pending')",
+            id(tenant),
+            id(invitation),
+        );
         // `execute_sql` takes a `&'static str`: these few statements live on.
-        for statement in [users, membership] {
+        for statement in [users, membership, pending] {
             app.execute_sql(Box::leak(statement.into_boxed_str())).await;
         }
         self.member = member.to_string();
         self.newcomer = self.newcomer_email();
+        self.invitation = invitation.to_string();
         self.identifiers.extend([
+            self.invitation.clone(),
+            invited,
             self.member.clone(),
             member_email,
             newcomer.to_string(),
@@ -794,10 +817,24 @@ fn request(row: &Row, src: Src, nonce: &str) -> Req {
             row.path.to_string(),
             Some(json!({"email": format!("{nonce}@nobody.example"), "password": "matrix"})),
         ),
-        ("POST", "/v1/logout") | ("GET", "/v1/me" | "/v1/members") => (row.path.to_string(), None),
-        ("POST", "/v1/members") => (
+        ("POST", "/v1/logout")
+        | ("GET", "/v1/me" | "/v1/members" | "/v1/invitations" | "/v1/me/invitations") => {
+            (row.path.to_string(), None)
+        }
+        ("POST", "/v1/invitations") => (
             row.path.to_string(),
             Some(json!({"email": outer.newcomer, "role": "viewer"})),
+        ),
+        ("DELETE", "/v1/invitations/{invitation_id}") => {
+            (format!("/v1/invitations/{}", outer.invitation), None)
+        }
+        ("POST", "/v1/me/invitations/{invitation_id}/accept") => (
+            format!("/v1/me/invitations/{}/accept", outer.invitation),
+            None,
+        ),
+        ("POST", "/v1/me/invitations/{invitation_id}/decline") => (
+            format!("/v1/me/invitations/{}/decline", outer.invitation),
+            None,
         ),
         ("PUT", "/v1/members/{user_id}") => (
             format!("/v1/members/{}", outer.member),

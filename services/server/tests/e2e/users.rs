@@ -2,8 +2,9 @@
 //! the membership's role, another tenant's ids answer 404, `GET /v1/me` lists the user's
 //! tenants, a logged-out or expired session answers 401 from the next request on; a wrong
 //! password and an unknown email answer byte for byte the same and take the same time;
-//! logins are rate-limited per account and per source address; admins manage members up
-//! to their own role, and the last owner stays.
+//! logins are rate-limited per account and per source address; a user joins a tenant only
+//! by accepting an invitation, which answers alike for known and unknown emails; admins
+//! manage members up to their own role, and the last owner stays.
 //!
 //! The app is started here rather than through `TestApp`: these tests create users
 //! directly in its store, and set the password and login settings they need.
@@ -261,15 +262,20 @@ async fn sessions_act_as_their_membership(kind: Kind) {
     let r = in_tenant(&my_owner, Method::GET, "/v1/runs", &theirs.to_string()).await;
     assert_problem(&r, 403, "forbidden");
 
-    // A second membership, added by the other tenant's owner: now the tenant must be
-    // named, and there Ada is a viewer.
+    // A second membership, by the other tenant owner's invitation: pending, it changes
+    // nothing; accepted, the tenant must be named, and there Ada is a viewer.
     let r = their_owner
         .post(
-            "/v1/members",
+            "/v1/invitations",
             json!({"email": ada.email.to_uppercase(), "role": "viewer"}),
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.body);
+    let invitation = r.body["id"].as_str().expect("id").to_string();
+    assert_eq!(ada_api.get("/v1/runs").await.status, 200);
+    let me = ada_api.get("/v1/me").await;
+    assert_eq!(me.body["tenants"].as_array().map(Vec::len), Some(1));
+    accept(&ada_api, &invitation).await;
     let detail = assert_problem(&ada_api.get("/v1/runs").await, 400, "invalid_request");
     assert!(detail.contains("Baton-Tenant"), "{detail}");
     let t = theirs.to_string();
@@ -339,6 +345,153 @@ async fn sessions_act_as_their_membership(kind: Kind) {
     let detail = assert_problem(&malformed.get("/v1/runs").await, 401, "unauthorized");
     assert!(detail.contains("malformed"), "{detail}");
     app.stop().await;
+}
+
+/// Membership by consent, as another tenant's admin would try it: inviting the owner of
+/// another tenant and an email nobody has answers alike, and grants nothing until the
+/// invited user, logged in, accepts; it may decline; nobody else may decide for it.
+async fn membership_needs_the_invited_users_consent(kind: Kind) {
+    let app = App::start(kind, |_| {}).await;
+    let (a, a_admin) = app.tenant().await;
+    let (b, _) = app.tenant().await;
+    let (bea, eve) = (app.user("bea").await, app.user("eve").await);
+    app.join(b, &bea, Role::Owner).await;
+    let (bea_api, eve_api) = (app.session(&bea).await, app.session(&eve).await);
+    let a_name = a_admin.get("/v1/me").await.body["tenants"][0]["name"]
+        .as_str()
+        .expect("A's name")
+        .to_string();
+
+    // Adding a user directly is no longer a route.
+    let r = a_admin
+        .post("/v1/members", json!({"email": bea.email, "role": "admin"}))
+        .await;
+    assert_problem(&r, 405, "method_not_allowed");
+
+    // A known and an unknown email: the same answer, but for the email itself, the id
+    // and the times.
+    let known = invite(&a_admin, &bea.email, "admin").await;
+    let unknown = invite(&a_admin, "nobody-here@example.com", "admin").await;
+    let shape = |r: &Reply| {
+        let mut body = r.body.clone();
+        for field in ["id", "email", "created_at", "expires_at"] {
+            assert!(body[field].is_string(), "{field}: {}", r.body);
+            body[field] = json!("…");
+        }
+        (r.status, body)
+    };
+    assert_eq!(shape(&known), shape(&unknown));
+    assert_eq!(known.status, 201, "{}", known.body);
+    let invitation = known.body["id"].as_str().expect("id").to_string();
+
+    // Pending, it grants nothing: Bea's session acts in B alone, as before, and knows
+    // nothing of A but the invitation; A does not list Bea.
+    let r = bea_api.get("/v1/runs").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let me = bea_api.get("/v1/me").await;
+    assert_eq!(me.body["tenants"].as_array().map(Vec::len), Some(1));
+    assert_eq!(me.body["tenants"][0]["tenant_id"], b.to_string());
+    assert!(!me.body.to_string().contains(&a_name), "{}", me.body);
+    let r = in_tenant(&bea_api, Method::GET, "/v1/runs", &a.to_string()).await;
+    assert_problem(&r, 403, "forbidden");
+    let members = a_admin.get("/v1/members").await;
+    assert!(
+        !members.body.to_string().contains(&bea.email),
+        "{}",
+        members.body
+    );
+    let mine = bea_api.get("/v1/me/invitations").await;
+    assert_eq!(mine.status, 200, "{}", mine.body);
+    assert_eq!(
+        mine.body,
+        json!([{
+            "id": invitation,
+            "tenant_id": a.to_string(),
+            "tenant_name": a_name,
+            "role": "admin",
+            "invited_by": known.body["invited_by"],
+            "expires_at": known.body["expires_at"],
+        }])
+    );
+
+    // Nobody else sees or decides it.
+    let r = eve_api.get("/v1/me/invitations").await;
+    assert_eq!(r.body, json!([]), "{}", r.body);
+    for decision in ["accept", "decline"] {
+        let path = format!("/v1/me/invitations/{invitation}/{decision}");
+        assert_problem(&eve_api.post(&path, json!({})).await, 404, "not_found");
+    }
+    let r = in_tenant(&eve_api, Method::GET, "/v1/runs", &a.to_string()).await;
+    assert_problem(&r, 403, "forbidden");
+
+    // Bea declines: nothing changes but the invitation, which can no longer be accepted.
+    let declined = bea_api
+        .post(
+            &format!("/v1/me/invitations/{invitation}/decline"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(declined.status, 204, "{}", declined.body);
+    let r = bea_api
+        .post(
+            &format!("/v1/me/invitations/{invitation}/accept"),
+            json!({}),
+        )
+        .await;
+    assert_problem(&r, 404, "not_found");
+    let listed = a_admin.get("/v1/invitations").await;
+    let states: Vec<(&str, &str)> = listed.body["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|i| {
+            (
+                i["email"].as_str().unwrap_or(""),
+                i["state"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("nobody-here@example.com", "pending"),
+            (bea.email.as_str(), "declined")
+        ]
+    );
+    let audit = a_admin
+        .get("/v1/audit?action=member.invitation_declined")
+        .await;
+    assert_eq!(audit.body["items"][0]["actor"], format!("user:{}", bea.id));
+    assert_eq!(
+        bea_api.get("/v1/me").await.body["tenants"]
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
+
+    // Invited again, Bea accepts: a member of both, with the invited role in A.
+    let again = invite(&a_admin, &bea.email, "admin").await;
+    assert_eq!(again.status, 201, "{}", again.body);
+    let joined = accept(&bea_api, again.body["id"].as_str().expect("id")).await;
+    assert_eq!(
+        (joined["user_id"].as_str(), joined["role"].as_str()),
+        (Some(bea.id.to_string().as_str()), Some("admin"))
+    );
+    let r = in_tenant(&bea_api, Method::GET, "/v1/runs", &a.to_string()).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let me = bea_api.get("/v1/me").await;
+    assert_eq!(me.body["tenants"].as_array().map(Vec::len), Some(2));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn embedded_membership_needs_the_invited_users_consent() {
+    membership_needs_the_invited_users_consent(Kind::Embedded).await;
+}
+
+#[tokio::test]
+async fn team_membership_needs_the_invited_users_consent() {
+    membership_needs_the_invited_users_consent(Kind::Team).await;
 }
 
 #[tokio::test]
@@ -591,6 +744,24 @@ async fn logins_are_rate_limited_per_account_and_per_address() {
     app.stop().await;
 }
 
+/// Accepts the invitation as the session of `api`; the new membership.
+async fn accept(api: &Api, invitation: &str) -> Value {
+    let r = api
+        .post(
+            &format!("/v1/me/invitations/{invitation}/accept"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "accept: {}", r.body);
+    r.body
+}
+
+/// `api` invites `email` with `role`.
+async fn invite(api: &Api, email: &str, role: &str) -> Reply {
+    api.post("/v1/invitations", json!({"email": email, "role": role}))
+        .await
+}
+
 async fn put_role(api: &Api, user: &User, role: &str) -> Reply {
     api.send(
         api.req(Method::PUT, &format!("/v1/members/{}", user.id))
@@ -618,30 +789,28 @@ async fn admins_manage_members_up_to_their_role_and_the_last_owner_stays() {
     app.join(tenant, &adam, Role::Admin).await;
     let (olga_api, adam_api) = (app.session(&olga).await, app.session(&adam).await);
 
-    // An admin adds members of roles up to its own; not owners.
-    let r = adam_api
-        .post("/v1/members", json!({"email": vic.email, "role": "owner"}))
-        .await;
+    // An admin invites members of roles up to its own; not owners.
+    let r = invite(&adam_api, &vic.email, "owner").await;
     let detail = assert_problem(&r, 403, "forbidden");
     assert!(detail.contains("manage owners"), "{detail}");
-    let r = adam_api
-        .post("/v1/members", json!({"email": vic.email, "role": "viewer"}))
-        .await;
+    let r = invite(&adam_api, &vic.email, "viewer").await;
     assert_eq!(r.status, 201, "{}", r.body);
-    assert_eq!(r.body["user_id"], vic.id.to_string());
     assert_eq!(r.body["role"], "viewer");
-    let r = adam_api
-        .post("/v1/members", json!({"email": vic.email, "role": "member"}))
+    let invitation = r.body["id"].as_str().expect("id").to_string();
+    let r = invite(&adam_api, &vic.email, "member").await;
+    assert_problem(&r, 409, "already_exists");
+    let vic_api = app.session(&vic).await;
+    let joined = accept(&vic_api, &invitation).await;
+    assert_eq!(joined["user_id"], vic.id.to_string());
+    assert_eq!(joined["role"], "viewer");
+    // Invited again, a member already cannot join twice.
+    let r = invite(&adam_api, &vic.email, "member").await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let again = r.body["id"].as_str().expect("id").to_string();
+    let r = vic_api
+        .post(&format!("/v1/me/invitations/{again}/accept"), json!({}))
         .await;
     assert_problem(&r, 409, "already_exists");
-    let r = adam_api
-        .post(
-            "/v1/members",
-            json!({"email": "nobody@example.com", "role": "member"}),
-        )
-        .await;
-    assert_problem(&r, 404, "not_found");
-    let vic_api = app.session(&vic).await;
 
     // Nor may it touch an owner's membership or make one.
     assert_problem(&put_role(&adam_api, &olga, "admin").await, 403, "forbidden");
@@ -658,6 +827,11 @@ async fn admins_manage_members_up_to_their_role_and_the_last_owner_stays() {
     for role in [Role::Viewer, Role::Member] {
         let api = Api::new(&app.base, Some(app.key(tenant, role).await));
         assert_problem(&api.get("/v1/members").await, 403, "forbidden");
+        assert_problem(
+            &invite(&api, "x@example.com", "viewer").await,
+            403,
+            "forbidden",
+        );
         assert_problem(&put_role(&api, &vic, "viewer").await, 403, "forbidden");
         assert_problem(&remove(&api, &vic).await, 403, "forbidden");
     }

@@ -69,7 +69,7 @@ impl<B: Backend> Audited<'_, B> {
 
 /// Inserts `entry` into `tenant`'s stream on `tx`, the transaction of the change it
 /// records.
-async fn insert_entry<B: Backend>(
+pub(crate) async fn insert_entry<B: Backend>(
     tx: &mut Transaction<'static, B>,
     tenant: TenantId,
     entry: &AuditEntry,

@@ -2,7 +2,7 @@
 //! <Port> for Store<B>` in the file named after the port's in `baton_core::ports`
 //! (`runs.rs` is `RunReader`, `append.rs` `EventLog`, `leases.rs`, `agents.rs`,
 //! `tools.rs`, `secrets.rs`, `checkpoints.rs`, `sealed.rs`, `tenants.rs`, `api_keys.rs`,
-//! `users.rs`, `audit.rs`), with its row types in the same-named module of `crate::rows`.
+//! `users.rs`, `invitations.rs`, `audit.rs`), with its row types in the same-named module of `crate::rows`.
 //! Two helpers have files of their own: `reads.rs`, the skeletons the methods share (read
 //! on a scoped connection, a row by id, a page newest first or in key order, a page of a
 //! run's rows, a statement alone in a write, the commit), and `receipts.rs`, the receipts
@@ -20,8 +20,8 @@
 //! to commit), or through the helpers of `reads.rs` and `audit.rs`, which do the same; each
 //! names the pool and the [`Scope`](crate::Scope) it works in: `Scope::Tenant` wherever a
 //! tenant is known, `Scope::CrossTenant` only on the paths that are cross-tenant by nature
-//! (lease claims across tenants and renewal, key lookups by hash, a user's memberships,
-//! key rotation over all tenants), `Scope::NoTenant` where only tables of no tenant are
+//! (lease claims across tenants and renewal, key lookups by hash, a user's memberships
+//! and invitations, key rotation over all tenants), `Scope::NoTenant` where only tables of no tenant are
 //! touched. No other way to a connection exists here: the pools are private to
 //! `crate::pools`.
 
@@ -30,6 +30,7 @@ mod api_keys;
 mod append;
 mod audit;
 mod checkpoints;
+mod invitations;
 mod leases;
 mod reads;
 mod receipts;

@@ -10,6 +10,7 @@ mod checkpoints;
 mod directory;
 mod frozen;
 mod idempotency;
+mod invitations;
 mod leases;
 mod receipts;
 mod rls;
@@ -124,4 +125,9 @@ contract!(
     users::two_owners_demoting_each_other_at_once_leave_one,
     users::sessions_are_found_by_hash_and_revoked_once,
     users::a_login_purges_only_that_users_expired_sessions,
+    invitations::invitations_list_newest_first_one_pending_per_email_and_stay_in_their_tenant,
+    invitations::accepting_makes_the_membership_and_its_entry_together,
+    invitations::only_the_invited_email_decides_and_only_before_expiry,
+    invitations::accepting_as_a_member_already_writes_nothing,
+    invitations::racing_decisions_on_one_invitation_have_one_winner,
 );

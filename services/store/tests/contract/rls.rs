@@ -16,7 +16,8 @@ use baton_core::model::ApiKey;
 use baton_core::model::CheckpointMeta;
 use baton_core::model::{Member, User};
 use baton_core::ports::{
-    AgentStore, ApiKeyStore, CheckpointStore, SecretStore, StoredCheckpoint, ToolStore, UserStore,
+    AgentStore, ApiKeyStore, CheckpointStore, InvitationStore, SecretStore, StoredCheckpoint,
+    ToolStore, UserStore,
 };
 use baton_events::{
     CheckpointId, ReceiptId, RunEvent, TenantId, ToolEffect, ToolId, ToolIntent, ToolKind,
@@ -29,7 +30,7 @@ use uuid::Uuid;
 
 /// Every table that holds tenant rows. `every_table_with_a_tenant_column_is_covered`
 /// keeps this list complete.
-const TENANT_TABLES: [&str; 13] = [
+const TENANT_TABLES: [&str; 14] = [
     "api_keys",
     "agents",
     "agent_versions",
@@ -42,6 +43,7 @@ const TENANT_TABLES: [&str; 13] = [
     "secrets",
     "checkpoints",
     "memberships",
+    "invitations",
     "audit_log",
 ];
 
@@ -127,6 +129,10 @@ async fn populate(s: &PgStore, tenant: TenantId) {
     s.add_member(tenant, &member, &audited())
         .await
         .expect("member");
+    let invitation = crate::invitations::invitation(tenant, "someone@example.com");
+    s.create_invitation(tenant, &invitation, &audited())
+        .await
+        .expect("invitation");
 }
 
 /// Two tenants with rows everywhere, checked on a connection that bypasses row-level

@@ -1,6 +1,7 @@
 //! Requests to the app as a client makes them: with a bearer token or none, answered as a
 //! [`Reply`] with its body read; problem+json checks; and the few calls most tests make
-//! (a scripted agent, a client tool, a run, waiting for a run's status).
+//! (a scripted agent, a client tool, a run, waiting for a run's status, a user joining a
+//! tenant).
 
 use super::{DEADLINE, TestApp};
 use axum::body::{Body, to_bytes};
@@ -210,6 +211,45 @@ impl TestApp {
         let r = self.post("/v1/runs", auth, body).await;
         assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
         r.str("/run/id")
+    }
+
+    /// `email` joins the tenant of `admin` with `role` as a user would: invited by the
+    /// admin, it logs in with `password` (an account it has already) and accepts. Returns
+    /// the session token and the new member.
+    pub async fn join(
+        &self,
+        admin: &(impl Auth + ?Sized),
+        email: &str,
+        password: &str,
+        role: &str,
+    ) -> (String, Reply) {
+        let invitation = self
+            .post(
+                "/v1/invitations",
+                admin,
+                json!({"email": email, "role": role}),
+            )
+            .await
+            .expect_status(201)
+            .str("/id");
+        let session = self
+            .post(
+                "/v1/login",
+                &super::Anonymous,
+                json!({"email": email, "password": password}),
+            )
+            .await
+            .expect_status(200)
+            .str("/token");
+        let member = self
+            .post(
+                &format!("/v1/me/invitations/{invitation}/accept"),
+                &session,
+                json!({}),
+            )
+            .await
+            .expect_status(200);
+        (session, member)
     }
 
     /// Polls the run until its status is `status`, within [`DEADLINE`]; returns it.

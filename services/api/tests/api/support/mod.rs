@@ -22,6 +22,7 @@ use baton_core::auth::{Announcer, Authenticator};
 use baton_core::crypto::{Keyring, PasswordParams, Passwords, tokens};
 use baton_core::egress::EgressPolicy;
 use baton_core::encryption_keys::{EncryptionKeys, Resealer};
+use baton_core::invitations::Invitations;
 use baton_core::members::Members;
 use baton_core::model::{ApiKey, AuditAction, AuditEntry, Tenant as TenantRecord};
 use baton_core::ports::{ApiKeyStore, Clock, SystemClock, TenantStore};
@@ -174,8 +175,14 @@ impl TestApp {
             },
             members: Members {
                 store: db.clone(),
+                invitations: db.clone(),
                 clock: clock.clone(),
                 announcer,
+            },
+            invitations: Invitations {
+                store: db.clone(),
+                users: db.clone(),
+                clock: clock.clone(),
             },
             auth: Authenticator::new(
                 db.clone(),

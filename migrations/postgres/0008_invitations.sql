@@ -1,0 +1,32 @@
+-- Invitations to join a tenant: an admin invites an email with a role, and the user of
+-- that email accepts (or declines) while logged in; only acceptance makes a membership.
+-- Append-only: never edit this file once applied; add a new migration instead.
+CREATE TABLE invitations (
+    tenant_id   UUID NOT NULL REFERENCES tenants (id),
+    id          UUID NOT NULL,
+    -- Trimmed and lower-cased by the application, as users' emails are.
+    email       TEXT COLLATE "C" NOT NULL,
+    role        TEXT NOT NULL,
+    -- Who invited: `key:<id>`, `user:<id>` or `local`.
+    invited_by  TEXT NOT NULL,
+    created_at  TIMESTAMPTZ NOT NULL,
+    expires_at  TIMESTAMPTZ NOT NULL,
+    -- `pending`, `accepted`, `declined` or `revoked`.
+    state       TEXT NOT NULL,
+    decided_at  TIMESTAMPTZ,
+    PRIMARY KEY (tenant_id, id)
+);
+
+-- At most one pending invitation per email in a tenant.
+CREATE UNIQUE INDEX invitations_one_pending ON invitations (tenant_id, email)
+    WHERE state = 'pending';
+-- A user's invitations, across tenants (the lookup a logged-in user makes).
+CREATE INDEX invitations_by_email ON invitations (email, state);
+
+-- Row-level security as on every tenant table (0006); the invitee's lookup across
+-- tenants runs with `baton.scope = 'all'`.
+ALTER TABLE invitations ENABLE ROW LEVEL SECURITY;
+ALTER TABLE invitations FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_isolation ON invitations
+    USING (tenant_id = NULLIF(current_setting('baton.tenant_id', true), '')::uuid
+           OR current_setting('baton.scope', true) = 'all');
