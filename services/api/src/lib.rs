@@ -34,6 +34,7 @@ use utoipa_axum::routes;
     tags(
         (name = "agents"), (name = "tools"), (name = "runs"), (name = "secrets"),
         (name = "encryption-keys"), (name = "api-keys"), (name = "members"), (name = "invitations"), (name = "audit"),
+        (name = "egress"),
         (name = "sessions"), (name = "health")
     ),
     security(("bearer" = [])),
@@ -153,6 +154,7 @@ fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(routes::invitations::accept))
         .routes(routes!(routes::invitations::decline))
         .routes(routes!(routes::audit::list))
+        .routes(routes!(routes::egress::get, routes::egress::put))
         .routes(routes!(routes::sessions::login))
         .routes(routes!(routes::sessions::logout))
         .routes(routes!(routes::sessions::me))

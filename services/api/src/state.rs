@@ -5,6 +5,7 @@ use baton_core::agents::Agents;
 use baton_core::api_keys::ApiKeys;
 use baton_core::audit::Audit;
 use baton_core::auth::Authenticator;
+use baton_core::egress_allowlists::EgressAllowlists;
 use baton_core::encryption_keys::EncryptionKeys;
 use baton_core::invitations::Invitations;
 use baton_core::members::Members;
@@ -54,6 +55,8 @@ pub struct AppState {
     pub runs: Runs,
     pub agents: Agents,
     pub tools: Tools,
+    /// The tenant's egress allowlist, for its admins.
+    pub egress_allowlists: EgressAllowlists,
     pub checkpoints: Checkpoints,
     /// Write-only for clients; the engine reads values through its own `SecretReader`.
     pub secrets: Secrets,

@@ -1,7 +1,7 @@
 //! Agent use cases: create, update, get, list. Agents are versioned rows, not streams:
 //! an update stores a new version and a run keeps the version it started with.
 
-use crate::egress::EgressPolicy;
+use crate::egress_allowlists::EgressAllowlists;
 use crate::error::CoreError;
 use crate::model::{Action, Principal};
 use crate::model::{Agent, AgentLimits, OpenAiSpec, ProviderSpec, ScriptedReply};
@@ -42,8 +42,9 @@ pub struct Agents {
     pub store: Arc<dyn AgentStore>,
     pub tools: Arc<dyn ToolStore>,
     pub clock: Arc<dyn Clock>,
-    /// What a model provider's base URL may reach.
-    pub egress: Arc<EgressPolicy>,
+    /// What a model provider's base URL may reach: the installation's policy and the
+    /// tenant's allowlist.
+    pub egress: EgressAllowlists,
 }
 
 impl Agents {
@@ -51,7 +52,7 @@ impl Agents {
     pub async fn create(&self, p: &Principal, new: NewAgent) -> Result<Agent, CoreError> {
         p.require(Action::ManageAgents)?;
         validate(&new)?;
-        self.check_egress(&new)?;
+        self.check_egress(p.tenant, &new).await?;
         self.check_tools(p.tenant, &new.tools).await?;
         let now = self.clock.now();
         let agent = Agent {
@@ -87,7 +88,7 @@ impl Agents {
     ) -> Result<Agent, CoreError> {
         p.require(Action::ManageAgents)?;
         validate(&new)?;
-        self.check_egress(&new)?;
+        self.check_egress(p.tenant, &new).await?;
         self.check_tools(p.tenant, &new.tools).await?;
         let current = self.get(p, id).await?;
         let agent = Agent {
@@ -136,11 +137,14 @@ impl Agents {
         Ok(Page { items, next_cursor })
     }
 
-    /// A provider's base URL the egress policy refuses is refused here, at definition.
-    fn check_egress(&self, new: &NewAgent) -> Result<(), CoreError> {
+    /// A provider's base URL the egress policy or the tenant's allowlist refuses is refused
+    /// here, at definition.
+    async fn check_egress(&self, tenant: TenantId, new: &NewAgent) -> Result<(), CoreError> {
         if let ProviderSpec::Openai(spec) = &new.provider {
             let url = validate::http_url("provider.base_url", &spec.base_url)?;
-            self.egress.check_definition("provider.base_url", &url)?;
+            self.egress
+                .check_definition(tenant, "provider.base_url", &url)
+                .await?;
         }
         Ok(())
     }

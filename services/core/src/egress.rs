@@ -211,10 +211,16 @@ impl EgressPolicy {
 }
 
 impl EgressPolicy {
-    /// What a definition (a tool's URL, a provider's base URL) answers when the policy
-    /// refuses `url` in `field`: `egress_denied`, naming the field and the rule.
-    pub fn check_definition(&self, field: &str, url: &url::Url) -> Result<(), crate::CoreError> {
-        self.check_url(url, &[]).map_err(|denied| {
+    /// What a definition (a tool's URL, a provider's base URL) answers when the policy, or
+    /// the tenant's allowlist (`tenant_hosts`, empty when it keeps none), refuses `url` in
+    /// `field`: `egress_denied`, naming the field and the rule.
+    pub fn check_definition(
+        &self,
+        field: &str,
+        url: &url::Url,
+        tenant_hosts: &[HostRule],
+    ) -> Result<(), crate::CoreError> {
+        self.check_url(url, tenant_hosts).map_err(|denied| {
             crate::CoreError::EgressDenied(format!(
                 "{field} may not be called from this installation: {denied}"
             ))

@@ -7,7 +7,8 @@
 //!   [`api_keys`], [`users`], [`members`], [`invitations`], [`auth`], [`encryption_keys`], [`audit`];
 //! - [`crypto`]: the encryption keys that seal records at rest, password hashing and bearer
 //!   tokens;
-//! - [`egress`]: which addresses and hosts an outbound call a tenant chose may reach.
+//! - [`egress`]: which addresses and hosts an outbound call a tenant chose may reach, and
+//!   [`egress_allowlists`], the tenant's own narrower list.
 //!
 //! Every port method and use case takes the caller's [`TenantId`] (or a [`Principal`]
 //! carrying it) first.
@@ -18,6 +19,7 @@ pub mod audit;
 pub mod auth;
 pub mod crypto;
 pub mod egress;
+pub mod egress_allowlists;
 pub mod encryption_keys;
 pub mod error;
 pub mod invitations;

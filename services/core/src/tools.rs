@@ -2,7 +2,7 @@
 //! whole before it is stored: its name, its input schema (it must compile as a JSON
 //! schema), its timeout and how it is carried out.
 
-use crate::egress::EgressPolicy;
+use crate::egress_allowlists::EgressAllowlists;
 use crate::error::CoreError;
 use crate::model::{Action, Principal};
 use crate::model::{AuditAction, AuditEntry};
@@ -53,8 +53,9 @@ fn default_timeout() -> u64 {
 pub struct Tools {
     pub store: Arc<dyn ToolStore>,
     pub clock: Arc<dyn Clock>,
-    /// What an http tool's URL may reach.
-    pub egress: Arc<EgressPolicy>,
+    /// What an http tool's URL may reach: the installation's policy and the tenant's
+    /// allowlist.
+    pub egress: EgressAllowlists,
 }
 
 impl Tools {
@@ -63,8 +64,10 @@ impl Tools {
         p.require(Action::ManageTools)?;
         validate(&new)?;
         if let ToolKindSpec::Http { url, .. } = &new.kind {
+            let url = validate::http_url("kind.url", url)?;
             self.egress
-                .check_definition("kind.url", &validate::http_url("kind.url", url)?)?;
+                .check_definition(p.tenant, "kind.url", &url)
+                .await?;
         }
         let now = self.clock.now();
         let tool = Tool {

@@ -52,7 +52,11 @@ async fn world(buffer: usize, bus_publishes: bool) -> (World, RunId) {
         store: Arc::new(store.clone()),
         tools: Arc::new(store.clone()),
         clock: Arc::new(SystemClock),
-        egress: Arc::new(baton_core::egress::EgressPolicy::local()),
+        egress: baton_core::egress_allowlists::EgressAllowlists {
+            store: Arc::new(store.clone()),
+            policy: Arc::new(baton_core::egress::EgressPolicy::local()),
+            clock: Arc::new(SystemClock),
+        },
     };
     let agent = agents
         .create(

@@ -62,18 +62,13 @@ impl Egress {
         &self.policy
     }
 
-    /// A request to `url`, when the policy, and `tenant_hosts` (the tenant's allowlist,
-    /// empty when it keeps none), let it out; else the rule that refused it, counted.
-    pub fn request(
-        &self,
-        method: reqwest::Method,
-        url: &url::Url,
-        tenant_hosts: &[HostRule],
-    ) -> Result<reqwest::RequestBuilder, Denied> {
-        self.policy
-            .check_url(url, tenant_hosts)
-            .inspect_err(count)?;
-        Ok(self.client.request(method, url.clone()))
+    /// The client for calls a tenant chose: the policy, narrowed by `hosts`, the tenant's
+    /// allowlist (empty when it keeps none).
+    pub fn for_tenant(&self, hosts: Vec<HostRule>) -> TenantEgress {
+        TenantEgress {
+            egress: self.clone(),
+            hosts: hosts.into(),
+        }
     }
 
     /// The rule that refused a call at connect time (its host resolved to denied
@@ -87,6 +82,30 @@ impl Egress {
             source = e.source();
         }
         None
+    }
+}
+
+/// The outbound client of one tenant's calls; cheap to clone (the client is shared).
+#[derive(Debug, Clone)]
+pub struct TenantEgress {
+    egress: Egress,
+    hosts: Arc<[HostRule]>,
+}
+
+impl TenantEgress {
+    /// A request to `url`, when the policy and the tenant's allowlist let it out; else the
+    /// rule that refused it, counted. The addresses a host name resolves to are judged
+    /// again when the request connects.
+    pub fn request(
+        &self,
+        method: reqwest::Method,
+        url: &url::Url,
+    ) -> Result<reqwest::RequestBuilder, Denied> {
+        self.egress
+            .policy
+            .check_url(url, &self.hosts)
+            .inspect_err(count)?;
+        Ok(self.egress.client.request(method, url.clone()))
     }
 }
 

@@ -11,8 +11,8 @@ use baton_bus::InProcessBus;
 use baton_core::agents::{Agents, NewAgent};
 use baton_core::model::{AgentLimits, ProviderSpec, ScriptedReply, ScriptedToolCall, ToolKindSpec};
 use baton_core::ports::{
-    AgentStore, AuditStore, CheckpointStore, Clock, EventLog, LeaseStore, RunReader, SecretReader,
-    SystemClock, TenantStore, ToolStore,
+    AgentStore, AuditStore, CheckpointStore, Clock, EgressAllowlistStore, EventLog, LeaseStore,
+    RunReader, SecretReader, SystemClock, TenantStore, ToolStore,
 };
 use baton_core::runs::{CreateRun, PostMessage, Recorder, Runs};
 use baton_core::tools::{NewTool, Tools};
@@ -27,6 +27,15 @@ use std::time::{Duration, Instant};
 /// Enough replies for every turn criterion asks for.
 const SCRIPT_LEN: usize = 500;
 
+/// The embedded tier's egress policy, with the tenant's allowlist (it keeps none here).
+fn egress<S: Store>(store: &S) -> baton_core::egress_allowlists::EgressAllowlists {
+    baton_core::egress_allowlists::EgressAllowlists {
+        store: Arc::new(store.clone()),
+        policy: Arc::new(baton_core::egress::EgressPolicy::local()),
+        clock: Arc::new(SystemClock),
+    }
+}
+
 trait Store:
     RunReader
     + EventLog
@@ -36,6 +45,7 @@ trait Store:
     + TenantStore
     + CheckpointStore
     + AuditStore
+    + EgressAllowlistStore
     + Clone
     + 'static
 {
@@ -49,6 +59,7 @@ impl<T> Store for T where
         + TenantStore
         + CheckpointStore
         + AuditStore
+        + EgressAllowlistStore
         + Clone
         + 'static
 {
@@ -95,6 +106,7 @@ impl Bench {
                 clock: clock.clone(),
                 egress: baton_egress::Egress::new(baton_core::egress::EgressPolicy::local())
                     .expect("the client"),
+                allowlists: Arc::new(store.clone()),
                 audit: Arc::new(store.clone()),
             },
             EngineOptions::new("bench"),
@@ -128,7 +140,7 @@ impl Bench {
             let t = Tools {
                 store: Arc::new(store.clone()),
                 clock: clock.clone(),
-                egress: Arc::new(baton_core::egress::EgressPolicy::local()),
+                egress: egress(store),
             };
             let new = NewTool {
                 name: "lookup".into(),
@@ -170,7 +182,7 @@ impl Bench {
             store: Arc::new(store.clone()),
             tools: Arc::new(store.clone()),
             clock,
-            egress: Arc::new(baton_core::egress::EgressPolicy::local()),
+            egress: egress(store),
         };
         let new = NewAgent {
             name: "bench".into(),

@@ -1,10 +1,12 @@
 //! What a turn needs from the run's agent version — the agent, its tools with their
-//! input schemas compiled, and its provider — loaded once per driver.
+//! input schemas compiled, its provider, and the outbound client under the tenant's egress
+//! allowlist — loaded once per turn.
 
 use crate::outcome::{StepError, info};
 use crate::provider::{self, Provider};
 use crate::shared::Shared;
 use baton_core::model::{Agent, RunSummary, Tool};
+use baton_egress::TenantEgress;
 use baton_events::ToolId;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,11 +19,19 @@ pub(crate) struct TurnContext {
     /// Each tool's input schema, compiled once (or why it does not compile).
     schemas: HashMap<ToolId, Result<jsonschema::Validator, String>>,
     pub provider: Arc<dyn Provider>,
+    /// The client of the turn's tool and model calls: the installation's egress policy,
+    /// narrowed by the tenant's allowlist as it stood when the turn loaded.
+    pub egress: TenantEgress,
 }
 
 impl TurnContext {
     /// The context of `agent` with `tools`, compiling each tool's input schema.
-    pub(crate) fn new(agent: Agent, tools: Vec<Tool>, provider: Arc<dyn Provider>) -> Self {
+    pub(crate) fn new(
+        agent: Agent,
+        tools: Vec<Tool>,
+        provider: Arc<dyn Provider>,
+        egress: TenantEgress,
+    ) -> Self {
         let schemas = tools
             .iter()
             .map(|t| {
@@ -35,6 +45,7 @@ impl TurnContext {
             tools,
             schemas,
             provider,
+            egress,
         }
     }
 
@@ -70,12 +81,17 @@ pub(crate) async fn load(shared: &Shared, run: &RunSummary) -> Result<TurnContex
             tools.push(t);
         }
     }
-    let provider = provider::from_spec(
-        &agent.provider,
-        &shared.ports.egress,
-        &*shared.ports.secrets,
-        run.tenant,
-    )
-    .await?;
-    Ok(TurnContext::new(agent, tools, provider))
+    let hosts = match shared
+        .ports
+        .allowlists
+        .get_egress_allowlist(run.tenant)
+        .await?
+    {
+        Some(allowlist) => allowlist.rules()?,
+        None => Vec::new(),
+    };
+    let egress = shared.ports.egress.for_tenant(hosts);
+    let provider =
+        provider::from_spec(&agent.provider, &egress, &*shared.ports.secrets, run.tenant).await?;
+    Ok(TurnContext::new(agent, tools, provider, egress))
 }

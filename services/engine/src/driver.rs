@@ -265,26 +265,30 @@ impl Driver {
                 turn::ask_model(&mut self.stream, &self.interrupts, &ctx, run).await
             }
             TurnStep::AskApproval { call, tool } => {
-                self.calls(run).ask_approval(&call, &tool).await
+                self.calls(run, &ctx).ask_approval(&call, &tool).await
             }
-            TurnStep::RunCalls(batch) => self.calls(run).run(batch).await,
-            TurnStep::Reject { call, error } => self.calls(run).reject(&call, error).await,
-            TurnStep::SaveResult(result) => self.calls(run).save(result).await,
+            TurnStep::RunCalls(batch) => self.calls(run, &ctx).run(batch).await,
+            TurnStep::Reject { call, error } => self.calls(run, &ctx).reject(&call, error).await,
+            TurnStep::SaveResult(result) => self.calls(run, &ctx).save(result).await,
             TurnStep::Recover { call, intent } => {
-                self.calls(run).recover(&ctx, &call, &intent).await
+                self.calls(run, &ctx).recover(&ctx, &call, &intent).await
             }
-            TurnStep::Retry { call, intent } => self.calls(run).retry(&ctx, &call, &intent).await,
+            TurnStep::Retry { call, intent } => {
+                self.calls(run, &ctx).retry(&ctx, &call, &intent).await
+            }
             // The projection says `requires_action`: a member or the client acts next.
             TurnStep::Wait => Ok(Next::Idle),
         }
     }
 
-    /// The step's calls of `run`, carried out on this driver's stream.
-    fn calls<'a>(&'a mut self, run: &'a RunSummary) -> Calls<'a> {
+    /// The step's calls of `run`, carried out on this driver's stream through the turn's
+    /// outbound client.
+    fn calls<'a>(&'a mut self, run: &'a RunSummary, ctx: &'a TurnContext) -> Calls<'a> {
         Calls {
             stream: &mut self.stream,
             waits: &self.interrupts,
             run,
+            egress: &ctx.egress,
         }
     }
 

@@ -108,10 +108,14 @@ pub(crate) fn agent(tools: &[Tool], limits: AgentLimits) -> TurnContext {
         created_at: t0(),
         updated_at: t0(),
     };
+    let egress = baton_egress::Egress::new(baton_core::egress::EgressPolicy::local())
+        .expect("the client")
+        .for_tenant(Vec::new());
     TurnContext::new(
         agent,
         tools.to_vec(),
         Arc::new(ScriptedProvider::new(Vec::new())),
+        egress,
     )
 }
 

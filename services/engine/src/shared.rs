@@ -5,8 +5,8 @@
 use crate::mailbox::Mailboxes;
 use baton_core::crypto::Keyring;
 use baton_core::ports::{
-    AgentStore, AuditStore, CheckpointStore, Clock, Control, ControlMessage, LeaseStore, RunReader,
-    SecretReader, ToolStore,
+    AgentStore, AuditStore, CheckpointStore, Clock, Control, ControlMessage, EgressAllowlistStore,
+    LeaseStore, RunReader, SecretReader, ToolStore,
 };
 use baton_core::runs::Recorder;
 use baton_egress::Egress;
@@ -59,6 +59,8 @@ pub struct EnginePorts {
     pub clock: Arc<dyn Clock>,
     /// Every model and tool call goes out through it, under the egress policy.
     pub egress: Egress,
+    /// Tenants' egress allowlists, which narrow the policy for their calls.
+    pub allowlists: Arc<dyn EgressAllowlistStore>,
     /// Where refused outbound calls are recorded.
     pub audit: Arc<dyn AuditStore>,
 }

@@ -10,7 +10,7 @@ use crate::secrets;
 use baton_core::TenantId;
 use baton_core::model::{Tool, ToolKindSpec};
 use baton_core::ports::SecretReader;
-use baton_egress::{Egress, Mask};
+use baton_egress::{Egress, Mask, TenantEgress};
 use baton_events::{
     ErrorInfo, RunEvent, ToolEffect, ToolIntent, ToolOutcome, ToolResult, ToolUncertain,
 };
@@ -94,7 +94,7 @@ pub(crate) const EGRESS_DENIED: &str = "egress_denied";
 /// Makes a planned `http` call through `egress` and returns what it came to; `retry`
 /// when the call is safe to repeat. A tool that is not `http` (the engine never runs
 /// `client` tools) gets an error result rather than a call.
-pub(crate) async fn call(egress: &Egress, p: &Planned, retry: bool) -> Called {
+pub(crate) async fn call(egress: &TenantEgress, p: &Planned, retry: bool) -> Called {
     let effect = match p.tool.effect {
         ToolEffect::Read => "read",
         ToolEffect::Mutation => "mutation",
@@ -136,7 +136,7 @@ pub(crate) async fn call(egress: &Egress, p: &Planned, retry: bool) -> Called {
     }
 }
 
-async fn call_http_tool(egress: &Egress, p: &Planned, retry: bool) -> CallOutcome {
+async fn call_http_tool(egress: &TenantEgress, p: &Planned, retry: bool) -> CallOutcome {
     let ToolKindSpec::Http { url, .. } = &p.tool.kind else {
         return CallOutcome::error("tool_not_http", "the tool is not an http tool");
     };
@@ -226,7 +226,7 @@ impl CallOutcome {
 /// the output; anything else is an error result the model sees. A call safe to repeat
 /// (`retry`) is tried again on timeouts, transport errors and 5xx while the tool's budget
 /// lasts; one that is not is never sent twice.
-async fn call_http(egress: &Egress, call: HttpCall<'_>) -> CallOutcome {
+async fn call_http(egress: &TenantEgress, call: HttpCall<'_>) -> CallOutcome {
     let started = Instant::now();
     let deadline = started + call.timeout;
     let mut attempt = 0;
@@ -250,11 +250,15 @@ async fn call_http(egress: &Egress, call: HttpCall<'_>) -> CallOutcome {
 }
 
 /// One HTTP attempt and whether a failure may be retried.
-async fn attempt_once(egress: &Egress, call: &HttpCall<'_>, left: Duration) -> (CallOutcome, bool) {
+async fn attempt_once(
+    egress: &TenantEgress,
+    call: &HttpCall<'_>,
+    left: Duration,
+) -> (CallOutcome, bool) {
     if left.is_zero() {
         return (timed_out(call.timeout), false);
     }
-    let mut req = match egress.request(reqwest::Method::POST, &call.url, &[]) {
+    let mut req = match egress.request(reqwest::Method::POST, &call.url) {
         Ok(req) => req,
         Err(denied) => return (CallOutcome::error(EGRESS_DENIED, denied.to_string()), false),
     };

@@ -13,7 +13,7 @@ use crate::settle;
 use crate::shared::Shared;
 use crate::state::RunState;
 use crate::stream::RunStream;
-use baton_core::model::RunSummary;
+use baton_core::model::{AuditAction, AuditEntry, ProviderSpec, RunSummary};
 use baton_core::ports::Release;
 use baton_events::{
     MessageId, ModelCompleted, RunCompleted, RunEvent, ToolCallRequest, TurnCompleted,
@@ -75,7 +75,14 @@ pub(crate) async fn ask_model(
     };
     let reply = match reply {
         Ok(reply) => reply,
-        Err(ModelError { code, message }) => {
+        Err(ModelError {
+            code,
+            message,
+            denied,
+        }) => {
+            if let Some(rule) = denied {
+                audit_refused_model_call(&stream.shared, ctx, run, &rule).await;
+            }
             return Err(StepError::Turn(info(code, message)));
         }
     };
@@ -167,4 +174,35 @@ fn unique_ids(mut calls: Vec<ToolCallRequest>, step: u32) -> Vec<ToolCallRequest
         }
     }
     calls
+}
+
+/// Records in the tenant's audit stream that the egress policy refused the run's call to
+/// its model server: which host, which rule. A failed write is logged; the turn fails as
+/// it would anyway.
+async fn audit_refused_model_call(
+    shared: &Shared,
+    ctx: &TurnContext,
+    run: &RunSummary,
+    rule: &str,
+) {
+    let host = match &ctx.agent.provider {
+        ProviderSpec::Openai(spec) => url::Url::parse(&spec.base_url)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_owned))
+            .unwrap_or_default(),
+        ProviderSpec::Scripted { .. } => String::new(),
+    };
+    let entry = AuditEntry::engine(
+        shared.ports.clock.now(),
+        AuditAction::EgressDenied,
+        host,
+        serde_json::json!({
+            "run": run.id,
+            "provider": ctx.agent.provider.kind(),
+            "rule": rule,
+        }),
+    );
+    if let Err(e) = shared.ports.audit.append_audit(run.tenant, &entry).await {
+        tracing::warn!(error = %e, "the audit entry of a refused model call was not written");
+    }
 }

@@ -31,8 +31,10 @@ fn spec(server: &ChatServer, stream: bool) -> OpenAiSpec {
 }
 
 /// The embedded tier's client: the chat server listens on loopback.
-fn egress() -> baton_egress::Egress {
-    baton_egress::Egress::new(baton_core::egress::EgressPolicy::local()).expect("the client")
+fn egress() -> baton_egress::TenantEgress {
+    baton_egress::Egress::new(baton_core::egress::EgressPolicy::local())
+        .expect("the client")
+        .for_tenant(Vec::new())
 }
 
 fn provider(spec: OpenAiSpec) -> OpenAiProvider {
@@ -499,8 +501,9 @@ async fn the_api_key_is_masked_before_the_servers_message_is_shortened() {
 async fn a_model_server_the_egress_policy_refuses_is_never_called() {
     let server = ChatServer::start().await;
     server.push(ChatResponse::text("should not be seen"));
-    let strict =
-        baton_egress::Egress::new(baton_core::egress::EgressPolicy::strict()).expect("the client");
+    let strict = baton_egress::Egress::new(baton_core::egress::EgressPolicy::strict())
+        .expect("the client")
+        .for_tenant(Vec::new());
     let provider = OpenAiProvider::new(strict, spec(&server, false), None);
     let (result, _) = call(&provider, &hello()).await;
     let error = result.expect_err("refused");

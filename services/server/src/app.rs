@@ -14,14 +14,15 @@ use baton_core::audit::Audit;
 use baton_core::auth::{Announcer, Authenticator};
 use baton_core::crypto::Keyring;
 use baton_core::egress::EgressPolicy;
+use baton_core::egress_allowlists::EgressAllowlists;
 use baton_core::encryption_keys::{EncryptionKeys, Resealer};
 use baton_core::invitations::Invitations;
 use baton_core::members::Members;
 use baton_core::model::Tenant;
 use baton_core::ports::{
-    AgentStore, ApiKeyStore, AuditStore, CheckpointStore, Clock, EventBus, EventLog,
-    InvitationStore, LeaseStore, RunReader, SealedStore, SecretStore, SystemClock, TenantStore,
-    ToolStore, UserStore,
+    AgentStore, ApiKeyStore, AuditStore, CheckpointStore, Clock, EgressAllowlistStore, EventBus,
+    EventLog, InvitationStore, LeaseStore, RunReader, SealedStore, SecretStore, SystemClock,
+    TenantStore, ToolStore, UserStore,
 };
 use baton_core::runs::{Checkpoints, Recorder, Runs};
 use baton_core::secrets::Secrets;
@@ -56,6 +57,7 @@ pub struct Stores {
     pub api_keys: Arc<dyn ApiKeyStore>,
     pub users: Arc<dyn UserStore>,
     pub invitations: Arc<dyn InvitationStore>,
+    pub egress_allowlists: Arc<dyn EgressAllowlistStore>,
     /// The per-tenant audit stream.
     pub audit: Arc<dyn AuditStore>,
     closer: Closer,
@@ -75,6 +77,7 @@ trait AllPorts:
     + ApiKeyStore
     + UserStore
     + InvitationStore
+    + EgressAllowlistStore
     + AuditStore
     + 'static
 {
@@ -93,6 +96,7 @@ impl<T> AllPorts for T where
         + ApiKeyStore
         + UserStore
         + InvitationStore
+        + EgressAllowlistStore
         + AuditStore
         + 'static
 {
@@ -121,6 +125,7 @@ impl Stores {
             api_keys: s.clone(),
             audit: s.clone(),
             invitations: s.clone(),
+            egress_allowlists: s.clone(),
             users: s,
             closer,
         }
@@ -509,6 +514,15 @@ impl Wiring<'_> {
         }
     }
 
+    /// The tenants' egress allowlists, under the installation's policy.
+    fn egress_allowlists(&self) -> EgressAllowlists {
+        EgressAllowlists {
+            store: self.stores.egress_allowlists.clone(),
+            policy: self.egress.clone(),
+            clock: self.clock.clone(),
+        }
+    }
+
     fn secrets(&self) -> Secrets {
         Secrets {
             store: self.stores.secrets.clone(),
@@ -531,6 +545,7 @@ impl Wiring<'_> {
                 keyring: self.keyring.clone(),
                 clock: self.clock.clone(),
                 egress: self.egress_client.clone(),
+                allowlists: stores.egress_allowlists.clone(),
                 audit: stores.audit.clone(),
             },
             EngineOptions {
@@ -566,13 +581,14 @@ impl Wiring<'_> {
                 store: stores.agents.clone(),
                 tools: stores.tools.clone(),
                 clock: clock.clone(),
-                egress: self.egress.clone(),
+                egress: self.egress_allowlists(),
             },
             tools: Tools {
                 store: stores.tools.clone(),
                 clock: clock.clone(),
-                egress: self.egress.clone(),
+                egress: self.egress_allowlists(),
             },
+            egress_allowlists: self.egress_allowlists(),
             secrets: self.secrets(),
             audit: Audit {
                 store: stores.audit.clone(),

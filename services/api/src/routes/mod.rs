@@ -4,6 +4,7 @@ pub mod actions;
 pub mod agents;
 pub mod api_keys;
 pub mod audit;
+pub mod egress;
 pub mod encryption_keys;
 pub mod events;
 pub mod health;

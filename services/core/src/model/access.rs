@@ -67,6 +67,8 @@ pub enum Action {
     /// Read the tenant's audit stream: who changed its members, keys, secrets, agents
     /// and tools, when and from where.
     ReadAudit,
+    /// Read and set the tenant's egress allowlist (the hosts its calls may reach).
+    ManageEgress,
 }
 
 impl Action {
@@ -84,7 +86,8 @@ impl Action {
             | Action::ManageEncryptionKeys
             | Action::ManageApiKeys
             | Action::ManageMembers
-            | Action::ReadAudit => Role::Admin,
+            | Action::ReadAudit
+            | Action::ManageEgress => Role::Admin,
             Action::ManageOwners => Role::Owner,
         }
     }
@@ -106,6 +109,7 @@ impl Action {
             Action::ManageMembers => "manage members",
             Action::ManageOwners => "manage owners",
             Action::ReadAudit => "read the audit stream",
+            Action::ManageEgress => "manage the egress allowlist",
         }
     }
 }

@@ -67,10 +67,13 @@ pub enum AuditAction {
     /// A run's call to a URL the egress policy refuses was not made.
     #[serde(rename = "egress.denied")]
     EgressDenied,
+    /// The tenant's egress allowlist was set.
+    #[serde(rename = "egress.allowlist_set")]
+    EgressAllowlistSet,
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 16] = [
+    pub const ALL: [AuditAction; 17] = [
         AuditAction::MemberAdded,
         AuditAction::MemberRoleChanged,
         AuditAction::MemberRemoved,
@@ -87,6 +90,7 @@ impl AuditAction {
         AuditAction::ResealStarted,
         AuditAction::ResealEnded,
         AuditAction::EgressDenied,
+        AuditAction::EgressAllowlistSet,
     ];
 
     /// The name stored and shown (`member.added`).
@@ -108,6 +112,7 @@ impl AuditAction {
             AuditAction::ResealStarted => "encryption.reseal_started",
             AuditAction::ResealEnded => "encryption.reseal_ended",
             AuditAction::EgressDenied => "egress.denied",
+            AuditAction::EgressAllowlistSet => "egress.allowlist_set",
         }
     }
 

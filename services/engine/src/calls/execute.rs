@@ -13,6 +13,7 @@ use crate::state::Call;
 use crate::stream::RunStream;
 use crate::tools::{self, Called, Planned};
 use baton_core::model::{AuditAction, AuditEntry, RunSummary, Tool, ToolKindSpec};
+use baton_egress::TenantEgress;
 use baton_events::{
     ApprovalId, ApprovalRequested, ErrorInfo, ReceiptId, RunEvent, ToolCallRequest, ToolIntent,
     ToolOutcome, ToolResult, ToolUncertain,
@@ -24,6 +25,8 @@ pub(crate) struct Calls<'a> {
     pub(crate) waits: &'a Interrupts,
     /// The run the step was decided on.
     pub(crate) run: &'a RunSummary,
+    /// The client of the calls, under the tenant's egress allowlist.
+    pub(crate) egress: &'a TenantEgress,
 }
 
 impl Calls<'_> {
@@ -163,7 +166,7 @@ impl Calls<'_> {
         let Some(after_intents) = self.stream.commit(self.run.version, intents, None).await? else {
             return Ok(Next::Continue);
         };
-        let egress = &self.stream.shared.ports.egress;
+        let egress = self.egress;
         let calls = planned
             .iter()
             .map(|p| tools::call(egress, p, p.tool.safe_to_repeat()));
@@ -204,7 +207,7 @@ impl Calls<'_> {
 
     /// Runs again a call whose intent is already recorded, and records its result.
     async fn rerun(&mut self, p: Planned) -> Result<Next, StepError> {
-        let call = tools::call(&self.stream.shared.ports.egress, &p, true);
+        let call = tools::call(self.egress, &p, true);
         let Some(called) = self.waits.interruptible_by_cancel(call).await else {
             return settle::cancel(self.stream, self.run).await;
         };

@@ -97,6 +97,8 @@ pub type DeltaSink = dyn Fn(Delta) + Send + Sync;
 pub struct ModelError {
     pub code: &'static str,
     pub message: String,
+    /// The egress rule that refused the call, when one did (`code` is `egress_denied`).
+    pub denied: Option<String>,
 }
 
 impl ModelError {
@@ -104,6 +106,18 @@ impl ModelError {
         Self {
             code,
             message: message.into(),
+            denied: None,
+        }
+    }
+
+    /// The egress policy refused the call to the model server, by `rule`.
+    pub fn denied(rule: String) -> Self {
+        Self {
+            code: "egress_denied",
+            message: format!(
+                "the model server may not be called from this installation: egress denied: {rule}"
+            ),
+            denied: Some(rule),
         }
     }
 }

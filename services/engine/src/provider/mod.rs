@@ -25,14 +25,14 @@ use crate::secrets;
 use baton_core::TenantId;
 use baton_core::model::ProviderSpec;
 use baton_core::ports::SecretReader;
-use baton_egress::Egress;
+use baton_egress::TenantEgress;
 use std::sync::Arc;
 
 /// The provider an agent's spec names. An `openai` spec's API key secret, if it names
 /// one, is revealed first: missing or unreadable, it fails the turn.
 pub(crate) async fn from_spec(
     spec: &ProviderSpec,
-    egress: &Egress,
+    egress: &TenantEgress,
     secrets: &dyn SecretReader,
     tenant: TenantId,
 ) -> Result<Arc<dyn Provider>, StepError> {

@@ -18,7 +18,7 @@
 use super::chat::{ChatMessage, ChatRole, Delta, DeltaSink, ModelError, ModelReply, ModelRequest};
 use super::chat::{Provider, ToolSpec};
 use baton_core::model::OpenAiSpec;
-use baton_egress::{Egress, Mask};
+use baton_egress::{Egress, Mask, TenantEgress};
 use baton_events::{ToolCallRequest, Usage};
 use bytes::Bytes;
 use eventsource_stream::{EventStreamError, Eventsource};
@@ -38,7 +38,7 @@ const MAX_SERVER_MESSAGE_CHARS: usize = 300;
 
 /// Calls an OpenAI-compatible chat-completions endpoint.
 pub struct OpenAiProvider {
-    egress: Egress,
+    egress: TenantEgress,
     spec: OpenAiSpec,
     api_key: Option<String>,
     /// The API key, masked in whatever the server sends back.
@@ -50,7 +50,7 @@ pub struct OpenAiProvider {
 impl OpenAiProvider {
     /// A provider for `spec`, sending `api_key` (the resolved secret, if any) as a
     /// bearer token.
-    pub fn new(egress: Egress, spec: OpenAiSpec, api_key: Option<String>) -> Self {
+    pub fn new(egress: TenantEgress, spec: OpenAiSpec, api_key: Option<String>) -> Self {
         let url = format!("{}/chat/completions", spec.base_url.trim_end_matches('/'));
         Self {
             egress,
@@ -67,8 +67,8 @@ impl OpenAiProvider {
             .map_err(|_| Failure::BadResponse("the provider's base URL does not parse".into()))?;
         let mut request = self
             .egress
-            .request(reqwest::Method::POST, &url, &[])
-            .map_err(|denied| Failure::Denied(denied.to_string()))?
+            .request(reqwest::Method::POST, &url)
+            .map_err(|denied| Failure::Denied(denied.rule))?
             .header(header::CONTENT_TYPE, "application/json")
             .body(body.clone());
         if let Some(key) = &self.api_key {
@@ -250,7 +250,7 @@ type Outcome = Result<ModelReply, Failure>;
 /// Why one attempt failed.
 #[derive(Debug)]
 enum Failure {
-    /// The egress policy refused the call (its rule).
+    /// The egress policy refused the call: its rule.
     Denied(String),
     Timeout(Duration),
     Status {
@@ -282,7 +282,7 @@ impl Failure {
     /// A short description for logs (no server message: it is not ours to log).
     fn summary(&self) -> String {
         match self {
-            Failure::Denied(rule) => rule.clone(),
+            Failure::Denied(rule) => format!("egress denied: {rule}"),
             Failure::Timeout(limit) => format!("timed out after {} ms", limit.as_millis()),
             Failure::Status { status, .. } => format!("status {status}"),
             Failure::Transport(e) => format!("transport error: {e}"),
@@ -302,10 +302,7 @@ impl Failure {
             None => tries,
         };
         match self {
-            Failure::Denied(rule) => ModelError::new(
-                "egress_denied",
-                format!("the model server may not be called from this installation: {rule}"),
-            ),
+            Failure::Denied(rule) => ModelError::denied(rule),
             Failure::Timeout(limit) => ModelError::new(
                 "model_timeout",
                 format!(
@@ -375,7 +372,7 @@ fn jittered(backoff: Duration) -> Duration {
 /// system's words or an address.
 fn transport(error: reqwest::Error) -> Failure {
     match Egress::denied(&error) {
-        Some(denied) => Failure::Denied(denied.to_string()),
+        Some(denied) => Failure::Denied(denied.rule),
         None => Failure::Transport(baton_egress::describe(&error).to_string()),
     }
 }

@@ -4,6 +4,7 @@
 use baton_bus::InProcessBus;
 use baton_core::agents::{Agents, NewAgent};
 use baton_core::egress::EgressPolicy;
+use baton_core::egress_allowlists::EgressAllowlists;
 use baton_core::model::{AgentLimits, ProviderSpec, RunStatus, RunSummary, ScriptedReply};
 use baton_core::ports::{AgentStore, Clock, RunDriver, RunReader, SystemClock};
 use baton_core::runs::{CreateRun, Recorder, Runs};
@@ -32,6 +33,7 @@ pub fn ports(store: &SqliteStore, recorder: &Recorder) -> EnginePorts {
         clock: Arc::new(SystemClock),
         // The embedded tier's policy: the tests' tool servers listen on loopback.
         egress: baton_egress::Egress::new(EgressPolicy::local()).expect("the client"),
+        allowlists: Arc::new(store.clone()),
         audit: Arc::new(store.clone()),
     }
 }
@@ -121,7 +123,16 @@ impl World {
             store: Arc::new(self.store.clone()),
             tools: Arc::new(self.store.clone()),
             clock: Arc::new(SystemClock),
-            egress: Arc::new(EgressPolicy::local()),
+            egress: self.egress(),
+        }
+    }
+
+    /// The embedded tier's egress policy, narrowed by the tenant's allowlist if it sets one.
+    pub fn egress(&self) -> EgressAllowlists {
+        EgressAllowlists {
+            store: Arc::new(self.store.clone()),
+            policy: Arc::new(EgressPolicy::local()),
+            clock: Arc::new(SystemClock),
         }
     }
 
@@ -130,7 +141,7 @@ impl World {
         let tools = Tools {
             store: Arc::new(self.store.clone()),
             clock: Arc::new(SystemClock),
-            egress: Arc::new(EgressPolicy::local()),
+            egress: self.egress(),
         };
         tools.create(&self.owner, new).await.expect("tool").id
     }

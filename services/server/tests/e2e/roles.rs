@@ -196,6 +196,9 @@ const ROUTES: &[Row] = &[
     row("PUT", "/v1/members/{user_id}", key(ManageMembers, Role::Admin), &[200], NotFound),
     row("DELETE", "/v1/members/{user_id}", key(ManageMembers, Role::Admin), &[204], NotFound),
     row("GET", "/v1/audit", key(ReadAudit, Role::Admin), &[200], Scoped),
+    // An empty list: the tenant's later calls keep the installation's policy alone.
+    row("GET", "/v1/egress-allowlist", key(ManageEgress, Role::Admin), &[200], Scoped),
+    row("PUT", "/v1/egress-allowlist", key(ManageEgress, Role::Admin), &[200], Scoped),
 ];
 
 const ROLES: [Role; 4] = [Role::Viewer, Role::Member, Role::Admin, Role::Owner];
@@ -219,12 +222,13 @@ fn all_actions() -> Vec<Action> {
         ManageMembers,
         ManageOwners,
         ReadAudit,
+        ManageEgress,
     ];
     for a in all {
         match a {
             ReadAgents | ManageAgents | ReadRuns | CreateRuns | PostMessages | CancelRuns
             | ResolveActions | ReadTools | ManageTools | ManageSecrets | ManageEncryptionKeys
-            | ManageApiKeys | ManageMembers | ManageOwners | ReadAudit => {}
+            | ManageApiKeys | ManageMembers | ManageOwners | ReadAudit | ManageEgress => {}
         }
     }
     all.to_vec()
@@ -812,7 +816,10 @@ fn request(row: &Row, src: Src, nonce: &str) -> Req {
             row.path.to_string(),
             Some(json!({"name": format!("{nonce} key"), "role": "viewer"})),
         ),
-        ("GET", "/v1/api-keys" | "/v1/audit") => (row.path.to_string(), None),
+        ("GET", "/v1/api-keys" | "/v1/audit" | "/v1/egress-allowlist") => {
+            (row.path.to_string(), None)
+        }
+        ("PUT", "/v1/egress-allowlist") => (row.path.to_string(), Some(json!({"hosts": []}))),
         ("POST", "/v1/login") => (
             row.path.to_string(),
             Some(json!({"email": format!("{nonce}@nobody.example"), "password": "matrix"})),

@@ -2,7 +2,7 @@
 //! <Port> for Store<B>` in the file named after the port's in `baton_core::ports`
 //! (`runs.rs` is `RunReader`, `append.rs` `EventLog`, `leases.rs`, `agents.rs`,
 //! `tools.rs`, `secrets.rs`, `checkpoints.rs`, `sealed.rs`, `tenants.rs`, `api_keys.rs`,
-//! `users.rs`, `invitations.rs`, `audit.rs`), with its row types in the same-named module of `crate::rows`.
+//! `users.rs`, `invitations.rs`, `egress_allowlists.rs`, `audit.rs`), with its row types in the same-named module of `crate::rows`.
 //! Two helpers have files of their own: `reads.rs`, the skeletons the methods share (read
 //! on a scoped connection, a row by id, a page newest first or in key order, a page of a
 //! run's rows, a statement alone in a write, the commit), and `receipts.rs`, the receipts
@@ -30,6 +30,7 @@ mod api_keys;
 mod append;
 mod audit;
 mod checkpoints;
+mod egress_allowlists;
 mod invitations;
 mod leases;
 mod reads;

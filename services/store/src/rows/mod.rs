@@ -8,6 +8,7 @@ pub(crate) mod agents;
 pub(crate) mod api_keys;
 pub(crate) mod audit;
 pub(crate) mod checkpoints;
+pub(crate) mod egress_allowlists;
 pub(crate) mod invitations;
 pub(crate) mod receipts;
 pub(crate) mod runs;

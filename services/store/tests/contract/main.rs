@@ -8,6 +8,7 @@ mod api_keys;
 mod audit;
 mod checkpoints;
 mod directory;
+mod egress;
 mod frozen;
 mod idempotency;
 mod invitations;
@@ -130,4 +131,5 @@ contract!(
     invitations::only_the_invited_email_decides_and_only_before_expiry,
     invitations::accepting_as_a_member_already_writes_nothing,
     invitations::racing_decisions_on_one_invitation_have_one_winner,
+    egress::an_allowlist_is_replaced_whole_and_stays_in_its_tenant,
 );

@@ -16,8 +16,8 @@ use baton_core::model::ApiKey;
 use baton_core::model::CheckpointMeta;
 use baton_core::model::{Member, User};
 use baton_core::ports::{
-    AgentStore, ApiKeyStore, CheckpointStore, InvitationStore, SecretStore, StoredCheckpoint,
-    ToolStore, UserStore,
+    AgentStore, ApiKeyStore, CheckpointStore, EgressAllowlistStore, InvitationStore, SecretStore,
+    StoredCheckpoint, ToolStore, UserStore,
 };
 use baton_events::{
     CheckpointId, ReceiptId, RunEvent, TenantId, ToolEffect, ToolId, ToolIntent, ToolKind,
@@ -30,7 +30,7 @@ use uuid::Uuid;
 
 /// Every table that holds tenant rows. `every_table_with_a_tenant_column_is_covered`
 /// keeps this list complete.
-const TENANT_TABLES: [&str; 14] = [
+const TENANT_TABLES: [&str; 15] = [
     "api_keys",
     "agents",
     "agent_versions",
@@ -44,6 +44,7 @@ const TENANT_TABLES: [&str; 14] = [
     "checkpoints",
     "memberships",
     "invitations",
+    "egress_allowlists",
     "audit_log",
 ];
 
@@ -133,6 +134,13 @@ async fn populate(s: &PgStore, tenant: TenantId) {
     s.create_invitation(tenant, &invitation, &audited())
         .await
         .expect("invitation");
+    let allowlist = baton_core::model::EgressAllowlist {
+        hosts: vec!["api.example.com".into()],
+        updated_at: Some(now()),
+    };
+    s.put_egress_allowlist(tenant, &allowlist, &audited())
+        .await
+        .expect("egress allowlist");
 }
 
 /// Two tenants with rows everywhere, checked on a connection that bypasses row-level

@@ -21,6 +21,7 @@ use baton_core::audit::Audit;
 use baton_core::auth::{Announcer, Authenticator};
 use baton_core::crypto::{Keyring, PasswordParams, Passwords, tokens};
 use baton_core::egress::EgressPolicy;
+use baton_core::egress_allowlists::EgressAllowlists;
 use baton_core::encryption_keys::{EncryptionKeys, Resealer};
 use baton_core::invitations::Invitations;
 use baton_core::members::Members;
@@ -91,6 +92,11 @@ impl TestApp {
         // The embedded tier's policy: loopback may be called, the rest of the built-in
         // rules hold.
         let egress = Arc::new(EgressPolicy::local());
+        let allowlists = EgressAllowlists {
+            store: db.clone(),
+            policy: egress.clone(),
+            clock: clock.clone(),
+        };
         let recorder = Recorder {
             log: db.clone(),
             bus: Arc::new(InProcessBus::new(64)),
@@ -116,6 +122,7 @@ impl TestApp {
                 keyring: keyring.clone(),
                 clock: clock.clone(),
                 egress: baton_egress::Egress::new(egress.clone()).expect("the client"),
+                allowlists: db.clone(),
                 audit: db.clone(),
             },
             EngineOptions::new("api-tests"),
@@ -147,13 +154,14 @@ impl TestApp {
                 store: db.clone(),
                 tools: db.clone(),
                 clock: clock.clone(),
-                egress: egress.clone(),
+                egress: allowlists.clone(),
             },
             tools: Tools {
                 store: db.clone(),
                 clock: clock.clone(),
-                egress,
+                egress: allowlists.clone(),
             },
+            egress_allowlists: allowlists,
             checkpoints: Checkpoints {
                 store: db.clone(),
                 runs: db.clone(),
