@@ -4,6 +4,7 @@
 
 use crate::mailbox::Mailboxes;
 use baton_core::crypto::Keyring;
+use baton_core::model::{AuditAction, AuditEntry, RunSummary};
 use baton_core::ports::{
     AgentStore, AuditStore, CheckpointStore, Clock, Control, ControlMessage, EgressAllowlistStore,
     LeaseStore, RunReader, SecretReader, ToolStore,
@@ -98,6 +99,31 @@ impl Shared {
             control,
         };
         self.ports.recorder.bus.publish_control(&msg).await;
+    }
+
+    /// Records in the run's tenant's audit stream that the egress policy refused a call of
+    /// the run to `url` (its host is the entry's target, never an address it resolved
+    /// to), with `details` and the run's id. A failed write is logged; the run goes on.
+    pub(crate) async fn audit_refusal(
+        &self,
+        run: &RunSummary,
+        url: Option<&str>,
+        mut details: serde_json::Value,
+    ) {
+        let host = url
+            .and_then(|u| url::Url::parse(u).ok())
+            .and_then(|u| u.host_str().map(str::to_owned))
+            .unwrap_or_default();
+        details["run"] = serde_json::json!(run.id);
+        let entry = AuditEntry::engine(
+            self.ports.clock.now(),
+            AuditAction::EgressDenied,
+            host,
+            details,
+        );
+        if let Err(e) = self.ports.audit.append_audit(run.tenant, &entry).await {
+            tracing::warn!(error = %e, "the audit entry of a refused call was not written");
+        }
     }
 
     /// Counts a run given up to the other replicas during the drain.

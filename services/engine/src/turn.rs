@@ -13,7 +13,7 @@ use crate::settle;
 use crate::shared::Shared;
 use crate::state::RunState;
 use crate::stream::RunStream;
-use baton_core::model::{AuditAction, AuditEntry, ProviderSpec, RunSummary};
+use baton_core::model::{ProviderSpec, RunSummary};
 use baton_core::ports::Release;
 use baton_events::{
     MessageId, ModelCompleted, RunCompleted, RunEvent, ToolCallRequest, TurnCompleted,
@@ -176,33 +176,17 @@ fn unique_ids(mut calls: Vec<ToolCallRequest>, step: u32) -> Vec<ToolCallRequest
     calls
 }
 
-/// Records in the tenant's audit stream that the egress policy refused the run's call to
-/// its model server: which host, which rule. A failed write is logged; the turn fails as
-/// it would anyway.
+/// Records that the egress policy refused the run's call to its model server.
 async fn audit_refused_model_call(
     shared: &Shared,
     ctx: &TurnContext,
     run: &RunSummary,
     rule: &str,
 ) {
-    let host = match &ctx.agent.provider {
-        ProviderSpec::Openai(spec) => url::Url::parse(&spec.base_url)
-            .ok()
-            .and_then(|u| u.host_str().map(str::to_owned))
-            .unwrap_or_default(),
-        ProviderSpec::Scripted { .. } => String::new(),
+    let url = match &ctx.agent.provider {
+        ProviderSpec::Openai(spec) => Some(spec.base_url.as_str()),
+        ProviderSpec::Scripted { .. } => None,
     };
-    let entry = AuditEntry::engine(
-        shared.ports.clock.now(),
-        AuditAction::EgressDenied,
-        host,
-        serde_json::json!({
-            "run": run.id,
-            "provider": ctx.agent.provider.kind(),
-            "rule": rule,
-        }),
-    );
-    if let Err(e) = shared.ports.audit.append_audit(run.tenant, &entry).await {
-        tracing::warn!(error = %e, "the audit entry of a refused model call was not written");
-    }
+    let details = serde_json::json!({"provider": ctx.agent.provider.kind(), "rule": rule});
+    shared.audit_refusal(run, url, details).await;
 }

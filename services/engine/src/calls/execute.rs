@@ -12,7 +12,7 @@ use crate::shared::Shared;
 use crate::state::Call;
 use crate::stream::RunStream;
 use crate::tools::{self, Called, Planned};
-use baton_core::model::{AuditAction, AuditEntry, RunSummary, Tool, ToolKindSpec};
+use baton_core::model::{RunSummary, Tool, ToolKindSpec};
 use baton_egress::TenantEgress;
 use baton_events::{
     ApprovalId, ApprovalRequested, ErrorInfo, ReceiptId, RunEvent, ToolCallRequest, ToolIntent,
@@ -194,7 +194,7 @@ impl Calls<'_> {
             }
             let call = planned.iter().find(|p| p.intent.receipt_id == c.receipt());
             if let (Some(refusal), Some(p)) = (c.denied(), call) {
-                audit_refusal(&self.stream.shared, after, p, refusal).await;
+                audit_refused_tool_call(&self.stream.shared, after, p, refusal).await;
             }
         }
         let ids: Vec<ReceiptId> = called.iter().map(Called::receipt).collect();
@@ -229,30 +229,18 @@ impl Calls<'_> {
     }
 }
 
-/// Records in the tenant's audit stream that the egress policy refused a call of the run:
-/// which tool, which host, which rule. A failed write is logged; the run goes on.
-async fn audit_refusal(shared: &Shared, run: &RunSummary, p: &Planned, refusal: &str) {
-    let host = match &p.tool.kind {
-        ToolKindSpec::Http { url, .. } => url::Url::parse(url)
-            .ok()
-            .and_then(|u| u.host_str().map(str::to_owned))
-            .unwrap_or_default(),
-        ToolKindSpec::Client => String::new(),
+/// Records that the egress policy refused a tool call of the run.
+async fn audit_refused_tool_call(shared: &Shared, run: &RunSummary, p: &Planned, refusal: &str) {
+    let url = match &p.tool.kind {
+        ToolKindSpec::Http { url, .. } => Some(url.as_str()),
+        ToolKindSpec::Client => None,
     };
-    let entry = AuditEntry::engine(
-        shared.ports.clock.now(),
-        AuditAction::EgressDenied,
-        host,
-        serde_json::json!({
-            "run": run.id,
-            "tool": p.tool.name,
-            "receipt": p.intent.receipt_id,
-            "rule": refusal.trim_start_matches("egress denied: "),
-        }),
-    );
-    if let Err(e) = shared.ports.audit.append_audit(run.tenant, &entry).await {
-        tracing::warn!(error = %e, "the audit entry of a refused call was not written");
-    }
+    let details = serde_json::json!({
+        "tool": p.tool.name,
+        "receipt": p.intent.receipt_id,
+        "rule": refusal.trim_start_matches("egress denied: "),
+    });
+    shared.audit_refusal(run, url, details).await;
 }
 
 /// The tool of an intent, if the tenant still has it and the run's agent may still

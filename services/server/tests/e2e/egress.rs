@@ -9,6 +9,23 @@ use crate::common::TestApp;
 use baton_testkit::ToolServer;
 use serde_json::json;
 
+/// A read tool named `name` calling `url`.
+fn http_tool(name: &str, url: &str) -> serde_json::Value {
+    json!({"name": name, "description": "d", "effect": "read",
+           "input_schema": {"type": "object"}, "kind": {"kind": "http", "url": url}})
+}
+
+/// Sets the tenant's egress allowlist to `hosts`.
+async fn allow(api: &baton_testkit::api::Api, hosts: &[&str]) {
+    let set = api
+        .send(
+            api.req(reqwest::Method::PUT, "/v1/egress-allowlist")
+                .json(&json!({ "hosts": hosts })),
+        )
+        .await;
+    assert_eq!(set.status, 200, "{}", set.body);
+}
+
 #[tokio::test]
 async fn a_tenant_reaches_no_internal_service_through_a_tool_or_a_provider() {
     let internal = ToolServer::start().await;
@@ -33,26 +50,14 @@ async fn a_tenant_reaches_no_internal_service_through_a_tool_or_a_provider() {
         format!("http://[::ffff:127.0.0.1]:{port}/tools/secrets"),
         "http://169.254.169.254/latest/meta-data/".to_string(),
     ] {
-        let r = api
-            .post(
-                "/v1/tools",
-                json!({"name": "probe", "description": "d", "effect": "read",
-                       "input_schema": {"type": "object"}, "kind": {"kind": "http", "url": url}}),
-            )
-            .await;
+        let r = api.post("/v1/tools", http_tool("probe", &url)).await;
         assert_eq!(r.status, 422, "{url}: {}", r.body);
         assert_eq!(r.body["code"], "egress_denied");
     }
 
     // By name: accepted when defined, refused at connect time, never connected.
-    let tool = api
-        .post(
-            "/v1/tools",
-            json!({"name": "probe", "description": "d", "effect": "read",
-                   "input_schema": {"type": "object"},
-                   "kind": {"kind": "http", "url": format!("http://localhost:{port}/tools/secrets")}}),
-        )
-        .await;
+    let by_name = format!("http://localhost:{port}/tools/secrets");
+    let tool = api.post("/v1/tools", http_tool("probe", &by_name)).await;
     assert_eq!(tool.status, 201, "{}", tool.body);
     let agent = api
         .post(
@@ -132,12 +137,7 @@ async fn a_tenants_allowlist_narrows_its_calls_from_the_next_turn_and_never_wide
     let app = TestApp::team().await;
     let (_, api) = app.tenant(baton_core::Role::Admin).await;
     let tool = api
-        .post(
-            "/v1/tools",
-            json!({"name": "lookup", "description": "d", "effect": "read",
-                   "input_schema": {"type": "object"},
-                   "kind": {"kind": "http", "url": service.url("lookup")}}),
-        )
+        .post("/v1/tools", http_tool("lookup", &service.url("lookup")))
         .await;
     assert_eq!(tool.status, 201, "{}", tool.body);
     let agent = api.post("/v1/agents", calling_agent(&tool.body)).await;
@@ -151,13 +151,7 @@ async fn a_tenants_allowlist_narrows_its_calls_from_the_next_turn_and_never_wide
     assert_eq!(service.calls("lookup"), 1);
 
     // Another host only: the tool, defined before, is refused from the next turn.
-    let set = api
-        .send(
-            api.req(reqwest::Method::PUT, "/v1/egress-allowlist")
-                .json(&json!({"hosts": ["api.example.com"]})),
-        )
-        .await;
-    assert_eq!(set.status, 200, "{}", set.body);
+    allow(&api, &["api.example.com"]).await;
     api.message_when_idle(&run, "two").await;
     api.wait_run(&run, "after turn 2", turns_done(2)).await;
     assert_eq!(
@@ -181,13 +175,7 @@ async fn a_tenants_allowlist_narrows_its_calls_from_the_next_turn_and_never_wide
     );
 
     // Its address range listed: the calls go out again.
-    let set = api
-        .send(
-            api.req(reqwest::Method::PUT, "/v1/egress-allowlist")
-                .json(&json!({"hosts": ["127.0.0.0/8"]})),
-        )
-        .await;
-    assert_eq!(set.status, 200, "{}", set.body);
+    allow(&api, &["127.0.0.0/8"]).await;
     api.message_when_idle(&run, "three").await;
     api.wait_run(&run, "after turn 3", turns_done(3)).await;
     assert_eq!(service.calls("lookup"), 2);
@@ -199,20 +187,9 @@ async fn a_tenants_allowlist_narrows_its_calls_from_the_next_turn_and_never_wide
     })
     .await;
     let (_, api) = strict.tenant(baton_core::Role::Admin).await;
-    let set = api
-        .send(
-            api.req(reqwest::Method::PUT, "/v1/egress-allowlist")
-                .json(&json!({"hosts": ["127.0.0.1", "localhost"]})),
-        )
-        .await;
-    assert_eq!(set.status, 200, "{}", set.body);
+    allow(&api, &["127.0.0.1", "localhost"]).await;
     let r = api
-        .post(
-            "/v1/tools",
-            json!({"name": "lookup", "description": "d", "effect": "read",
-                   "input_schema": {"type": "object"},
-                   "kind": {"kind": "http", "url": service.url("lookup")}}),
-        )
+        .post("/v1/tools", http_tool("lookup", &service.url("lookup")))
         .await;
     assert_eq!(r.status, 422, "{}", r.body);
     assert!(
