@@ -2,11 +2,11 @@
 //! expiring; list them without their secrets; revoke them.
 //!
 //! A key's token is in the answer that creates it and nowhere else: only its SHA-256 is
-//! stored ([`crate::keys`]), and no type here prints it. Authentication (the API's
-//! extractor) reads the key from the database on every request, so a revoked or expired
-//! key fails at once on every replica. It also records when a key was last used, at most
-//! once per [`crate::auth::LAST_USE_INTERVAL`] per key, so authentication does not turn
-//! every read into a write.
+//! stored ([`crate::crypto::tokens`]), and no type here prints it. Authentication (the
+//! API's extractor) reads the key from the database on every request, so a revoked or
+//! expired key fails at once on every replica. It also records when a key was last used,
+//! at most once per [`crate::auth::LAST_USE_INTERVAL`] per key, so authentication does not
+//! turn every read into a write.
 
 use crate::auth::Announcer;
 use crate::crypto::tokens;

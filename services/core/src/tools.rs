@@ -274,7 +274,7 @@ mod tests {
         let mut t = tool(json!({}), ToolKindSpec::Client);
         t.timeout_ms = 0;
         assert!(err(validate(&t)).contains("timeout_ms"));
-        // Postgres cannot store it (a 500 there, before this check).
+        // Postgres cannot store it: refused here, never a 500 from the database.
         let t = tool(json!({"description": "a\u{0}b"}), ToolKindSpec::Client);
         assert!(err(validate(&t)).contains("input_schema must not contain NUL"));
     }

@@ -26,7 +26,7 @@ impl Mask {
         self.secrets.first().map_or(0, String::len)
     }
 
-    /// `text` with every secret replaced by [`MASK`].
+    /// `text` with every secret replaced by `***`.
     pub fn apply(&self, text: &str) -> String {
         let mut text = text.to_string();
         for secret in &self.secrets {

@@ -1,9 +1,8 @@
 //! Baton's store: [`PgStore`] (team tier) and [`SqliteStore`] (embedded tier), the two
-//! instances of the generic [`Store`], implement the `RunReader`, `EventLog`,
-//! `LeaseStore`, `AgentStore`, `ToolStore`, `SecretStore`, `CheckpointStore`,
-//! `SealedStore`, `TenantStore`, `ApiKeyStore`, `UserStore` and `AuditStore` ports of
-//! `baton-core` with identical behaviour, which one contract suite (`tests/contract/`)
-//! checks against both. [`migrate`] owns the schema.
+//! instances of the generic [`Store`], implement every store port of `baton-core`
+//! (`RunReader`, `EventLog`, `LeaseStore` and the rest) with identical behaviour, which
+//! one contract suite (`tests/contract/`) checks against both. [`migrate`] owns the
+//! schema.
 //!
 //! Where things are: `adapter/<port>.rs` implements each port once, for any backend, with
 //! its row types in `rows/<port>.rs` and what an append writes decided in `plan` (pure).

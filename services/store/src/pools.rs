@@ -17,9 +17,8 @@
 //!
 //! The cost stays low: the Postgres pools do not ping a connection before handing it out,
 //! since the `BEGIN` that sets the scope checks it as well (see `Pools::begin`). A read
-//! thus takes the round trips it took before (a ping and the query then, the `BEGIN` and
-//! the query now), a write transaction one fewer, and a single-statement write one more
-//! (its `COMMIT`).
+//! takes two round trips (the `BEGIN` and the query), a write one per statement plus the
+//! `BEGIN` and the `COMMIT`.
 //!
 //! SQLite has no row-level security (one process on one machine): a read is
 //! a plain pooled connection and a write a transaction begun with `BEGIN IMMEDIATE`, which

@@ -1,9 +1,8 @@
 //! A cluster of `baton serve` child processes ("replicas") on loopback ports sharing one
-//! fresh Postgres database and one NATS, for the multi-replica tests and later
-//! `loadtest/`: start them, signal them (TERM, KILL, STOP, CONT), wait for them, restart
-//! them, read run invariants from the shared database
-//! ([`Cluster::check_run_invariants`], [`Cluster::event_rows`]), and kill every
-//! process when the [`Cluster`] drops.
+//! fresh Postgres database and one NATS, for the multi-replica tests and `loadtest/`:
+//! start them, signal them (TERM, KILL, STOP, CONT), wait for them, restart them, read run
+//! invariants from the shared database ([`Cluster::check_run_invariants`],
+//! [`Cluster::event_rows`]), and kill every process when the [`Cluster`] drops.
 //!
 //! Knows the binary only by its command line, its environment and the stdout line
 //! `baton listening on http://ADDR` it prints once ready. Each replica's stderr (its JSON

@@ -1,7 +1,8 @@
 //! Baton's domain types: runs and their messages, tool-call receipts, agents, tools,
-//! tenants and API keys, users, members, invitations and sessions, the audit stream's entries, what may
-//! be shown of secrets and checkpoints, and who may do what ([`access`]). Pure data and
-//! pure functions; every port and use case speaks in these types.
+//! tenants and API keys, users, members, invitations and sessions, the audit stream's
+//! entries, egress allowlists, what may be shown of secrets and checkpoints, and who may
+//! do what (`access.rs`). Pure data and pure functions; every port and use case speaks in
+//! these types.
 
 mod access;
 mod agent;

@@ -6,7 +6,8 @@ use async_trait::async_trait;
 use baton_events::{RunId, TenantId};
 
 /// A checkpoint as stored: its metadata and the sealed snapshot
-/// ([`Aad::checkpoint`] binds it to its tenant, run and id).
+/// ([`Aad::checkpoint`](crate::crypto::Aad::checkpoint) binds it to its tenant, run and
+/// id).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredCheckpoint {
     pub meta: CheckpointMeta,
