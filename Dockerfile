@@ -9,10 +9,19 @@
 # services/server/tests/deploy/ checks that this file stays consistent.
 
 # Builder and runtime share one Debian release, so the binary finds the glibc it was built with.
+# Pin the base images by digest for reproducible builds, e.g.
+#   --build-arg RUNTIME_DIGEST=@sha256:<digest of debian:bookworm-slim>
+# (and BUILDER_DIGEST likewise); empty, the tags alone are used.
 ARG RUST_VERSION=1.95
 ARG DEBIAN_RELEASE=bookworm
+ARG BUILDER_DIGEST=
+ARG RUNTIME_DIGEST=
+# The image's version and source revision, for its OCI labels
+# (--build-arg BATON_REVISION=$(git rev-parse HEAD)).
+ARG BATON_VERSION=0.1.0
+ARG BATON_REVISION=unknown
 
-FROM rust:${RUST_VERSION}-${DEBIAN_RELEASE} AS build
+FROM rust:${RUST_VERSION}-${DEBIAN_RELEASE}${BUILDER_DIGEST} AS build
 WORKDIR /src
 COPY . .
 # The target directory is a build cache, so the binary is copied out of it in the same step.
@@ -21,7 +30,14 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     cargo build --release --locked --bin baton \
     && install -D -m 0755 target/release/baton /out/baton
 
-FROM debian:${DEBIAN_RELEASE}-slim AS runtime
+FROM debian:${DEBIAN_RELEASE}-slim${RUNTIME_DIGEST} AS runtime
+ARG BATON_VERSION
+ARG BATON_REVISION
+LABEL org.opencontainers.image.title="baton" \
+      org.opencontainers.image.description="Durable control plane for AI agent runs" \
+      org.opencontainers.image.version="${BATON_VERSION}" \
+      org.opencontainers.image.revision="${BATON_REVISION}" \
+      org.opencontainers.image.base.name="debian:${DEBIAN_RELEASE}-slim"
 RUN apt-get update \
     && apt-get install -y --no-install-recommends ca-certificates \
     && rm -rf /var/lib/apt/lists/* \

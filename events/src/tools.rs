@@ -31,14 +31,19 @@ pub struct Usage {
 
 /// One model step answered: the assistant's message, durable as a whole (its token
 /// deltas were ephemeral).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ModelCompleted {
     pub turn: i64,
     /// 1-based model call within the turn.
     pub step: u32,
     pub message_id: MessageId,
+    /// The answer: what the conversation keeps and the model is sent back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    /// The model's reasoning, kept apart from the answer: never part of the message nor
+    /// sent back to the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCallRequest>,
     pub finish_reason: String,
@@ -67,7 +72,7 @@ pub enum ToolKind {
 }
 
 /// About to call a tool: committed before the call is made.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ToolIntent {
     pub receipt_id: ReceiptId,
     pub turn: i64,
@@ -93,7 +98,7 @@ pub enum ToolOutcome {
 }
 
 /// A tool call's result: the output the model sees next.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ToolResult {
     pub receipt_id: ReceiptId,
     pub call_id: String,
@@ -119,7 +124,7 @@ pub struct ToolResult {
 
 /// An intent without a result that must not be repeated blindly: the run waits in
 /// `requires_action` until a member resolves it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ToolUncertain {
     pub receipt_id: ReceiptId,
     pub reason: String,
@@ -137,17 +142,22 @@ pub enum Resolution {
     Complete,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ToolResolved {
     pub receipt_id: ReceiptId,
     pub resolution: Resolution,
     /// The output given with `complete`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
+    /// The turn the call belongs to (absent in events recorded before it was written): a
+    /// call left uncertain by a turn that ended can be resolved during a later turn,
+    /// which goes on waiting for what it waits for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<i64>,
 }
 
 /// A tool that requires approval waits for a member's decision.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ApprovalRequested {
     pub approval_id: ApprovalId,
     /// The receipt the call will have once approved.
@@ -160,7 +170,7 @@ pub struct ApprovalRequested {
     pub arguments: serde_json::Value,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ApprovalDecided {
     pub approval_id: ApprovalId,
     pub receipt_id: ReceiptId,
@@ -171,7 +181,7 @@ pub struct ApprovalDecided {
 
 /// An encrypted snapshot of the engine's state was saved; rebuilding the run starts
 /// from the newest valid one and the events after `through_version`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CheckpointSaved {
     pub checkpoint_id: CheckpointId,
     /// The snapshot holds the state after this stream version.
@@ -190,4 +200,7 @@ pub struct MessageDelta {
     /// Grows when a broken stream is retried; show only the latest attempt's deltas.
     pub attempt: u32,
     pub content: String,
+    /// A piece of the model's reasoning, not of its answer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reasoning: bool,
 }

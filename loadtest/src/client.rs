@@ -35,7 +35,7 @@ pub struct Answer {
 
 impl Client {
     pub fn new(key: &str, timeout: Duration) -> anyhow::Result<Self> {
-        let http = reqwest::Client::builder()
+        let http = baton_testkit::http_client_builder()
             .tcp_nodelay(true)
             .build()
             .context("cannot build the HTTP client")?;

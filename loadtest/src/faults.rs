@@ -207,7 +207,7 @@ where
         active.runs.len()
     ));
     let setup = watch::Setup {
-        http: reqwest::Client::new(),
+        http: baton_testkit::http_client(),
         key: target.key.clone(),
         rotation: rotation.clone(),
         idle: SSE_IDLE,

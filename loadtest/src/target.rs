@@ -226,12 +226,19 @@ fn default_baton() -> PathBuf {
     }
 }
 
-/// `release` when the binary lives under a `release` directory, else `debug`.
+/// How `bin` was built, as it says itself: `baton --version` names a debug build
+/// ("0.1.0 (debug build)"), whatever directory the binary was copied to. A binary that
+/// does not answer is `unknown`.
 pub fn profile_of(bin: &Path) -> &'static str {
-    if bin.components().any(|c| c.as_os_str() == "release") {
-        "release"
-    } else {
-        "debug"
+    match std::process::Command::new(bin).arg("--version").output() {
+        Ok(out) if out.status.success() => {
+            if String::from_utf8_lossy(&out.stdout).contains("(debug build)") {
+                "debug"
+            } else {
+                "release"
+            }
+        }
+        _ => "unknown",
     }
 }
 
@@ -292,5 +299,30 @@ mod tests {
             r.remove(i);
         }
         assert_eq!(r.pick(0), None);
+    }
+}
+
+#[cfg(test)]
+mod profile_tests {
+    use super::profile_of;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A stand-in `baton` at `dir/name` whose `--version` prints `says`.
+    fn fake(dir: &std::path::Path, name: &str, says: &str) -> std::path::PathBuf {
+        let path = dir.join(name);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&path, format!("#!/bin/sh\necho 'baton {says}'\n")).expect("write");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        path
+    }
+
+    #[test]
+    fn the_profile_is_what_the_binary_says_not_where_it_lies() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let copied = fake(dir.path(), "opt/bin/baton", "0.1.0");
+        assert_eq!(profile_of(&copied), "release");
+        let misplaced = fake(dir.path(), "target/release/baton", "0.1.0 (debug build)");
+        assert_eq!(profile_of(&misplaced), "debug");
+        assert_eq!(profile_of(&dir.path().join("missing")), "unknown");
     }
 }

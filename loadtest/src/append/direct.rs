@@ -62,6 +62,7 @@ fn created(tenant: TenantId, agent: AgentId) -> NewEvent {
         agent_id: agent,
         agent_version: 1,
         title: None,
+        metadata: Default::default(),
     });
     NewEvent::new(e, meta(tenant))
 }
@@ -71,6 +72,7 @@ fn message(tenant: TenantId, n: i64) -> NewEvent {
         message_id: MessageId::new(),
         role: MessageRole::User,
         content: format!("message {n}"),
+        queued: false,
     });
     NewEvent::new(e, meta(tenant))
 }

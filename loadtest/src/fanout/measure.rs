@@ -132,7 +132,7 @@ pub async fn run(target: &Target, plan: &Plan, p: Progress) -> anyhow::Result<Ou
     };
     let (sub_on, write_on) = (pick(&plan.subscribe_on)?, pick(&plan.write_on)?);
     let client = Client::new(&target.key, plan.request_timeout)?;
-    let http = reqwest::Client::builder()
+    let http = baton_testkit::http_client_builder()
         .tcp_nodelay(true)
         .build()
         .context("cannot build the HTTP client")?;

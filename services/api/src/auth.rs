@@ -52,6 +52,7 @@ impl FromRequestParts<AppState> for Streaming {
             .principal(&identity, requested, peer_address(parts))
             .await
             .map_err(CoreError::from)?;
+        tracing::Span::current().record("tenant_id", tracing::field::display(principal.tenant));
         state
             .limits
             .check(&principal)

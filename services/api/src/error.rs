@@ -9,6 +9,9 @@ use serde::Serialize;
 
 pub const PROBLEM_JSON: &str = "application/problem+json";
 
+/// How long a client is told to wait (`Retry-After`) when a backing service is unavailable.
+const UNAVAILABLE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Declares [`Code`] from one table: each public error code once, with its status and
 /// its stable name.
 macro_rules! error_codes {
@@ -51,6 +54,7 @@ error_codes! {
     RouteNotFound => (NOT_FOUND, "route_not_found"),
     MethodNotAllowed => (METHOD_NOT_ALLOWED, "method_not_allowed"),
     RunBusy => (CONFLICT, "run_busy"),
+    QueueFull => (CONFLICT, "queue_full"),
     RunEnded => (CONFLICT, "run_ended"),
     Conflict => (CONFLICT, "conflict"),
     WrongState => (CONFLICT, "wrong_state"),
@@ -135,6 +139,7 @@ impl From<CoreError> for ApiError {
             }
             CoreError::Unauthenticated(_) => ApiError::new(Code::Unauthorized, detail),
             CoreError::RunBusy => ApiError::new(Code::RunBusy, detail),
+            CoreError::QueueFull(_) => ApiError::new(Code::QueueFull, detail),
             CoreError::RunEnded(_) => ApiError::new(Code::RunEnded, detail),
             CoreError::IdempotencyKeyReused(_) => ApiError::new(Code::IdempotencyKeyReused, detail),
             CoreError::Conflict => ApiError::new(Code::Conflict, detail),
@@ -145,7 +150,7 @@ impl From<CoreError> for ApiError {
                 code: Code::Unavailable,
                 detail: "a backing service is unavailable; retry shortly".into(),
                 cause: Some(cause),
-                retry_after: None,
+                retry_after: Some(UNAVAILABLE_RETRY),
             },
             CoreError::Internal(cause) => ApiError::internal(cause),
         }
@@ -199,6 +204,15 @@ mod tests {
             let row = format!("| {} | `{name}` |", status.as_u16());
             assert!(guide.contains(&row), "docs/api.md lacks the row {row:?}");
         }
+    }
+
+    #[test]
+    fn an_unavailable_backing_service_answers_503_with_retry_after() {
+        use axum::response::IntoResponse;
+        let unavailable = baton_core::CoreError::Unavailable("the pool timed out".into());
+        let res = super::ApiError::from(unavailable).into_response();
+        assert_eq!(res.status(), 503);
+        assert_eq!(res.headers()["retry-after"], "1");
     }
 
     #[test]

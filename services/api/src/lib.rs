@@ -10,6 +10,7 @@ pub mod error;
 pub mod extract;
 pub mod limits;
 pub mod metrics;
+pub mod openapi;
 mod problem;
 pub mod revocations;
 pub mod routes;
@@ -24,111 +25,22 @@ use error::{ApiError, Code};
 use routes::{actions, agents, events, health, runs, secrets, tools};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
-use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-#[derive(OpenApi)]
-#[openapi(
-    info(title = "Baton API", description = "Durable control plane for AI agent runs."),
-    tags(
-        (name = "agents"), (name = "tools"), (name = "runs"), (name = "secrets"),
-        (name = "encryption-keys"), (name = "api-keys"), (name = "members"), (name = "invitations"), (name = "audit"),
-        (name = "egress"),
-        (name = "sessions"), (name = "health")
-    ),
-    security(("bearer" = [])),
-    modifiers(&BearerAuth)
-)]
-struct ApiDoc;
-
-/// Every route but the probes needs `Authorization: Bearer <token>` (in the embedded tier
-/// on loopback with auth off, requests without one act as the local owner).
-struct BearerAuth;
-
-impl utoipa::Modify for BearerAuth {
-    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
-        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-        let scheme = HttpBuilder::new()
-            .scheme(HttpAuthScheme::Bearer)
-            .description(Some(
-                "An API key (from `baton admin create-tenant` or `POST /v1/api-keys`), or the \
-                 token of a login session (`POST /v1/login`)",
-            ))
-            .build();
-        doc.components
-            .get_or_insert_with(Default::default)
-            .add_security_scheme("bearer", SecurityScheme::Http(scheme));
-    }
-}
-
-/// What every documented response gets once the routes are in: error answers are
-/// `application/problem+json` ([`error::PROBLEM_JSON`]) whatever route gives them, so every
-/// response documented with a [`error::Problem`] body says so (routes keep writing
-/// `(status = "4XX", body = Problem)`); and every response has the description OpenAPI 3.1
-/// requires (its status's reason phrase when the route gave none).
-struct FinishResponses;
-
-impl utoipa::Modify for FinishResponses {
-    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
-        use utoipa::openapi::RefOr;
-        const PROBLEM_REF: &str = "#/components/schemas/Problem";
-        for item in doc.paths.paths.values_mut() {
-            let operations = [
-                &mut item.get,
-                &mut item.put,
-                &mut item.post,
-                &mut item.delete,
-                &mut item.patch,
-                &mut item.head,
-                &mut item.options,
-                &mut item.trace,
-                &mut item.query,
-            ];
-            for op in operations.into_iter().flatten() {
-                for (status, response) in op.responses.responses.iter_mut() {
-                    let RefOr::T(response) = response else {
-                        continue;
-                    };
-                    let is_problem = response.content.get("application/json").is_some_and(|c| {
-                        matches!(c, RefOr::T(c)
-                            if matches!(&c.schema, Some(RefOr::Ref(r)) if r.ref_location == PROBLEM_REF))
-                    });
-                    if is_problem
-                        && let Some(content) = response.content.shift_remove("application/json")
-                    {
-                        response
-                            .content
-                            .insert(error::PROBLEM_JSON.to_string(), content);
-                    }
-                    if response.description.is_empty() {
-                        response.description = if is_problem {
-                            "An error: a problem+json body with a stable `code`".into()
-                        } else {
-                            status
-                                .parse::<u16>()
-                                .ok()
-                                .and_then(|s| axum::http::StatusCode::from_u16(s).ok())
-                                .and_then(|s| s.canonical_reason())
-                                .unwrap_or("The answer")
-                                .into()
-                        };
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// The OpenAPI document and the routes it describes.
-fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
-    let (routes, mut doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
+/// The routes and the OpenAPI document that describes them.
+fn api() -> (Router<AppState>, serde_json::Value) {
+    let (routes, doc) = OpenApiRouter::with_openapi(openapi::base())
         .routes(routes!(agents::create, agents::list))
         .routes(routes!(agents::get, agents::update))
+        .routes(routes!(agents::archive))
+        .routes(routes!(agents::restore))
         .routes(routes!(tools::create, tools::list))
         .routes(routes!(tools::get))
+        .routes(routes!(tools::archive))
+        .routes(routes!(tools::restore))
         .routes(routes!(runs::create, runs::list))
-        .routes(routes!(runs::get))
+        .routes(routes!(runs::get, runs::update, runs::delete))
         .routes(routes!(runs::cancel))
         .routes(routes!(runs::post_message, runs::list_messages))
         .routes(routes!(events::events))
@@ -161,9 +73,7 @@ fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(health::livez))
         .routes(routes!(health::readyz))
         .split_for_parts();
-    // After the routes: their responses are what it finishes.
-    utoipa::Modify::modify(&FinishResponses, &mut doc);
-    (routes, doc)
+    (routes, openapi::finish(doc))
 }
 
 /// Runs the request with the caller's W3C `traceparent` (when well formed) as the
@@ -177,8 +87,59 @@ async fn trace_context(req: Request, next: axum::middleware::Next) -> axum::resp
     baton_core::trace::scope(traceparent, next.run(req)).await
 }
 
-/// The OpenAPI document, for `/openapi.json` and for tooling.
-pub fn openapi() -> utoipa::openapi::OpenApi {
+/// The span of one request, with OpenTelemetry's HTTP attribute names; `tenant_id` is
+/// recorded once the caller is known ([`auth`]), the status by [`access_log`].
+fn request_span(req: &Request) -> tracing::Span {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", MatchedPath::as_str);
+    let request_id = req
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let span = tracing::info_span!(
+        "http",
+        http.request.method = %req.method(),
+        http.route = route,
+        http.response.status_code = tracing::field::Empty,
+        request_id,
+        tenant_id = tracing::field::Empty,
+        otel.name = format!("{} {route}", req.method()),
+        otel.kind = "server",
+        otel.status_code = tracing::field::Empty,
+    );
+    // The caller's trace, when it sent one, is this request's parent.
+    let traceparent = req
+        .headers()
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok());
+    baton_core::trace::adopt(&span, traceparent);
+    span
+}
+
+/// When a response's head is ready: its status on the request's span (a 5xx marks the
+/// span an error, as OpenTelemetry's conventions say for servers) and one access-log line
+/// at `info` on the target `baton_api::access`, inside the span, so it carries the method,
+/// route, request id and tenant. Turn the lines off with the log filter
+/// (`info,baton_api::access=off`). An event stream's latency is the time to its head.
+fn access_log(res: &axum::response::Response, latency: std::time::Duration, span: &tracing::Span) {
+    let status = res.status().as_u16();
+    span.record("http.response.status_code", status);
+    if res.status().is_server_error() {
+        span.record("otel.status_code", "ERROR");
+    }
+    tracing::info!(
+        target: "baton_api::access",
+        status,
+        latency_ms = latency.as_micros() as f64 / 1000.0,
+        "request"
+    );
+}
+
+/// The OpenAPI document, as `/openapi.json` serves it.
+pub fn openapi() -> serde_json::Value {
     api().1
 }
 
@@ -217,32 +178,13 @@ pub fn router(state: AppState, extra: Router) -> Router {
         ))
         .layer(axum::middleware::from_fn(problem::finish_problems))
         .layer(DefaultBodyLimit::max(body_limit))
-        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
-            let route = req
-                .extensions()
-                .get::<MatchedPath>()
-                .map_or("unmatched", MatchedPath::as_str);
-            let request_id = req
-                .headers()
-                .get("x-request-id")
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("");
-            let span = tracing::info_span!(
-                "http",
-                method = %req.method(),
-                route,
-                request_id,
-                otel.name = format!("{} {route}", req.method()),
-                otel.kind = "server",
-            );
-            // The caller's trace, when it sent one, is this request's parent.
-            let traceparent = req
-                .headers()
-                .get("traceparent")
-                .and_then(|v| v.to_str().ok());
-            baton_core::trace::adopt(&span, traceparent);
-            span
-        }))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(request_span)
+                .on_request(())
+                .on_response(access_log)
+                .on_failure(()),
+        )
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid));
     // Outside everything else: a preflight is answered before routing or auth.
@@ -253,6 +195,11 @@ pub fn router(state: AppState, extra: Router) -> Router {
     app.layer(axum::middleware::from_fn(security_headers))
 }
 
+/// When the request's deadline began counting: waits inside a handler end by this plus
+/// the request timeout, whatever reading the body and authenticating took.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestStart(pub tokio::time::Instant);
+
 /// Answers `408 request_timeout` when a request is not read and answered within
 /// `http.request_timeout_ms`: a body that trickles in holds a connection no longer than that.
 /// An event stream counts until its first frame is ready; it may stay open after.
@@ -262,6 +209,9 @@ async fn deadline(
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
+    let mut req = req;
+    req.extensions_mut()
+        .insert(RequestStart(tokio::time::Instant::now()));
     match tokio::time::timeout(limit, next.run(req)).await {
         Ok(res) => res,
         Err(_) => ApiError::new(
@@ -296,175 +246,4 @@ async fn security_headers(req: Request, next: axum::middleware::Next) -> axum::r
         h.entry(name).or_insert(HeaderValue::from_static(value));
     }
     res
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::Value;
-
-    /// Every operation of the document: its method, path and object.
-    fn operations() -> Vec<(String, String, Value)> {
-        let doc = serde_json::to_value(super::openapi()).expect("the document is JSON");
-        let mut ops = Vec::new();
-        for (path, item) in doc["paths"].as_object().expect("paths") {
-            for (method, op) in item.as_object().expect("a path item") {
-                ops.push((method.to_uppercase(), path.clone(), op.clone()));
-            }
-        }
-        assert!(ops.len() > 20, "{ops:?}");
-        ops
-    }
-
-    #[test]
-    fn error_answers_are_documented_as_problem_json() {
-        for (method, path, op) in operations() {
-            for (status, response) in op["responses"].as_object().expect("responses") {
-                let Some(content) = response["content"].as_object() else {
-                    continue;
-                };
-                if status.starts_with('4') || status.starts_with('5') {
-                    let types: Vec<&String> = content.keys().collect();
-                    assert_eq!(
-                        types,
-                        [crate::error::PROBLEM_JSON],
-                        "{method} {path} {status}"
-                    );
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn every_response_has_a_description() {
-        for (method, path, op) in operations() {
-            for (status, response) in op["responses"].as_object().expect("responses") {
-                let description = response["description"].as_str().unwrap_or("");
-                assert!(!description.is_empty(), "{method} {path} {status}");
-            }
-        }
-    }
-
-    #[test]
-    fn path_parameters_are_those_of_the_template_and_the_others_are_in_the_query() {
-        for (method, path, op) in operations() {
-            let mut in_template: Vec<&str> = path
-                .split('/')
-                .filter_map(|s| s.strip_prefix('{')?.strip_suffix('}'))
-                .collect();
-            let params = op["parameters"].as_array().cloned().unwrap_or_default();
-            let mut in_path: Vec<&str> = params
-                .iter()
-                .filter(|p| p["in"] == "path")
-                .map(|p| p["name"].as_str().expect("a name"))
-                .collect();
-            in_template.sort_unstable();
-            in_path.sort_unstable();
-            assert_eq!(in_path, in_template, "{method} {path}: path parameters");
-            for p in &params {
-                assert!(
-                    matches!(p["in"].as_str(), Some("path" | "query" | "header")),
-                    "{method} {path}: {p}"
-                );
-                if p["in"] == "path" {
-                    assert_eq!(p["required"], true, "{method} {path}: {p}");
-                }
-            }
-        }
-    }
-
-    /// The bounds written into the request schemas are the ones the use cases check.
-    #[test]
-    fn documented_bounds_are_those_the_use_cases_check() {
-        use baton_core::{agents, page, runs};
-        let doc = serde_json::to_value(super::openapi()).expect("the document is JSON");
-        let schemas = &doc["components"]["schemas"];
-        let field = |schema: &str, name: &str, bound: &str| {
-            schemas[schema]["properties"][name][bound]
-                .as_u64()
-                .map(|n| n as usize)
-        };
-        let cases = [
-            (
-                ("CreateAgentBody", "name", "maxLength"),
-                agents::MAX_NAME_CHARS,
-            ),
-            (
-                ("CreateAgentBody", "instructions", "maxLength"),
-                agents::MAX_INSTRUCTIONS_CHARS,
-            ),
-            (
-                ("CreateAgentBody", "tools", "maxItems"),
-                agents::MAX_AGENT_TOOLS,
-            ),
-            (
-                ("CreateRunBody", "title", "maxLength"),
-                runs::MAX_TITLE_CHARS,
-            ),
-            (
-                ("CreateRunBody", "message", "maxLength"),
-                runs::MAX_CONTENT_CHARS,
-            ),
-            (
-                ("CreateRunBody", "request_id", "maxLength"),
-                runs::MAX_REQUEST_ID_CHARS,
-            ),
-            (
-                ("PostMessageBody", "content", "maxLength"),
-                runs::MAX_CONTENT_CHARS,
-            ),
-            (
-                ("PostMessageBody", "request_id", "maxLength"),
-                runs::MAX_REQUEST_ID_CHARS,
-            ),
-            (("CancelBody", "reason", "maxLength"), runs::MAX_TITLE_CHARS),
-        ];
-        for ((schema, name, bound), expected) in cases {
-            assert_eq!(
-                field(schema, name, bound),
-                Some(expected),
-                "{schema}.{name} {bound}"
-            );
-        }
-        let pages = [
-            "/v1/agents",
-            "/v1/tools",
-            "/v1/runs",
-            "/v1/runs/{run_id}/messages",
-            "/v1/runs/{run_id}/events",
-            "/v1/secrets",
-            "/v1/api-keys",
-            "/v1/audit",
-        ];
-        for (method, path, op) in operations() {
-            if !pages.contains(&path.as_str()) || method != "GET" {
-                continue;
-            }
-            for p in op["parameters"].as_array().cloned().unwrap_or_default() {
-                if p["name"] == "limit" {
-                    assert_eq!(
-                        p["schema"]["maximum"].as_u64(),
-                        Some(u64::from(page::MAX_LIMIT)),
-                        "{method} {path}"
-                    );
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn the_document_asks_for_a_bearer_token_but_not_on_the_probes() {
-        let doc = serde_json::to_value(super::openapi()).expect("the document is JSON");
-        assert_eq!(doc["security"], serde_json::json!([{"bearer": []}]));
-        let scheme = &doc["components"]["securitySchemes"]["bearer"];
-        assert_eq!(
-            (&scheme["type"], &scheme["scheme"]),
-            (&"http".into(), &"bearer".into())
-        );
-        // The probes answer anyone (a kubelet has no key).
-        for (_, path, op) in operations() {
-            if matches!(path.as_str(), "/livez" | "/readyz") {
-                assert_eq!(op["security"], serde_json::json!([{}]), "{path}");
-            }
-        }
-    }
 }

@@ -30,6 +30,24 @@ pub enum NatsError {
     Subscribe { subject: String, reason: String },
 }
 
+/// `message` with the user names, passwords and tokens of the (comma-separated) NATS URLs
+/// in `urls` masked, so a cause quoting them tells no secret. (The client's causes are I/O,
+/// TLS, DNS and protocol errors, which do not quote the URL; this is the guard if one did.)
+/// Pieces shorter than four characters are left, or every such letter would be masked.
+fn without_credentials(message: &str, urls: &str) -> String {
+    let mut out = message.to_owned();
+    for url in urls.split(',') {
+        let rest = url.trim().split_once("://").map_or(url, |(_, rest)| rest);
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        if let Some((userinfo, _)) = authority.rsplit_once('@') {
+            for piece in userinfo.split(':').filter(|p| p.len() >= 4) {
+                out = out.replace(piece, "***");
+            }
+        }
+    }
+    out
+}
+
 /// How a [`NatsBus`] connects and buffers;
 /// `NatsOptions { publish_queue: 64, ..Default::default() }`.
 #[derive(Debug, Clone)]
@@ -90,9 +108,9 @@ impl NatsBus {
     /// (start-up should say so, not hang); after that the client reconnects by itself.
     /// The URL may carry credentials; it never reaches logs or errors.
     pub async fn connect_with(url: &str, options: NatsOptions) -> Result<Self, NatsError> {
-        // Two rustls crypto providers are linked in (ring, and aws-lc-rs through reqwest),
-        // so rustls cannot pick one for the NATS client's TLS by itself: unless the process
-        // chose one already, it gets ring.
+        // The process's rustls crypto provider is ring (the only one built in; reqwest is
+        // built without its aws-lc-rs default). Installed explicitly, so TLS to NATS keeps
+        // working should another provider ever be linked in.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let connect = async_nats::ConnectOptions::new()
             .connection_timeout(options.connect_timeout)
@@ -105,7 +123,7 @@ impl NatsBus {
         let client = connect
             .connect(url)
             .await
-            .map_err(|e| NatsError::Connect(e.kind().to_string()))?;
+            .map_err(|e| NatsError::Connect(without_credentials(&e.to_string(), url)))?;
         let subjects = options.subjects;
         let hub = Arc::new(Hub::new(options.subscriber_buffer));
         let all_events = subjects.all_events();
@@ -296,5 +314,21 @@ pub(crate) async fn round_trip(
         Ok(Some(_)) => Ok(()),
         Ok(None) => Err("the connection closed".into()),
         Err(_) => Err(format!("no answer from the server within {timeout:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_credentials;
+
+    #[test]
+    fn a_cause_quoting_a_urls_credentials_is_masked() {
+        let said = "auth failed for nats://alice:s3cret-pass@h:4222 (token tok-12345)";
+        let masked = without_credentials(
+            said,
+            "nats://alice:s3cret-pass@h:4222, nats://tok-12345@other:4222",
+        );
+        assert_eq!(masked, "auth failed for nats://***:***@h:4222 (token ***)");
+        assert_eq!(without_credentials("IO error", "nats://h:4222"), "IO error");
     }
 }

@@ -20,6 +20,7 @@ fn delta(content: &str) -> MessageDelta {
         step: 1,
         attempt: 1,
         content: content.into(),
+        reasoning: false,
     }
 }
 

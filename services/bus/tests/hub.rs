@@ -73,6 +73,7 @@ fn delta(content: &str) -> baton_events::MessageDelta {
         step: 1,
         attempt: 1,
         content: content.into(),
+        reasoning: false,
     }
 }
 

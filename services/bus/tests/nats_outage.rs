@@ -117,6 +117,7 @@ async fn deltas_never_wait_on_an_outage_and_flow_again_after_it() {
         step: 1,
         attempt: 1,
         content: format!("token {i}"),
+        reasoning: false,
     };
 
     nats.stop();

@@ -2,7 +2,7 @@
 //! an update stores a new version and a run keeps the version it started with.
 
 use crate::egress_allowlists::EgressAllowlists;
-use crate::error::CoreError;
+use crate::error::{CoreError, StoreError};
 use crate::model::{Action, Principal};
 use crate::model::{Agent, AgentLimits, OpenAiSpec, ProviderSpec, ScriptedReply};
 use crate::model::{AuditAction, AuditEntry};
@@ -21,6 +21,10 @@ pub const MAX_SCRIPT_DELAY_MS: u64 = 10 * 60 * 1000;
 pub const MAX_AGENT_TOOLS: usize = 128;
 pub const MAX_STEPS: u32 = 100;
 pub const MAX_TOOL_CALLS: u32 = 1_000;
+/// Highest `limits.max_queued_messages`.
+pub const MAX_QUEUED_MESSAGES: u32 = 1_000;
+/// Highest `limits.max_failed_turns` (0 turns the rule off).
+pub const MAX_FAILED_TURNS: u32 = 100;
 pub const MAX_TURN_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;
 pub const MAX_REQUEST_TIMEOUT_MS: u64 = 10 * 60 * 1000;
 pub const MAX_RETRIES: u32 = 10;
@@ -66,6 +70,7 @@ impl Agents {
             version: 1,
             created_at: now,
             updated_at: now,
+            archived_at: None,
         };
         let audit = AuditEntry::by(
             p,
@@ -91,6 +96,9 @@ impl Agents {
         self.check_egress(p.tenant, &new).await?;
         self.check_tools(p.tenant, &new.tools).await?;
         let current = self.get(p, id).await?;
+        if current.archived_at.is_some() {
+            return Err(archived(id));
+        }
         let agent = Agent {
             name: new.name.trim().to_string(),
             instructions: new.instructions,
@@ -108,8 +116,15 @@ impl Agents {
             agent.id.to_string(),
             json!({"name": agent.name, "version": agent.version}),
         );
-        self.store.update_agent(p.tenant, &agent, &audit).await?;
-        Ok(agent)
+        match self.store.update_agent(p.tenant, &agent, &audit).await {
+            Ok(()) => Ok(agent),
+            // Archived since it was read: say so rather than "conflict".
+            Err(StoreError::Conflict { .. }) => match self.get(p, id).await? {
+                a if a.archived_at.is_some() => Err(archived(id)),
+                _ => Err(CoreError::Conflict),
+            },
+            Err(e) => Err(e.into()),
+        }
     }
 
     #[tracing::instrument(name = "agents.get", skip_all)]
@@ -121,16 +136,43 @@ impl Agents {
             .ok_or(CoreError::NotFound("agent"))
     }
 
+    /// Archives the agent (no new runs; its runs go on), or restores it; the agent as it
+    /// is after. Archiving an archived agent (or restoring one in use) changes nothing.
+    #[tracing::instrument(name = "agents.set_archived", skip_all)]
+    pub async fn set_archived(
+        &self,
+        p: &Principal,
+        id: AgentId,
+        archive: bool,
+    ) -> Result<Agent, CoreError> {
+        p.require(Action::ManageAgents)?;
+        let now = self.clock.now();
+        let action = match archive {
+            true => AuditAction::AgentArchived,
+            false => AuditAction::AgentRestored,
+        };
+        let audit = AuditEntry::by(p, now, action, id.to_string(), json!({}));
+        self.store
+            .set_agent_archived(p.tenant, id, archive.then_some(now), &audit)
+            .await?
+            .ok_or(CoreError::NotFound("agent"))
+    }
+
+    /// A page of the agents in use, or of the archived ones.
     #[tracing::instrument(name = "agents.list", skip_all)]
     pub async fn list(
         &self,
         p: &Principal,
+        archived: bool,
         cursor: Option<AgentId>,
         limit: Option<u32>,
     ) -> Result<Page<Agent>, CoreError> {
         p.require(Action::ReadAgents)?;
         let limit = page::limit(limit)?;
-        let items = self.store.list_agents(p.tenant, cursor, limit).await?;
+        let items = self
+            .store
+            .list_agents(p.tenant, archived, cursor, limit)
+            .await?;
         let next_cursor = (items.len() == limit as usize)
             .then(|| items.last().map(|a| a.id.to_string()))
             .flatten();
@@ -156,8 +198,16 @@ impl Agents {
             if tools[..i].contains(id) {
                 return Err(CoreError::invalid(format!("tools lists {id} twice")));
             }
-            if self.tools.get_tool(tenant, *id).await?.is_none() {
-                return Err(CoreError::invalid(format!("tools[{i}]: no tool {id}")));
+            match self.tools.get_tool(tenant, *id).await? {
+                None => return Err(CoreError::invalid(format!("tools[{i}]: no tool {id}"))),
+                Some(t) if t.archived_at.is_some() => {
+                    return Err(CoreError::WrongState(format!(
+                        "tools[{i}]: tool {id} ({}) is archived: no new agent version may \
+                         name it (restore it first)",
+                        t.name
+                    )));
+                }
+                Some(_) => {}
             }
         }
         Ok(())
@@ -252,6 +302,13 @@ fn validate_openai(spec: &OpenAiSpec) -> Result<(), CoreError> {
     Ok(())
 }
 
+/// What using an archived agent answers.
+pub fn archived(id: AgentId) -> CoreError {
+    CoreError::WrongState(format!(
+        "agent {id} is archived: it takes no new runs and no new versions (restore it first)"
+    ))
+}
+
 fn validate_limits(l: &AgentLimits) -> Result<(), CoreError> {
     let range = |field: &str, v: u64, max: u64| {
         if v == 0 || v > max {
@@ -271,6 +328,17 @@ fn validate_limits(l: &AgentLimits) -> Result<(), CoreError> {
     range("turn_timeout_ms", l.turn_timeout_ms, MAX_TURN_TIMEOUT_MS)?;
     if let Some(t) = l.max_output_tokens {
         range("max_output_tokens", t.into(), 1_000_000)?;
+    }
+    range(
+        "max_queued_messages",
+        l.max_queued_messages.into(),
+        MAX_QUEUED_MESSAGES.into(),
+    )?;
+    if l.max_failed_turns > MAX_FAILED_TURNS {
+        return Err(CoreError::invalid(format!(
+            "limits.max_failed_turns must be between 0 and {MAX_FAILED_TURNS}, got {}",
+            l.max_failed_turns
+        )));
     }
     Ok(())
 }

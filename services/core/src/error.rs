@@ -40,6 +40,12 @@ pub enum CoreError {
     NoAccess(String),
     #[error("the run is busy with a turn; wait for it to finish or cancel it")]
     RunBusy,
+    /// A message to enqueue on a run whose queue holds its agent's
+    /// `limits.max_queued_messages` already.
+    #[error(
+        "the run's queue holds {0} messages, its agent's limits.max_queued_messages; wait for a turn to take one"
+    )]
+    QueueFull(u32),
     #[error("the run has ended ({0}) and accepts no more commands")]
     RunEnded(&'static str),
     #[error("request_id {0:?} was already used for a different request")]

@@ -23,6 +23,7 @@ pub mod egress_allowlists;
 pub mod encryption_keys;
 pub mod error;
 pub mod invitations;
+pub mod labels;
 pub mod members;
 pub mod model;
 pub mod page;

@@ -1,4 +1,4 @@
-//! Tool use cases: define, get and list a tenant's tools. A definition is checked
+//! Tool use cases: define, get, list, archive and restore a tenant's tools. A definition is checked
 //! whole before it is stored: its name, its input schema (it must compile as a JSON
 //! schema), its timeout and how it is carried out.
 
@@ -83,6 +83,7 @@ impl Tools {
             kind: new.kind,
             created_at: now,
             updated_at: now,
+            archived_at: None,
         };
         let audit = AuditEntry::by(
             p,
@@ -109,16 +110,43 @@ impl Tools {
             .ok_or(CoreError::NotFound("tool"))
     }
 
+    /// Archives the tool (no new agent version may name it; the versions that do keep
+    /// calling it), or restores it; the tool as it is after.
+    #[tracing::instrument(name = "tools.set_archived", skip_all)]
+    pub async fn set_archived(
+        &self,
+        p: &Principal,
+        id: ToolId,
+        archive: bool,
+    ) -> Result<Tool, CoreError> {
+        p.require(Action::ManageTools)?;
+        let now = self.clock.now();
+        let action = match archive {
+            true => AuditAction::ToolArchived,
+            false => AuditAction::ToolRestored,
+        };
+        let audit = AuditEntry::by(p, now, action, id.to_string(), serde_json::json!({}));
+        self.store
+            .set_tool_archived(p.tenant, id, archive.then_some(now), &audit)
+            .await?
+            .ok_or(CoreError::NotFound("tool"))
+    }
+
+    /// A page of the tools in use, or of the archived ones.
     #[tracing::instrument(name = "tools.list", skip_all)]
     pub async fn list(
         &self,
         p: &Principal,
+        archived: bool,
         cursor: Option<ToolId>,
         limit: Option<u32>,
     ) -> Result<Page<Tool>, CoreError> {
         p.require(Action::ReadTools)?;
         let limit = page::limit(limit)?;
-        let items = self.store.list_tools(p.tenant, cursor, limit).await?;
+        let items = self
+            .store
+            .list_tools(p.tenant, archived, cursor, limit)
+            .await?;
         let next_cursor = (items.len() == limit as usize)
             .then(|| items.last().map(|t| t.id.to_string()))
             .flatten();

@@ -89,6 +89,7 @@ async fn world(buffer: usize, bus_publishes: bool) -> (World, RunId) {
     let cmd = CreateRun {
         agent_id: agent.id,
         title: None,
+        metadata: Default::default(),
         message: None,
         request_id: None,
     };

@@ -92,6 +92,7 @@ async fn world(lossy: bool) -> World {
         agent_id: AgentId::new(),
         agent_version: 1,
         title: None,
+        metadata: Default::default(),
     });
     let w = World {
         runs,
@@ -127,6 +128,7 @@ impl World {
                 step,
                 attempt: 1,
                 content: content.into(),
+                reasoning: false,
             },
         );
     }

@@ -44,9 +44,17 @@ impl std::fmt::Debug for Egress {
     }
 }
 
+/// Makes ring the process's rustls crypto provider, unless one was chosen already. reqwest
+/// is built without a provider of its own (its default, aws-lc-rs, is a long C build), so
+/// a process installs one before it builds a client; calling this again does nothing.
+pub fn use_ring_for_tls() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 impl Egress {
     pub fn new(policy: impl Into<Arc<EgressPolicy>>) -> Result<Self, EgressError> {
         let policy = policy.into();
+        use_ring_for_tls();
         let client = reqwest::Client::builder()
             .dns_resolver(Arc::new(PolicyResolver {
                 policy: policy.clone(),

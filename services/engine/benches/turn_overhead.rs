@@ -198,6 +198,7 @@ impl Bench {
         let cmd = CreateRun {
             agent_id: agent,
             title: None,
+            metadata: Default::default(),
             message: None,
             request_id: None,
         };
@@ -221,6 +222,7 @@ impl Bench {
         let cmd = PostMessage {
             content: "go".into(),
             request_id: None,
+            strategy: None,
         };
         self.runs
             .post_message(&self.owner, run, cmd)
@@ -262,7 +264,7 @@ fn bench_backend<S: Store>(c: &mut Criterion, rt: &tokio::runtime::Runtime, name
         });
     }
     group.finish();
-    let http = reqwest::Client::new();
+    let http = baton_testkit::http_client();
     let url = tools.url("lookup");
     c.bench_function(&format!("turn/{name}/tool_round_trip"), |b| {
         b.to_async(rt).iter(|| async {

@@ -13,6 +13,9 @@ use std::sync::Arc;
 
 /// What a turn needs from the run's agent version.
 pub(crate) struct TurnContext {
+    /// The turn it was loaded for: the next turn loads its own, so tools, the provider
+    /// and the tenant's allowlist as changed between turns hold from the next turn on.
+    pub turn: i64,
     pub agent: Agent,
     /// The agent's tools that still exist, in the agent's order.
     pub tools: Vec<Tool>,
@@ -27,6 +30,7 @@ pub(crate) struct TurnContext {
 impl TurnContext {
     /// The context of `agent` with `tools`, compiling each tool's input schema.
     pub(crate) fn new(
+        turn: i64,
         agent: Agent,
         tools: Vec<Tool>,
         provider: Arc<dyn Provider>,
@@ -41,6 +45,7 @@ impl TurnContext {
             })
             .collect();
         Self {
+            turn,
             agent,
             tools,
             schemas,
@@ -93,5 +98,11 @@ pub(crate) async fn load(shared: &Shared, run: &RunSummary) -> Result<TurnContex
     let egress = shared.ports.egress.for_tenant(hosts);
     let provider =
         provider::from_spec(&agent.provider, &egress, &*shared.ports.secrets, run.tenant).await?;
-    Ok(TurnContext::new(agent, tools, provider, egress))
+    Ok(TurnContext::new(
+        run.turn_count,
+        agent,
+        tools,
+        provider,
+        egress,
+    ))
 }

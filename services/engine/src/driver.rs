@@ -76,7 +76,7 @@ pub(crate) struct Driver {
     /// The run's stream as this driver holds it: state, lease, unsaved results.
     stream: RunStream,
     interrupts: Interrupts,
-    /// The run's agent version, tools and provider, loaded at the first turn step.
+    /// The run's agent version, tools and provider, loaded at each turn's first step.
     ctx: Option<Arc<TurnContext>>,
 }
 
@@ -219,6 +219,7 @@ impl Driver {
                 }
                 Step::Reread => Ok(Next::Continue),
                 Step::Cancel => settle::cancel(&mut self.stream, &run).await,
+                Step::Interrupt => settle::interrupt(&mut self.stream, &run).await,
                 Step::Announce => self.stream.append(&run, vec![], None).await,
                 Step::StartTurn => {
                     let started = RunEvent::TurnStarted(TurnStarted {
@@ -244,7 +245,12 @@ impl Driver {
             // end it here, recorded as `turn.failed`.
             return match done {
                 Err(StepError::Turn(error)) => {
-                    settle::fail_turn(&mut self.stream, &run, error)
+                    // The agent's rule, or the default when it could not be loaded.
+                    let max_failed_turns = self.ctx.as_ref().map_or_else(
+                        || baton_core::model::AgentLimits::default().max_failed_turns,
+                        |c| c.agent.limits.max_failed_turns,
+                    );
+                    settle::fail_turn(&mut self.stream, &run, error, max_failed_turns)
                         .instrument(span)
                         .await
                 }

@@ -46,6 +46,7 @@ pub(crate) fn http_tool(name: &str, effect: ToolEffect) -> Tool {
         },
         created_at: t0(),
         updated_at: t0(),
+        archived_at: None,
     }
 }
 
@@ -92,7 +93,8 @@ pub(crate) fn intent(call_id: &str, tool: &Tool) -> ToolIntent {
     }
 }
 
-/// The context of an agent with `tools` and `limits`, whose provider is never asked.
+/// The context of an agent with `tools` and `limits` for turn 1, whose provider is never
+/// asked.
 pub(crate) fn agent(tools: &[Tool], limits: AgentLimits) -> TurnContext {
     let agent = Agent {
         id: AgentId::new(),
@@ -107,11 +109,13 @@ pub(crate) fn agent(tools: &[Tool], limits: AgentLimits) -> TurnContext {
         version: 1,
         created_at: t0(),
         updated_at: t0(),
+        archived_at: None,
     };
     let egress = baton_egress::Egress::new(baton_core::egress::EgressPolicy::local())
         .expect("the client")
         .for_tenant(Vec::new());
     TurnContext::new(
+        1,
         agent,
         tools.to_vec(),
         Arc::new(ScriptedProvider::new(Vec::new())),
@@ -127,11 +131,13 @@ pub(crate) fn turn_requested() -> Vec<RunEvent> {
             agent_id: AgentId::new(),
             agent_version: 1,
             title: None,
+            metadata: Default::default(),
         }),
         RunEvent::MessageAppended(MessageAppended {
             message_id: message,
             role: MessageRole::User,
             content: "hi".into(),
+            queued: false,
         }),
         RunEvent::TurnRequested(TurnRequested {
             turn: 1,
@@ -154,6 +160,7 @@ pub(crate) fn model_asks_raw(step: u32, calls: &[(&str, &str, &str)]) -> RunEven
         step,
         message_id: MessageId::new(),
         content: None,
+        reasoning: None,
         tool_calls: calls
             .iter()
             .map(|(id, name, arguments)| ToolCallRequest {
@@ -234,6 +241,7 @@ pub(crate) fn resolved(receipt: ReceiptId, resolution: Resolution) -> RunEvent {
         receipt_id: receipt,
         resolution,
         output: (resolution == Resolution::Complete).then(|| "supplied".into()),
+        turn: None,
     })
 }
 
@@ -242,6 +250,19 @@ pub(crate) fn cancel_requested() -> RunEvent {
 }
 
 /// `events` as stored: versions from 1, recorded at [`t0`].
+/// A user message posted with `strategy: interrupt` (or `rollback`) while the turn runs.
+pub(crate) fn interrupting(content: &str, rollback: bool) -> RunEvent {
+    RunEvent::MessageQueued(baton_events::MessageQueued {
+        message_id: MessageId::new(),
+        content: content.into(),
+        interrupts: Some(if rollback {
+            baton_events::TurnInterrupt::Rollback
+        } else {
+            baton_events::TurnInterrupt::Interrupt
+        }),
+    })
+}
+
 pub(crate) fn stored(events: &[RunEvent]) -> Vec<Envelope> {
     let tenant = TenantId::new();
     let run = RunId::new();

@@ -1,7 +1,7 @@
 //! Waiting on a model or tool call while staying responsive: a wake-up of the driver
-//! checks for a pending cancel, which ends the wait at once; the shutdown ends a model
-//! call's wait but never a tool call's (a call cut short would leave its mutation
-//! uncertain).
+//! checks for a pending cancel, which ends the wait at once; a pending interrupt and the
+//! shutdown end a model call's wait but never a tool call's (a call cut short would leave
+//! its mutation uncertain: the turn is interrupted once its calls are recorded).
 
 use crate::shared::Shared;
 use baton_core::{RunId, TenantId};
@@ -13,6 +13,8 @@ use tokio::sync::Notify;
 pub(crate) enum Interrupted<T> {
     Done(T),
     Cancel,
+    /// A message asked to end the turn.
+    Interrupt,
     Shutdown,
 }
 
@@ -40,8 +42,8 @@ impl Interrupts {
         }
     }
 
-    /// Awaits `work` (a model call) unless a cancel or the shutdown comes first; a
-    /// wake-up for anything else lets it go on.
+    /// Awaits `work` (a model call) unless a cancel, an interrupt or the shutdown comes
+    /// first; a wake-up for anything else lets it go on.
     pub(crate) async fn interruptible<T>(&self, work: impl Future<Output = T>) -> Interrupted<T> {
         self.until(work, true).await
     }
@@ -54,19 +56,23 @@ impl Interrupts {
     ) -> Option<T> {
         match self.until(work, false).await {
             Interrupted::Done(out) => Some(out),
-            Interrupted::Cancel | Interrupted::Shutdown => None,
+            Interrupted::Cancel | Interrupted::Interrupt | Interrupted::Shutdown => None,
         }
     }
 
-    /// Awaits `work` unless a cancel comes first, or the shutdown when `on_shutdown`.
-    async fn until<T>(&self, work: impl Future<Output = T>, on_shutdown: bool) -> Interrupted<T> {
+    /// Awaits `work` unless a cancel comes first, or an interrupt or the shutdown when
+    /// `model_call`.
+    async fn until<T>(&self, work: impl Future<Output = T>, model_call: bool) -> Interrupted<T> {
         tokio::pin!(work);
+        let on_shutdown = model_call;
         loop {
             tokio::select! {
                 out = &mut work => return Interrupted::Done(out),
                 () = self.notify.notified() => {
-                    if self.cancel_requested().await {
-                        return Interrupted::Cancel;
+                    match self.pending().await {
+                        Pending::Cancel => return Interrupted::Cancel,
+                        Pending::Interrupt if model_call => return Interrupted::Interrupt,
+                        Pending::Interrupt | Pending::Nothing => {}
                     }
                 }
                 () = self.shared.shutdown.cancelled(), if on_shutdown => {
@@ -76,16 +82,25 @@ impl Interrupts {
         }
     }
 
-    /// Whether a cancel is pending. A read that fails counts as no: the work in flight
-    /// goes on (cutting a tool call short would leave its mutation uncertain), and the
-    /// next step reads again.
-    async fn cancel_requested(&self) -> bool {
+    /// Whether a cancel or an interrupt is pending. A read that fails counts as neither:
+    /// the work in flight goes on (cutting a tool call short would leave its mutation
+    /// uncertain), and the next step reads again.
+    async fn pending(&self) -> Pending {
         match self.shared.ports.runs.get_run(self.tenant, self.run).await {
-            Ok(run) => run.is_some_and(|r| r.cancel_requested),
+            Ok(Some(run)) if run.cancel_requested => Pending::Cancel,
+            Ok(Some(run)) if run.interrupt_requested => Pending::Interrupt,
+            Ok(_) => Pending::Nothing,
             Err(e) => {
                 tracing::warn!(error = %e, "could not check for a cancel; carrying on");
-                false
+                Pending::Nothing
             }
         }
     }
+}
+
+/// What a wake-up found pending.
+enum Pending {
+    Cancel,
+    Interrupt,
+    Nothing,
 }

@@ -26,6 +26,7 @@ mod lease;
 mod mailbox;
 mod outcome;
 pub mod provider;
+mod queue;
 mod secrets;
 mod settle;
 mod shared;

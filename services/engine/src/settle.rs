@@ -1,4 +1,4 @@
-//! Ending a turn early — a cancel, a failure — and what each call of the latest model
+//! Ending a turn early — a cancel, an interrupt, a failure — and what each call of the latest model
 //! step that has no output records then, so that no receipt is left pending: a
 //! mutation in flight may have taken effect and becomes `uncertain`; anything else with
 //! a receipt is `cancelled`; a result this driver holds but could not write yet is
@@ -10,8 +10,8 @@ use crate::stream::RunStream;
 use baton_core::model::RunSummary;
 use baton_core::ports::Release;
 use baton_events::{
-    ErrorInfo, ReceiptId, RunCancelled, RunEvent, ToolEffect, ToolOutcome, ToolResult,
-    ToolUncertain, TurnFailed,
+    ErrorInfo, ReceiptId, RunCancelled, RunEvent, RunFailed, ToolEffect, ToolOutcome, ToolResult,
+    ToolUncertain, TurnFailed, TurnInterrupted,
 };
 use std::collections::HashMap;
 
@@ -23,21 +23,53 @@ pub(crate) async fn cancel(stream: &mut RunStream, run: &RunSummary) -> Result<N
     stream.append(run, events, Some(Release::Idle)).await
 }
 
-/// Ends the turn as failed with `error`, settling its open calls.
+/// Ends the turn in progress for the message that interrupted it, settling its open
+/// calls; the same append takes that message as the next turn (`queue.rs`).
+pub(crate) async fn interrupt(stream: &mut RunStream, run: &RunSummary) -> Result<Next, StepError> {
+    stream.refresh(run).await?;
+    let Some((message_id, rollback)) = stream.state.interrupt else {
+        // The run row asks for an interrupt its stream does not hold: never so, but
+        // deciding again would only come back here.
+        tracing::error!("an interrupt was asked for, and no message in the stream asks it");
+        return Ok(Next::Idle);
+    };
+    tracing::info!(rollback, "the turn was interrupted");
+    let mut events = settle(&stream.state, &stream.unsaved, "the turn was interrupted");
+    events.push(RunEvent::TurnInterrupted(TurnInterrupted {
+        turn: run.turn_count,
+        message_id,
+        rollback,
+    }));
+    stream.append(run, events, Some(Release::Idle)).await
+}
+
+/// Ends the turn as failed with `error`, settling its open calls; the run fails with it
+/// when this is the `max_failed_turns`th failed turn in a row (0: never).
 pub(crate) async fn fail_turn(
     stream: &mut RunStream,
     run: &RunSummary,
     error: ErrorInfo,
+    max_failed_turns: u32,
 ) -> Result<Next, StepError> {
     tracing::warn!(code = %error.code, "the turn failed");
     stream.refresh(run).await?;
     let why = format!("the turn failed ({})", error.code);
     let mut events = settle(&stream.state, &stream.unsaved, &why);
+    let ends_run = ends_run(run.failed_turns, max_failed_turns);
     events.push(RunEvent::TurnFailed(TurnFailed {
         turn: run.turn_count,
-        error,
+        error: error.clone(),
     }));
+    if ends_run {
+        tracing::warn!(failed_turns = run.failed_turns + 1, "the run failed");
+        events.push(RunEvent::RunFailed(RunFailed { error }));
+    }
     stream.append(run, events, Some(Release::Idle)).await
+}
+
+/// Whether one more failed turn after `failed_before` in a row fails the run.
+pub(crate) fn ends_run(failed_before: i64, max_failed_turns: u32) -> bool {
+    max_failed_turns > 0 && failed_before + 1 >= i64::from(max_failed_turns)
 }
 
 /// What ending the turn now records for each call of the latest step that has no
@@ -191,5 +223,19 @@ mod tests {
             &[],
         );
         assert_eq!(events, []);
+    }
+}
+
+#[cfg(test)]
+mod rule_tests {
+    use super::ends_run;
+
+    #[test]
+    fn the_nth_failed_turn_in_a_row_ends_the_run_and_zero_never_does() {
+        assert!(!ends_run(0, 3));
+        assert!(!ends_run(1, 3));
+        assert!(ends_run(2, 3));
+        assert!(ends_run(0, 1));
+        assert!(!ends_run(1_000, 0));
     }
 }

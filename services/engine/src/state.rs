@@ -26,11 +26,12 @@
 
 use crate::provider::{ChatMessage, ChatRole};
 use baton_events::{
-    Decoded, Envelope, MessageRole, ReceiptId, Resolution, RunEvent, ToolCallRequest, ToolIntent,
-    ToolKind,
+    Decoded, Envelope, MessageId, MessageRole, ReceiptId, Resolution, RunEvent, ToolCallRequest,
+    ToolIntent, ToolKind, TurnInterrupt,
 };
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
 use std::time::Duration;
 
 /// Where one tool call of the current step stands.
@@ -83,6 +84,25 @@ pub(crate) struct RunState {
     /// events of the turn carry it, so the turn is one trace across replicas.
     #[serde(default)]
     pub turn_trace: Option<String>,
+    /// Messages queued behind the turn in progress (`message.queued`), oldest first;
+    /// the append that settles a turn takes the first (see `queue.rs`).
+    #[serde(default)]
+    pub queue: VecDeque<QueuedInput>,
+    /// The message that asked to end the turn in progress, and whether its steps are
+    /// rolled back; cleared when the turn ends.
+    #[serde(default)]
+    pub interrupt: Option<(MessageId, bool)>,
+    /// The length of `conversation` when the current turn was asked for (its user message
+    /// included): a rolled-back turn cuts it back to this.
+    #[serde(default)]
+    pub turn_began: usize,
+}
+
+/// A message waiting in the run's queue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct QueuedInput {
+    pub message_id: MessageId,
+    pub content: String,
 }
 
 impl RunState {
@@ -117,7 +137,32 @@ impl RunState {
                     MessageRole::System => ChatRole::System,
                 };
                 self.conversation.push(ChatMessage::text(role, &m.content));
+                if m.queued {
+                    self.queue.retain(|q| q.message_id != m.message_id);
+                }
             }
+            RunEvent::MessageQueued(m) => {
+                let input = QueuedInput {
+                    message_id: m.message_id,
+                    content: m.content.clone(),
+                };
+                match m.interrupts {
+                    Some(how) => {
+                        self.queue.push_front(input);
+                        let rollback = how == TurnInterrupt::Rollback;
+                        self.interrupt = Some((m.message_id, rollback));
+                    }
+                    None => self.queue.push_back(input),
+                }
+            }
+            // A run that ends takes no queued message.
+            RunEvent::RunCompleted(_) | RunEvent::RunFailed(_) => {
+                self.queue.clear();
+                self.interrupt = None;
+            }
+            // The turn's own steps follow its user message: a rollback keeps that message
+            // and what came before, whether or not the turn had started.
+            RunEvent::TurnRequested(_) => self.turn_began = self.conversation.len(),
             RunEvent::TurnStarted(t) => {
                 self.turn = t.turn;
                 self.active_since = Some(at);
@@ -197,8 +242,21 @@ impl RunState {
                 self.active_since = Some(at);
                 self.resolve(r.receipt_id, r.resolution, &r.output);
             }
-            RunEvent::TurnCompleted(_) | RunEvent::TurnFailed(_) | RunEvent::RunCancelled(_) => {
+            RunEvent::TurnCompleted(_) | RunEvent::TurnFailed(_) => {
                 self.calls.clear();
+                self.interrupt = None;
+            }
+            RunEvent::TurnInterrupted(t) => {
+                self.calls.clear();
+                self.interrupt = None;
+                if t.rollback {
+                    self.conversation.truncate(self.turn_began);
+                }
+            }
+            RunEvent::RunCancelled(_) => {
+                self.calls.clear();
+                self.queue.clear();
+                self.interrupt = None;
             }
             _ => {}
         }

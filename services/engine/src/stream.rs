@@ -6,14 +6,21 @@
 use crate::checkpoint;
 use crate::lease::Lease;
 use crate::outcome::{Next, StepError};
+use crate::queue;
 use crate::shared::Shared;
 use crate::state::RunState;
 use baton_core::model::RunSummary;
 use baton_core::ports::{AppendOutcome, AppendRequest, Release};
 use baton_core::{RunId, StoreError, TenantId};
-use baton_events::{EventMeta, LeaseAcquired, NewEvent, ReceiptId, RunEvent, ToolResult};
+use baton_events::{Decoded, EventMeta, LeaseAcquired, NewEvent, ReceiptId, RunEvent, ToolResult};
 use std::collections::HashMap;
 use std::sync::Arc;
+
+/// How often one engine write is made again on top of client events that leave its step
+/// valid, before the driver reads the run again anyway.
+const MAX_REAPPENDS: usize = 8;
+/// Most client events one re-append looks past.
+const REAPPEND_SCAN: u32 = 64;
 
 pub(crate) struct RunStream {
     pub(crate) shared: Arc<Shared>,
@@ -51,15 +58,20 @@ impl RunStream {
     /// Folds the run's events after the state's version (up to `run`'s), starting from
     /// the newest usable checkpoint the first time.
     pub(crate) async fn refresh(&mut self, run: &RunSummary) -> Result<(), StepError> {
+        self.fold_to(run.version).await
+    }
+
+    /// Folds the run's events after the state's version up to `version`.
+    async fn fold_to(&mut self, version: i64) -> Result<(), StepError> {
         if !self.restored {
             let restored =
-                checkpoint::restore(&self.shared, self.tenant, self.run, run.version).await?;
+                checkpoint::restore(&self.shared, self.tenant, self.run, version).await?;
             if let Some(state) = restored {
                 self.state = state;
             }
             self.restored = true;
         }
-        while self.state.version < run.version {
+        while self.state.version < version {
             let events = self
                 .shared
                 .ports
@@ -111,51 +123,96 @@ impl RunStream {
     /// [`Self::append`] against `expected` version, returning the run after the append,
     /// or `None` when nothing was written (a client command moved the version first,
     /// or this driver holds no lease): the caller reads the run again.
+    ///
+    /// Events that settle the turn also take the run's next queued message, and then
+    /// keep the lease for its turn (`queue.rs`). When what got in first only queued a
+    /// message or relabelled the run, the step stands: it is folded and the append made
+    /// again on top of it, so a model's reply is never asked for twice on that account.
     pub(crate) async fn commit(
         &mut self,
-        expected: i64,
+        mut expected: i64,
         events: Vec<RunEvent>,
         release: Option<Release>,
     ) -> Result<Option<RunSummary>, StepError> {
-        let Some(lease) = self.lease.clone() else {
-            return Ok(None);
-        };
-        let mut meta = EventMeta::new(self.tenant);
-        meta.actor = Some("engine".into());
-        meta.replica = Some(self.shared.opts.replica.clone());
-        meta.traceparent = self.state.turn_trace.clone();
-        let mut all = Vec::with_capacity(events.len() + 1);
-        if !lease.announced {
-            all.push(RunEvent::LeaseAcquired(LeaseAcquired {
-                owner: lease.fence.owner.clone(),
-                epoch: lease.fence.epoch,
-                reason: lease.reason,
-            }));
-        }
-        all.extend(events);
-        let mut req = AppendRequest::new(
-            self.run,
-            expected,
-            all.into_iter()
-                .map(|e| NewEvent::new(e, meta.clone()))
-                .collect(),
-            self.shared.ports.clock.now(),
-        );
-        req.fence = Some(lease.fence.clone());
-        req.release = release;
-        match self.shared.ports.recorder.append(self.tenant, req).await {
-            Ok(AppendOutcome::Appended { run, .. }) => {
-                if release.is_some() {
-                    self.lease = None;
-                    self.shared.mailboxes.set_leased(self.run, false);
-                } else if let Some(l) = self.lease.as_mut() {
-                    l.announced = true;
-                }
-                Ok(Some(*run))
+        for _ in 0..MAX_REAPPENDS {
+            let Some(lease) = self.lease.clone() else {
+                return Ok(None);
+            };
+            // The queue as of `expected`: a settling append takes its head.
+            if queue::settled_turn(&events).is_some() && self.state.version < expected {
+                self.fold_to(expected).await?;
             }
-            Ok(AppendOutcome::Duplicate(_)) | Err(StoreError::Conflict { .. }) => Ok(None),
-            Err(e) => Err(e.into()),
+            let taken = queue::next_turn(&self.state, &events);
+            let release = if taken.is_empty() { release } else { None };
+            let mut meta = EventMeta::new(self.tenant);
+            meta.actor = Some("engine".into());
+            meta.replica = Some(self.shared.opts.replica.clone());
+            meta.traceparent = self.state.turn_trace.clone();
+            let mut all = Vec::with_capacity(events.len() + taken.len() + 1);
+            if !lease.announced {
+                all.push(RunEvent::LeaseAcquired(LeaseAcquired {
+                    owner: lease.fence.owner.clone(),
+                    epoch: lease.fence.epoch,
+                    reason: lease.reason,
+                }));
+            }
+            all.extend(events.iter().cloned());
+            all.extend(taken);
+            let mut req = AppendRequest::new(
+                self.run,
+                expected,
+                all.into_iter()
+                    .map(|e| NewEvent::new(e, meta.clone()))
+                    .collect(),
+                self.shared.ports.clock.now(),
+            );
+            req.fence = Some(lease.fence.clone());
+            req.release = release;
+            match self.shared.ports.recorder.append(self.tenant, req).await {
+                Ok(AppendOutcome::Appended { run, .. }) => {
+                    if release.is_some() {
+                        self.lease = None;
+                        self.shared.mailboxes.set_leased(self.run, false);
+                    } else if let Some(l) = self.lease.as_mut() {
+                        l.announced = true;
+                    }
+                    return Ok(Some(*run));
+                }
+                Err(StoreError::Conflict { actual, .. }) if actual > expected => {
+                    if !self.step_stands(expected, actual).await? {
+                        return Ok(None);
+                    }
+                    expected = actual;
+                }
+                Ok(AppendOutcome::Duplicate(_)) | Err(StoreError::Conflict { .. }) => {
+                    return Ok(None);
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
+        Ok(None)
+    }
+
+    /// Whether the events a client appended after `expected` (up to `actual`) leave the
+    /// step valid; if so they are folded into the state.
+    async fn step_stands(&mut self, expected: i64, actual: i64) -> Result<bool, StepError> {
+        let got_in = self
+            .shared
+            .ports
+            .runs
+            .read_stream(self.tenant, self.run, expected, REAPPEND_SCAN)
+            .await?;
+        let stands = got_in.len() as i64 == actual - expected
+            && got_in.iter().all(|e| match e.decode() {
+                Decoded::Known(event) => queue::leaves_the_step_valid(&event),
+                Decoded::Unknown { .. } => false,
+            });
+        if stands {
+            // Fold what was just read rather than reading it again.
+            self.fold_to(expected).await?;
+            self.state.fold(&got_in).map_err(StepError::Unreadable)?;
+        }
+        Ok(stands)
     }
 
     /// After a turn settled (the lease is already released): saves a checkpoint of the

@@ -1,6 +1,6 @@
 //! The model step of a turn: the request (the agent's instructions, the conversation,
 //! the tools on offer), the call itself — bounded by the turn's time, cut short by a
-//! cancel or the shutdown, its deltas sent to live subscribers — and the append of the
+//! cancel, an interrupt or the shutdown, its deltas sent to live subscribers — and the append of the
 //! reply: with tool calls the turn goes on, without them it completes in that append.
 
 use crate::agent::TurnContext;
@@ -35,7 +35,8 @@ pub(crate) async fn ask_model(
         let ms = ctx.agent.limits.turn_timeout_ms;
         let left = stream.state.time_left(ms, stream.shared.ports.clock.now());
         let provider = ctx.agent.provider.kind();
-        let span = tracing::info_span!("model_call", provider, otel.name = "model call");
+        let model = requested_model(&ctx.agent.provider);
+        let span = model_span(provider, model);
         let call = async {
             let started = std::time::Instant::now();
             let reply = tokio::time::timeout(left, ctx.provider.complete(&request, sink.as_ref()))
@@ -46,6 +47,7 @@ pub(crate) async fn ask_model(
                         format!("the turn took longer than {ms} ms"),
                     ))
                 });
+            record_reply(&tracing::Span::current(), provider, model, &reply);
             let outcome = match &reply {
                 Ok(_) => "ok",
                 Err(e) => {
@@ -70,7 +72,8 @@ pub(crate) async fn ask_model(
         match waits.interruptible(call).await {
             Interrupted::Done(reply) => reply,
             Interrupted::Cancel => return settle::cancel(stream, run).await,
-            Interrupted::Shutdown => return Ok(Next::Continue),
+            // Read again: the next step ends the turn for the message that came in.
+            Interrupted::Interrupt | Interrupted::Shutdown => return Ok(Next::Continue),
         }
     };
     let reply = match reply {
@@ -90,6 +93,7 @@ pub(crate) async fn ask_model(
     let step = stream.state.step + 1;
     let ModelReply {
         content,
+        reasoning,
         tool_calls,
         finish_reason,
         usage,
@@ -102,6 +106,7 @@ pub(crate) async fn ask_model(
         step,
         message_id: MessageId::new(),
         content,
+        reasoning,
         tool_calls: unique_ids(tool_calls, step),
         finish_reason: finish_reason.clone(),
         usage,
@@ -156,6 +161,7 @@ fn delta_sink(shared: &Shared, run: &RunSummary, state: &RunState) -> Box<DeltaS
                 step,
                 attempt: d.attempt,
                 content: d.content,
+                reasoning: d.reasoning,
             },
         );
     })
@@ -189,4 +195,81 @@ async fn audit_refused_model_call(
     };
     let details = serde_json::json!({"provider": ctx.agent.provider.kind(), "rule": rule});
     shared.audit_refusal(run, url, details).await;
+}
+
+/// The model a call asks for: the provider's setting, or `scripted`.
+fn requested_model(provider: &ProviderSpec) -> &str {
+    match provider {
+        ProviderSpec::Openai(spec) => spec.model.as_str(),
+        ProviderSpec::Scripted { .. } => "scripted",
+    }
+}
+
+/// The span of one model call, named and described by OpenTelemetry's generative-AI
+/// conventions (`chat <model>`, `gen_ai.*`); [`record_reply`] fills in the answer.
+fn model_span(provider: &'static str, model: &str) -> tracing::Span {
+    tracing::info_span!(
+        "model_call",
+        otel.name = format!("chat {model}"),
+        otel.kind = "client",
+        otel.status_code = tracing::field::Empty,
+        gen_ai.operation.name = "chat",
+        gen_ai.system = provider,
+        gen_ai.request.model = model,
+        gen_ai.response.model = tracing::field::Empty,
+        gen_ai.response.finish_reasons = tracing::field::Empty,
+        gen_ai.usage.input_tokens = tracing::field::Empty,
+        gen_ai.usage.output_tokens = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+    )
+}
+
+/// The answer's model, finish reason and token usage on the model call's span, or the
+/// error's code; and the call and its tokens counted by provider and (bounded) model.
+fn record_reply(
+    span: &tracing::Span,
+    provider: &'static str,
+    model: &str,
+    reply: &Result<ModelReply, ModelError>,
+) {
+    let model = baton_core::labels::bounded("model", model);
+    let outcome = if reply.is_ok() { "ok" } else { "error" };
+    metrics::counter!(
+        "baton_model_calls_total",
+        "provider" => provider,
+        "model" => model.clone(),
+        "outcome" => outcome,
+    )
+    .increment(1);
+    match reply {
+        Ok(reply) => {
+            if let Some(answered) = &reply.model {
+                span.record("gen_ai.response.model", answered.as_str());
+            }
+            span.record(
+                "gen_ai.response.finish_reasons",
+                reply.finish_reason.as_str(),
+            );
+            if let Some(usage) = &reply.usage {
+                span.record("gen_ai.usage.input_tokens", usage.prompt_tokens);
+                span.record("gen_ai.usage.output_tokens", usage.completion_tokens);
+                for (direction, tokens) in [
+                    ("input", usage.prompt_tokens),
+                    ("output", usage.completion_tokens),
+                ] {
+                    metrics::counter!(
+                        "baton_model_tokens_total",
+                        "provider" => provider,
+                        "model" => model.clone(),
+                        "direction" => direction,
+                    )
+                    .increment(tokens);
+                }
+            }
+        }
+        Err(e) => {
+            span.record("otel.status_code", "ERROR");
+            span.record("error.type", e.code);
+        }
+    }
 }

@@ -511,3 +511,64 @@ async fn a_model_server_the_egress_policy_refuses_is_never_called() {
     assert!(error.message.contains("loopback"), "{}", error.message);
     assert!(server.requests().is_empty(), "the server was called");
 }
+
+/// The deltas of one kind, joined.
+fn joined_kind(deltas: &[Delta], reasoning: bool) -> String {
+    deltas
+        .iter()
+        .filter(|d| d.reasoning == reasoning)
+        .map(|d| d.content.as_str())
+        .collect()
+}
+
+#[tokio::test]
+async fn reasoning_content_is_kept_and_streamed_apart_from_the_answer() {
+    for stream in [true, false] {
+        let server = ChatServer::start().await;
+        server.push(ChatResponse::Reply(
+            ScriptedChat::text("Hello!").with_reasoning("The user wants a greeting."),
+        ));
+        let (reply, deltas) = call(&provider(spec(&server, stream)), &hello()).await;
+        let reply = reply.expect("a reply");
+        assert_eq!(reply.content.as_deref(), Some("Hello!"), "stream {stream}");
+        assert_eq!(
+            reply.reasoning.as_deref(),
+            Some("The user wants a greeting.")
+        );
+        if stream {
+            assert_eq!(joined_kind(&deltas, true), "The user wants a greeting.");
+            assert_eq!(joined_kind(&deltas, false), "Hello!");
+            let first_answer = deltas.iter().position(|d| !d.reasoning);
+            let last_thought = deltas.iter().rposition(|d| d.reasoning);
+            assert!(last_thought < first_answer, "{deltas:?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn think_blocks_in_the_content_are_reasoning_not_answer() {
+    for stream in [true, false] {
+        let server = ChatServer::start().await;
+        server.push(ChatResponse::text(
+            "<think>They said hello, so I greet back.</think>\n\nHello to you.",
+        ));
+        let (reply, deltas) = call(&provider(spec(&server, stream)), &hello()).await;
+        let reply = reply.expect("a reply");
+        assert_eq!(
+            reply.content.as_deref(),
+            Some("Hello to you."),
+            "stream {stream}"
+        );
+        assert_eq!(
+            reply.reasoning.as_deref(),
+            Some("They said hello, so I greet back.")
+        );
+        if stream {
+            assert_eq!(
+                joined_kind(&deltas, true),
+                "They said hello, so I greet back."
+            );
+            assert!(!joined_kind(&deltas, false).contains("think"), "{deltas:?}");
+        }
+    }
+}

@@ -21,8 +21,8 @@ use baton_core::members::Members;
 use baton_core::model::Tenant;
 use baton_core::ports::{
     AgentStore, ApiKeyStore, AuditStore, CheckpointStore, Clock, EgressAllowlistStore, EventBus,
-    EventLog, InvitationStore, LeaseStore, RunReader, SealedStore, SecretStore, SystemClock,
-    TenantStore, ToolStore, UserStore,
+    EventLog, InvitationStore, LeaseStore, RunReader, SealedStore, SecretStore, StatsStore,
+    SystemClock, TenantStore, ToolStore, UserStore,
 };
 use baton_core::runs::{Checkpoints, Recorder, Runs};
 use baton_core::secrets::Secrets;
@@ -58,6 +58,8 @@ pub struct Stores {
     pub users: Arc<dyn UserStore>,
     pub invitations: Arc<dyn InvitationStore>,
     pub egress_allowlists: Arc<dyn EgressAllowlistStore>,
+    /// Counts over every tenant, for `/metrics`.
+    pub stats: Arc<dyn StatsStore>,
     /// The per-tenant audit stream.
     pub audit: Arc<dyn AuditStore>,
     closer: Closer,
@@ -78,6 +80,7 @@ trait AllPorts:
     + UserStore
     + InvitationStore
     + EgressAllowlistStore
+    + StatsStore
     + AuditStore
     + 'static
 {
@@ -97,6 +100,7 @@ impl<T> AllPorts for T where
         + UserStore
         + InvitationStore
         + EgressAllowlistStore
+        + StatsStore
         + AuditStore
         + 'static
 {
@@ -126,6 +130,7 @@ impl Stores {
             audit: s.clone(),
             invitations: s.clone(),
             egress_allowlists: s.clone(),
+            stats: s.clone(),
             users: s,
             closer,
         }
@@ -157,12 +162,26 @@ impl Stores {
     }
 }
 
-fn sqlite_target(location: &SqliteLocation) -> anyhow::Result<String> {
+/// The SQLite target of `location`. A database file's directory is created (0700) when
+/// missing; with `create`, so is the file itself, and it and its WAL files are made 0600
+/// ([`crate::data_dir::private_file`]).
+fn sqlite_target(location: &SqliteLocation, create: bool) -> anyhow::Result<String> {
     Ok(match location {
         SqliteLocation::File(path) => {
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir)
+                crate::data_dir::create_private_dir(dir)
                     .with_context(|| format!("creating the data directory {}", dir.display()))?;
+            }
+            if create {
+                crate::data_dir::private_file(path)?;
+                for suffix in ["-wal", "-shm"] {
+                    let mut name = path.as_os_str().to_owned();
+                    name.push(suffix);
+                    let side = std::path::PathBuf::from(name);
+                    if side.exists() {
+                        crate::data_dir::private_file(&side)?;
+                    }
+                }
             }
             path.to_string_lossy().into_owned()
         }
@@ -170,17 +189,29 @@ fn sqlite_target(location: &SqliteLocation) -> anyhow::Result<String> {
     })
 }
 
+/// What [`migrate`] did: the migrations it applied (oldest first), and the version the
+/// database is at now.
+#[derive(Debug)]
+pub struct Migrated {
+    pub applied: Vec<baton_store::migrate::Applied>,
+    pub version: i64,
+}
+
 /// Applies pending migrations (`baton migrate`, and `serve` unless switched off).
-pub async fn migrate(storage: &Storage) -> anyhow::Result<()> {
-    match storage {
-        Storage::Sqlite { location, .. } => {
-            baton_store::migrate::sqlite(&sqlite_target(location)?).await?
-        }
-        Storage::Postgres { url, .. } => {
-            baton_store::migrate::postgres(url.expose_secret()).await?
-        }
-    }
-    Ok(())
+pub async fn migrate(storage: &Storage) -> anyhow::Result<Migrated> {
+    use baton_store::migrate::{PG_MIGRATOR, SQLITE_MIGRATOR};
+    let (applied, migrator) = match storage {
+        Storage::Sqlite { location, .. } => (
+            baton_store::migrate::sqlite(&sqlite_target(location, true)?).await?,
+            &SQLITE_MIGRATOR,
+        ),
+        Storage::Postgres { url, .. } => (
+            baton_store::migrate::postgres(url.expose_secret()).await?,
+            &PG_MIGRATOR,
+        ),
+    };
+    let version = migrator.iter().map(|m| m.version).max().unwrap_or(0);
+    Ok(Migrated { applied, version })
 }
 
 /// Checks, changing nothing, that the database has exactly this binary's migrations (for
@@ -188,7 +219,7 @@ pub async fn migrate(storage: &Storage) -> anyhow::Result<()> {
 async fn check_migrations(storage: &Storage) -> anyhow::Result<()> {
     match storage {
         Storage::Sqlite { location, .. } => {
-            baton_store::migrate::check_sqlite(&sqlite_target(location)?).await?
+            baton_store::migrate::check_sqlite(&sqlite_target(location, false)?).await?
         }
         Storage::Postgres { url, .. } => {
             baton_store::migrate::check_postgres(url.expose_secret()).await?
@@ -202,7 +233,14 @@ async fn check_migrations(storage: &Storage) -> anyhow::Result<()> {
 /// pending ones).
 pub async fn open_stores(storage: &Storage) -> anyhow::Result<Stores> {
     if storage.migrate_on_start() {
-        migrate(storage).await.context("migrating the database")?;
+        let migrated = migrate(storage).await.context("migrating the database")?;
+        if !migrated.applied.is_empty() {
+            tracing::info!(
+                applied = ?migrated.applied.iter().map(|m| m.version).collect::<Vec<_>>(),
+                version = migrated.version,
+                "database migrated"
+            );
+        }
     } else {
         check_migrations(storage)
             .await
@@ -212,7 +250,7 @@ pub async fn open_stores(storage: &Storage) -> anyhow::Result<Stores> {
         Storage::Sqlite {
             location, pools, ..
         } => {
-            let store = SqliteStore::open(&sqlite_target(location)?, pools.app)
+            let store = SqliteStore::open(&sqlite_target(location, true)?, pools.app)
                 .await
                 .context("opening the SQLite database")?;
             Ok(Stores::of(store.clone(), Closer::Sqlite(store)))
@@ -259,7 +297,12 @@ async fn open_bus(bus: &Bus, buffer: usize) -> anyhow::Result<Arc<dyn EventBus>>
             Arc::new(
                 NatsBus::connect_with(url.expose_secret(), options)
                     .await
-                    .context("connecting to NATS")?,
+                    .with_context(|| {
+                        format!(
+                            "connecting to NATS at {}",
+                            crate::config::redact_nats_url(url.expose_secret())
+                        )
+                    })?,
             )
         }
     })
@@ -480,13 +523,17 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
     })
 }
 
-/// `/metrics`, with the pool gauges sampled at each scrape.
+/// `/metrics`, with the pool gauges, the process's figures and the installation's counts
+/// sampled at each scrape.
 fn metrics_route(stores: &Stores) -> axum::Router {
     let stores = stores.clone();
+    let counts = Arc::new(crate::telemetry::metrics::Counts::default());
     axum::Router::new().route(
         "/metrics",
         axum::routing::get(move || async move {
             stores.record_pool_gauges();
+            counts.record(stores.stats.as_ref()).await;
+            crate::telemetry::metrics::record_process();
             metrics_text()
         }),
     )

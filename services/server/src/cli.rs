@@ -15,10 +15,17 @@ use std::path::PathBuf;
 
 mod encryption_keys;
 
+/// What `baton --version` prints: the version and, for a build without optimizations,
+/// that it is one (tools that measure Baton, such as `baton-loadtest`, read it).
+#[cfg(debug_assertions)]
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (debug build)");
+#[cfg(not(debug_assertions))]
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
 #[derive(Debug, Parser)]
 #[command(
     name = "baton",
-    version,
+    version = VERSION,
     about = "Durable control plane for AI agent runs"
 )]
 pub struct Cli {
@@ -114,10 +121,25 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve { overrides } => serve(load(cli.config, overrides)?).await,
         Command::Migrate { overrides } => {
-            let config = load(cli.config, overrides)?;
-            crate::telemetry::init(&config.log);
-            app::migrate(&config.storage).await?;
-            println!("migrations applied");
+            // The database is all a migration needs: NATS, auth and keys may be unset.
+            let loaded = config::load(Sources::from_process(cli.config, overrides))?;
+            let storage = loaded.validate_storage()?;
+            crate::telemetry::init(&loaded.raw().validate_log()?);
+            let migrated = app::migrate(&storage).await?;
+            for m in &migrated.applied {
+                println!("applied migration {} ({})", m.version, m.description);
+            }
+            match migrated.applied.len() {
+                0 => println!(
+                    "no migrations pending: the database is at version {}",
+                    migrated.version
+                ),
+                n => println!(
+                    "{n} migration{} applied: the database is at version {}",
+                    if n == 1 { "" } else { "s" },
+                    migrated.version
+                ),
+            }
             Ok(())
         }
         Command::Config(ConfigCommand::Explain { overrides }) => {

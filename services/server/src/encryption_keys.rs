@@ -11,6 +11,7 @@
 //! Key bytes are never formatted: errors name key ids and paths only.
 
 use crate::config::{Crypto, GENERATED_KEY_ID};
+use crate::data_dir::create_private_dir;
 use anyhow::Context;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -188,24 +189,6 @@ fn write_key_file(dir: &Path, id: &str) -> anyhow::Result<bool> {
     let created = linked?;
     sync_dir(dir);
     Ok(created)
-}
-
-/// Creates `dir` (0700) and, with default permissions, its missing parents.
-#[cfg(unix)]
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent)?;
-    }
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-}
-
-#[cfg(not(unix))]
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)
 }
 
 /// Writes `contents` and a newline to the new file `path` (0600) and flushes it to disk.

@@ -12,15 +12,8 @@
 //! Python does not pass by leaving the fuzzing out. Setting `BATON_SKIP_SCHEMATHESIS=1`
 //! is the one way to leave it out; the tests then skip, loudly, without running the script.
 
+use baton_testkit::scripts::ToolScript;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::Instant;
-
-/// The script's exit code when python3, its venv module or pip is unavailable.
-const MISSING_TOOL: i32 = 77;
-
-/// Set to `1` to skip these tests instead of running the script.
-const OPT_OUT: &str = "BATON_SKIP_SCHEMATHESIS";
 
 #[test]
 fn the_embedded_tier_answers_every_generated_request_as_documented() {
@@ -34,46 +27,19 @@ fn the_team_tier_answers_every_generated_request_as_documented() {
 
 /// Runs the script against a server of `tier`; panics on any failure.
 fn schemathesis(tier: &str) {
-    if std::env::var(OPT_OUT).is_ok_and(|v| v == "1") {
-        eprintln!(
-            "\n{bar}\nSKIPPED: schemathesis ({tier} tier) did not run: {OPT_OUT}=1 is set.\n{bar}\n",
-            bar = "!".repeat(78)
-        );
-        return;
-    }
+    let script = ToolScript {
+        script: "scripts/schemathesis",
+        what: "schemathesis",
+        tier_var: "BATON_SCHEMATHESIS_TIER",
+        tier,
+        opt_out: "BATON_SKIP_SCHEMATHESIS",
+        install: "Install python3 with its venv module and pip (Debian: apt-get install \
+                  python3-venv)",
+    };
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let script = root.join("scripts/schemathesis");
-    let started = Instant::now();
-    let out = Command::new("bash")
-        .arg(&script)
-        .current_dir(&root)
-        .env("BATON_BIN", env!("CARGO_BIN_EXE_baton"))
-        .env("BATON_SCHEMATHESIS_TIER", tier)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    if out.status.code() == Some(MISSING_TOOL) {
-        let why = text
-            .lines()
-            .find_map(|l| l.split_once("SKIP: ").map(|(_, why)| why))
-            .unwrap_or("python3, its venv module or pip is unavailable");
-        panic!(
-            "schemathesis ({tier} tier) could not run: {why}.\n\
-             Install python3 with its venv module and pip (Debian: apt-get install \
-             python3-venv), or set {OPT_OUT}=1 to skip these tests."
-        );
-    }
-    assert!(
-        out.status.success(),
-        "scripts/schemathesis ({tier} tier) failed ({}) after {:?}:\n{text}",
-        out.status,
-        started.elapsed()
-    );
+    let Some(text) = script.run(&root, env!("CARGO_BIN_EXE_baton")) else {
+        return;
+    };
     // Every operation of the document was selected and tested: nothing was left out.
     let operations = text
         .lines()

@@ -62,8 +62,15 @@ pub trait Backend: Scoped + Sync {
     /// other's rows. Empty where write transactions are serialized.
     const SKIP_LOCKED: &'static str;
 
+    /// The function giving the 1-based position of its second argument in its first (0
+    /// when absent), up to and including its `(`: the title search.
+    const POSITION_OF: &'static str;
+
     /// What the store keeps about its database besides the pools.
     type Info: Clone + Debug + Send + Sync;
+
+    /// Appends ` AND` conditions that the row's `metadata` holds every pair of `labels`.
+    fn push_labels(q: &mut Query<Self>, labels: &[(String, String)]);
 
     /// The one place this backend's driver errors become [`StoreError`]s.
     fn classify(e: sqlx::Error) -> StoreError;
@@ -101,8 +108,23 @@ impl Backend for Postgres {
     const LOCK_ROWS: &'static str = " FOR UPDATE";
     // Concurrent replicas claiming leases skip each other's candidates.
     const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
+    const POSITION_OF: &'static str = "strpos(";
 
     type Info = Arc<DbRole>;
+
+    // A containment test per pair (one object of all pairs would keep only the last of
+    // two on one key); `<> '{}'` lets the partial GIN index serve them.
+    fn push_labels(q: &mut Query<Self>, labels: &[(String, String)]) {
+        if labels.is_empty() {
+            return;
+        }
+        q.push(" AND metadata <> '{}'::jsonb");
+        for (key, value) in labels {
+            let pair = serde_json::json!({ key: value });
+            q.push(" AND metadata @> ")
+                .push_bind(sqlx::types::Json(pair));
+        }
+    }
 
     fn classify(e: sqlx::Error) -> StoreError {
         crate::postgres::classify(e)
@@ -145,8 +167,20 @@ impl Backend for Sqlite {
     // and lease claimers are serialized already.
     const LOCK_ROWS: &'static str = "";
     const SKIP_LOCKED: &'static str = "";
+    const POSITION_OF: &'static str = "instr(";
 
     type Info = ();
+
+    // Keys are ASCII letters, digits, `_`, `-` and `.` (checked by the core), so the
+    // quoted path names exactly the key; the path is bound, never written into the SQL.
+    fn push_labels(q: &mut Query<Self>, labels: &[(String, String)]) {
+        for (key, value) in labels {
+            q.push(" AND json_extract(metadata, ")
+                .push_bind(format!("$.\"{key}\""))
+                .push(") = ")
+                .push_bind(value.clone());
+        }
+    }
 
     fn classify(e: sqlx::Error) -> StoreError {
         crate::sqlite::classify(e)
@@ -215,8 +249,21 @@ pub(crate) fn classify(
             | sqlx::Error::WorkerCrashed
     ) || is_transient(&e);
     if transient {
-        StoreError::Unavailable(e.to_string())
+        StoreError::Unavailable(describe(&e))
     } else {
-        StoreError::Other(e.to_string())
+        StoreError::Other(describe(&e))
+    }
+}
+
+/// A database error as Baton tells it: the server's message and code, without the line of
+/// the server's own source that sqlx appends to Postgres errors ("… at line 948"); other
+/// errors as sqlx tells them.
+pub(crate) fn describe(e: &sqlx::Error) -> String {
+    match e {
+        sqlx::Error::Database(db) => match db.code() {
+            Some(code) => format!("{} (code {code})", db.message()),
+            None => db.message().to_owned(),
+        },
+        other => other.to_string(),
     }
 }

@@ -38,6 +38,14 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Serializes SQLite migrators within this process.
 static SQLITE_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// A migration applied by this call: its version and its description (the file name
+/// after the version).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    pub version: i64,
+    pub description: String,
+}
+
 /// Why a database was not migrated.
 #[derive(Debug, thiserror::Error)]
 pub enum MigrateError {
@@ -60,8 +68,19 @@ pub enum MigrateError {
     Pending { versions: Vec<i64> },
     #[error("cannot open the database to migrate it: {0}")]
     Connect(String),
-    #[error("migration failed: {0}")]
+    #[error("migration failed: {}", failure(.0))]
     Failed(#[source] sqlx::migrate::MigrateError),
+}
+
+/// What a failed migration says, database errors told by [`crate::backend::describe`].
+fn failure(e: &sqlx::migrate::MigrateError) -> String {
+    match e {
+        sqlx::migrate::MigrateError::Execute(e) => crate::backend::describe(e),
+        sqlx::migrate::MigrateError::ExecuteMigration(e, version) => {
+            format!("migration {version}: {}", crate::backend::describe(e))
+        }
+        other => other.to_string(),
+    }
 }
 
 impl From<sqlx::migrate::MigrateError> for MigrateError {
@@ -82,21 +101,22 @@ impl From<sqlx::Error> for MigrateError {
     }
 }
 
-/// Applies the pending Postgres migrations to the database at `dsn`.
-pub async fn postgres(dsn: &str) -> Result<(), MigrateError> {
+/// Applies the pending Postgres migrations to the database at `dsn`; returns those it
+/// applied, oldest first (none when the database was up to date).
+pub async fn postgres(dsn: &str) -> Result<Vec<Applied>, MigrateError> {
     let opts = sqlx::postgres::PgConnectOptions::from_str(dsn)
         .map_err(|e| MigrateError::Connect(e.to_string()))?;
-    let mut conn = connect::<PgConnection>(&opts).await?;
+    let mut conn = connect::<PgConnection>(&opts, &crate::postgres::place(&opts)).await?;
     // The migrator takes the (re-entrant) advisory lock again inside.
     let result = async {
         sqlx::query("SELECT set_config('baton.scope', 'all', false)")
             .execute(&mut conn)
             .await?;
         conn.lock().await?;
-        precheck(&PG_MIGRATOR, &mut conn).await?;
-        run_on(&PG_MIGRATOR, &mut conn).await?;
+        let applied = precheck(&PG_MIGRATOR, &mut conn).await?;
+        let done = run_on(&PG_MIGRATOR, &mut conn, &applied).await?;
         conn.unlock().await?;
-        Ok(())
+        Ok(done)
     }
     .await;
     // Closing the session releases the advisory lock, whatever happened.
@@ -105,14 +125,15 @@ pub async fn postgres(dsn: &str) -> Result<(), MigrateError> {
 
 /// Applies the pending SQLite migrations to the database file at `target` (a path or
 /// `sqlite:` URL), creating it if missing. For an in-memory database use
-/// [`SqliteStore::migrate`]: a connection of its own would see an empty database.
-pub async fn sqlite(target: &str) -> Result<(), MigrateError> {
+/// [`SqliteStore::migrate`]: a connection of its own would see an empty database. Returns
+/// the migrations it applied, oldest first.
+pub async fn sqlite(target: &str) -> Result<Vec<Applied>, MigrateError> {
     let (opts, _) = connect_options(target).map_err(|e| MigrateError::Connect(e.to_string()))?;
     let _guard = SQLITE_LOCK.lock().await;
-    let mut conn = connect::<SqliteConnection>(&opts).await?;
+    let mut conn = connect::<SqliteConnection>(&opts, &sqlite_place(&opts)).await?;
     let result = async {
-        precheck(&SQLITE_MIGRATOR, &mut conn).await?;
-        run_on(&SQLITE_MIGRATOR, &mut conn).await
+        let applied = precheck(&SQLITE_MIGRATOR, &mut conn).await?;
+        run_on(&SQLITE_MIGRATOR, &mut conn, &applied).await
     }
     .await;
     closed(conn, result).await
@@ -126,7 +147,7 @@ pub async fn sqlite(target: &str) -> Result<(), MigrateError> {
 pub async fn check_postgres(dsn: &str) -> Result<(), MigrateError> {
     let opts = sqlx::postgres::PgConnectOptions::from_str(dsn)
         .map_err(|e| MigrateError::Connect(e.to_string()))?;
-    let mut conn = connect::<PgConnection>(&opts).await?;
+    let mut conn = connect::<PgConnection>(&opts, &crate::postgres::place(&opts)).await?;
     let result = async {
         let mut tx = conn
             .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -155,7 +176,7 @@ pub async fn check_sqlite(target: &str) -> Result<(), MigrateError> {
         return check_pending(&SQLITE_MIGRATOR, &[]);
     }
     let opts = opts.create_if_missing(false).pragma("query_only", "ON");
-    let mut conn = connect::<SqliteConnection>(&opts).await?;
+    let mut conn = connect::<SqliteConnection>(&opts, &sqlite_place(&opts)).await?;
     let result = async {
         let mut tx = conn.begin().await?;
         let (exists,): (bool,) = sqlx::query_as(
@@ -172,24 +193,33 @@ pub async fn check_sqlite(target: &str) -> Result<(), MigrateError> {
     closed(conn, result).await
 }
 
+/// Where a SQLite database is, for errors: its file.
+fn sqlite_place(opts: &sqlx::sqlite::SqliteConnectOptions) -> String {
+    format!("SQLite database {}", opts.get_filename().display())
+}
+
 impl SqliteStore {
     /// Applies the pending SQLite migrations through this store's pool (works for
-    /// in-memory databases too).
-    pub async fn migrate(&self) -> Result<(), MigrateError> {
+    /// in-memory databases too); returns those it applied.
+    pub async fn migrate(&self) -> Result<Vec<Applied>, MigrateError> {
         let _guard = SQLITE_LOCK.lock().await;
         let mut conn = self.pool().acquire().await?;
-        precheck(&SQLITE_MIGRATOR, &mut *conn).await?;
-        run_on(&SQLITE_MIGRATOR, &mut *conn).await
+        let applied = precheck(&SQLITE_MIGRATOR, &mut *conn).await?;
+        run_on(&SQLITE_MIGRATOR, &mut *conn, &applied).await
     }
 }
 
-/// Opens the dedicated migration connection, giving up after [`CONNECT_TIMEOUT`].
-async fn connect<C: Connection>(opts: &C::Options) -> Result<C, MigrateError> {
+/// Opens the dedicated migration connection to the database at `place` (for errors),
+/// giving up after [`CONNECT_TIMEOUT`].
+async fn connect<C: Connection>(opts: &C::Options, place: &str) -> Result<C, MigrateError> {
     match tokio::time::timeout(CONNECT_TIMEOUT, C::connect_with(opts)).await {
         Ok(Ok(conn)) => Ok(conn),
-        Ok(Err(e)) => Err(MigrateError::Connect(e.to_string())),
+        Ok(Err(e)) => Err(MigrateError::Connect(format!(
+            "{place}: {}",
+            crate::backend::describe(&e)
+        ))),
         Err(_) => Err(MigrateError::Connect(format!(
-            "no connection within {CONNECT_TIMEOUT:?}"
+            "{place}: no connection within {CONNECT_TIMEOUT:?}"
         ))),
     }
 }
@@ -197,17 +227,41 @@ async fn connect<C: Connection>(opts: &C::Options) -> Result<C, MigrateError> {
 /// Runs `migrator` on exactly this connection. `Migrator::run` takes an `Acquire`, whose
 /// higher-ranked bound makes the callers' futures unprovably `Send` ("implementation of
 /// `Acquire` is not general enough"); `run_direct` is the entry point sqlx provides to get
-/// around that, on a connection it never swaps.
-async fn run_on<C: Migrate>(migrator: &Migrator, conn: &mut C) -> Result<(), MigrateError> {
+/// around that, on a connection it never swaps. `before` is what was applied before (from
+/// [`precheck`], under the same lock); returns what this run applied.
+async fn run_on<C: Migrate>(
+    migrator: &Migrator,
+    conn: &mut C,
+    before: &[AppliedMigration],
+) -> Result<Vec<Applied>, MigrateError> {
     migrator.run_direct(None, conn, false).await?;
-    Ok(())
+    Ok(pending(migrator, before)
+        .map(|m| Applied {
+            version: m.version,
+            description: m.description.to_string(),
+        })
+        .collect())
 }
 
 /// What runs under the migration lock before the migrator: refuses a dirty database,
-/// unknown applied versions and edited migrations.
-async fn precheck<C: Migrate>(migrator: &Migrator, conn: &mut C) -> Result<(), MigrateError> {
+/// unknown applied versions and edited migrations; returns the applied ones.
+async fn precheck<C: Migrate>(
+    migrator: &Migrator,
+    conn: &mut C,
+) -> Result<Vec<AppliedMigration>, MigrateError> {
     conn.ensure_migrations_table(TABLE).await?;
-    inspect(migrator, conn).await.map(drop)
+    inspect(migrator, conn).await
+}
+
+/// The known (up) migrations not in `applied`, oldest first.
+fn pending<'a>(
+    migrator: &'a Migrator,
+    applied: &'a [AppliedMigration],
+) -> impl Iterator<Item = &'a sqlx::migrate::Migration> {
+    migrator
+        .iter()
+        .filter(|m| !m.migration_type.is_down_migration())
+        .filter(|m| !applied.iter().any(|a| a.version == m.version))
 }
 
 /// The read-only check: what [`precheck`] refuses, plus pending migrations. `table_exists`
@@ -241,12 +295,7 @@ async fn inspect<C: Migrate>(
 
 /// Refuses known migrations that are not applied, naming all of them.
 fn check_pending(migrator: &Migrator, applied: &[AppliedMigration]) -> Result<(), MigrateError> {
-    let pending: Vec<i64> = migrator
-        .iter()
-        .filter(|m| !m.migration_type.is_down_migration())
-        .map(|m| m.version)
-        .filter(|v| !applied.iter().any(|a| a.version == *v))
-        .collect();
+    let pending: Vec<i64> = pending(migrator, applied).map(|m| m.version).collect();
     if pending.is_empty() {
         Ok(())
     } else {

@@ -35,6 +35,7 @@ async fn smoke<S: RunReader + EventLog + TenantStore>(s: &S) {
         agent_id: AgentId::new(),
         agent_version: 1,
         title: None,
+        metadata: Default::default(),
     });
     let req = AppendRequest {
         run,

@@ -49,6 +49,8 @@ pub struct Reply {
     pub body: Value,
     /// The `Content-Type` header, empty when absent.
     pub content_type: String,
+    /// Every header of the answer.
+    pub headers: reqwest::header::HeaderMap,
 }
 
 impl Api {
@@ -58,7 +60,7 @@ impl Api {
         Api {
             base: base.to_string(),
             token,
-            http: reqwest::Client::new(),
+            http: crate::http_client(),
             timeout: None,
             poll: POLL,
             retry: RETRY,
@@ -102,8 +104,8 @@ impl Api {
     pub async fn send(&self, r: reqwest::RequestBuilder) -> Reply {
         let res = r.send().await.expect("request sent");
         let status = res.status().as_u16();
-        let content_type = res
-            .headers()
+        let headers = res.headers().clone();
+        let content_type = headers
             .get("content-type")
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
@@ -114,6 +116,7 @@ impl Api {
             status,
             body,
             content_type,
+            headers,
         }
     }
 

@@ -68,6 +68,8 @@ impl ChatResponse {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScriptedChat {
     pub content: Option<String>,
+    /// Sent as `reasoning_content`, before the content (word by word when streamed).
+    pub reasoning: Option<String>,
     /// `(id, name, arguments JSON text)`, in order.
     pub tool_calls: Vec<(String, String, String)>,
     pub finish_reason: String,
@@ -80,6 +82,7 @@ impl ScriptedChat {
     pub fn text(content: &str) -> Self {
         Self {
             content: Some(content.to_owned()),
+            reasoning: None,
             tool_calls: Vec::new(),
             finish_reason: "stop".into(),
             usage: (10, 5),
@@ -90,6 +93,7 @@ impl ScriptedChat {
     pub fn tool_calls(calls: Vec<(&str, &str, &str)>) -> Self {
         Self {
             content: None,
+            reasoning: None,
             tool_calls: calls
                 .into_iter()
                 .map(|(id, name, args)| (id.to_owned(), name.to_owned(), args.to_owned()))
@@ -101,6 +105,12 @@ impl ScriptedChat {
 
     pub fn with_content(mut self, content: &str) -> Self {
         self.content = Some(content.to_owned());
+        self
+    }
+
+    /// With `reasoning` sent apart from the content, as `reasoning_content`.
+    pub fn with_reasoning(mut self, reasoning: &str) -> Self {
+        self.reasoning = Some(reasoning.to_owned());
         self
     }
 
@@ -268,6 +278,9 @@ fn completion(model: &str, chat: &ScriptedChat) -> Value {
         })
         .collect();
     let mut message = json!({ "role": "assistant", "content": chat.content });
+    if let Some(reasoning) = &chat.reasoning {
+        message["reasoning_content"] = json!(reasoning);
+    }
     if !tool_calls.is_empty() {
         message["tool_calls"] = Value::Array(tool_calls);
     }
@@ -282,11 +295,18 @@ fn completion(model: &str, chat: &ScriptedChat) -> Value {
 }
 
 /// The `data:` payloads of a streamed completion, without `[DONE]`: the role, the
-/// content word by word, each tool call (its arguments in two pieces), the finish
+/// reasoning and then the content word by word, each tool call (its arguments in two pieces), the finish
 /// reason and, if asked for, the usage.
 fn stream_chunks(model: &str, chat: &ScriptedChat, include_usage: bool) -> Vec<String> {
     let delta = |delta: Value| json!([{ "index": 0, "delta": delta, "finish_reason": null }]);
     let mut chunks = vec![chunk(model, delta(json!({ "role": "assistant" })), None)];
+    for word in chat.reasoning.as_deref().unwrap_or("").split_inclusive(' ') {
+        chunks.push(chunk(
+            model,
+            delta(json!({ "reasoning_content": word })),
+            None,
+        ));
+    }
     for word in chat.content.as_deref().unwrap_or("").split_inclusive(' ') {
         chunks.push(chunk(model, delta(json!({ "content": word })), None));
     }

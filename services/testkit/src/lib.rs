@@ -11,8 +11,10 @@ pub mod chat;
 pub mod db;
 pub mod nats;
 pub mod otlp;
+pub mod prometheus;
 pub mod proxy;
 pub mod replicas;
+pub mod scripts;
 pub mod tool_server;
 
 pub use api::{Api, Reply, assert_problem};
@@ -22,3 +24,38 @@ pub use nats::TestNats;
 pub use proxy::TcpProxy;
 pub use replicas::{Cluster, ClusterBuilder, EventRow, Replica};
 pub use tool_server::{Behaviour, ToolServer};
+
+/// A reqwest client builder for tests and tools, with ring installed as the process's
+/// rustls crypto provider first (reqwest is built without one of its own).
+pub fn http_client_builder() -> reqwest::ClientBuilder {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+}
+
+/// A default reqwest client; see [`http_client_builder`].
+pub fn http_client() -> reqwest::Client {
+    http_client_builder()
+        .build()
+        .expect("a reqwest client with the default settings")
+}
+
+/// The chart tools' `bin/<name>` (helm, kubernetes-validate, promtool, python), from
+/// `$BATON_CHART_TOOLS` or the workspace's `target/chart-tools`; panics naming
+/// `scripts/chart-tools` (which `scripts/test` runs) when it is not installed.
+pub fn chart_tool(name: &str) -> std::path::PathBuf {
+    let dir = std::env::var_os("BATON_CHART_TOOLS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/chart-tools")
+        });
+    let path = dir.join("bin").join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/chart-tools (scripts/test runs it) to install helm, \
+         kubernetes-validate and promtool into {} (or point BATON_CHART_TOOLS at such a \
+         directory)",
+        path.display(),
+        dir.display()
+    );
+    path
+}

@@ -29,7 +29,7 @@ pub struct ToolOutputsBody {
 }
 
 /// Every tool call of the run and its state, oldest first.
-#[utoipa::path(get, path = "/v1/runs/{run_id}/receipts", tag = "runs",
+#[utoipa::path(get, path = "/v1/runs/{run_id}/receipts", operation_id = "listRunReceipts", tag = "receipts",
     params(("run_id" = RunId, Path, description = "Run id")),
     responses((status = 200, body = ReceiptList), (status = "4XX", body = Problem)))]
 pub async fn receipts(
@@ -42,7 +42,7 @@ pub async fn receipts(
 }
 
 /// Approve or deny a tool call that waits for approval (member).
-#[utoipa::path(post, path = "/v1/runs/{run_id}/approvals/{approval_id}", tag = "runs",
+#[utoipa::path(post, path = "/v1/runs/{run_id}/approvals/{approval_id}", operation_id = "decideRunApproval", tag = "approvals",
     request_body = ApprovalDecision,
     params(("run_id" = RunId, Path, description = "Run id"),
         ("approval_id" = ApprovalId, Path, description = "Approval id")),
@@ -60,7 +60,7 @@ pub async fn decide_approval(
 
 /// Submit the outputs of `client` tool calls (member); the turn goes on once every
 /// awaited output is in.
-#[utoipa::path(post, path = "/v1/runs/{run_id}/tool-outputs", tag = "runs",
+#[utoipa::path(post, path = "/v1/runs/{run_id}/tool-outputs", operation_id = "submitRunToolOutputs", tag = "receipts",
     request_body = ToolOutputsBody,
     params(("run_id" = RunId, Path, description = "Run id")),
     responses((status = 200, body = ReceiptList), (status = "4XX", body = Problem)))]
@@ -80,7 +80,7 @@ pub async fn tool_outputs(
 /// Resolve an uncertain call (member): `retry` calls it again with the same
 /// idempotency key, `skip` tells the model it did not run, `complete` supplies its
 /// output.
-#[utoipa::path(post, path = "/v1/runs/{run_id}/receipts/{receipt_id}/resolve", tag = "runs",
+#[utoipa::path(post, path = "/v1/runs/{run_id}/receipts/{receipt_id}/resolve", operation_id = "resolveRunReceipt", tag = "receipts",
     request_body = ReceiptResolution,
     params(("run_id" = RunId, Path, description = "Run id"),
         ("receipt_id" = ReceiptId, Path, description = "Receipt id")),
@@ -97,7 +97,7 @@ pub async fn resolve(
 }
 
 /// The run's checkpoints, oldest first: metadata only (the snapshots are sealed).
-#[utoipa::path(get, path = "/v1/runs/{run_id}/checkpoints", tag = "runs",
+#[utoipa::path(get, path = "/v1/runs/{run_id}/checkpoints", operation_id = "listRunCheckpoints", tag = "checkpoints",
     params(("run_id" = RunId, Path, description = "Run id")),
     responses((status = 200, body = CheckpointList), (status = "4XX", body = Problem)))]
 pub async fn checkpoints(

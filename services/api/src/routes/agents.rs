@@ -1,6 +1,6 @@
-//! `/v1/agents`: create, update (a new version), get, list.
+//! `/v1/agents`: create, update (a new version), get, list, archive and restore.
 
-use super::{PageBody, parse_cursor};
+use super::{AgentPage, parse_cursor};
 use crate::auth::Caller;
 use crate::error::{ApiResult, Problem};
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
@@ -50,6 +50,8 @@ impl From<CreateAgentBody> for NewAgent {
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct ListQuery {
+    /// `true`: the archived agents instead of those in use.
+    pub archived: Option<bool>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
     /// Page size, 1 to 500 (default 50).
@@ -58,7 +60,7 @@ pub struct ListQuery {
 }
 
 /// Create an agent (admin).
-#[utoipa::path(post, path = "/v1/agents", tag = "agents", request_body = CreateAgentBody,
+#[utoipa::path(post, path = "/v1/agents", operation_id = "createAgent", tag = "agents", request_body = CreateAgentBody,
     responses((status = 201, body = Agent), (status = "4XX", body = Problem)))]
 pub async fn create(
     State(st): State<AppState>,
@@ -71,7 +73,7 @@ pub async fn create(
 
 /// Replace an agent's definition (admin): stores a new version. Runs already started
 /// keep the version they started with.
-#[utoipa::path(put, path = "/v1/agents/{agent_id}", tag = "agents", request_body = CreateAgentBody,
+#[utoipa::path(put, path = "/v1/agents/{agent_id}", operation_id = "updateAgent", tag = "agents", request_body = CreateAgentBody,
     params(("agent_id" = AgentId, Path, description = "Agent id")),
     responses((status = 200, body = Agent), (status = "4XX", body = Problem)))]
 pub async fn update(
@@ -84,21 +86,47 @@ pub async fn update(
 }
 
 /// List agents, newest first.
-#[utoipa::path(get, path = "/v1/agents", tag = "agents", params(ListQuery),
-    responses((status = 200, body = PageBody<Agent>), (status = "4XX", body = Problem)))]
+#[utoipa::path(get, path = "/v1/agents", operation_id = "listAgents", tag = "agents", params(ListQuery),
+    responses((status = 200, body = AgentPage), (status = "4XX", body = Problem)))]
 pub async fn list(
     State(st): State<AppState>,
     Caller(p): Caller,
     ApiQuery(q): ApiQuery<ListQuery>,
-) -> ApiResult<axum::Json<PageBody<Agent>>> {
+) -> ApiResult<axum::Json<AgentPage>> {
     let cursor = parse_cursor::<AgentId>(q.cursor.as_deref())?;
+    let archived = q.archived.unwrap_or(false);
     Ok(axum::Json(
-        st.agents.list(&p, cursor, q.limit).await?.into(),
+        st.agents.list(&p, archived, cursor, q.limit).await?.into(),
     ))
 }
 
+/// Archive an agent (admin): it takes no new runs and no new versions; the runs it has go
+/// on. Archiving an archived agent changes nothing.
+#[utoipa::path(post, path = "/v1/agents/{agent_id}/archive", operation_id = "archiveAgent", tag = "agents",
+    params(("agent_id" = AgentId, Path, description = "Agent id")),
+    responses((status = 200, body = Agent), (status = "4XX", body = Problem)))]
+pub async fn archive(
+    State(st): State<AppState>,
+    Caller(p): Caller,
+    ApiPath(id): ApiPath<AgentId>,
+) -> ApiResult<axum::Json<Agent>> {
+    Ok(axum::Json(st.agents.set_archived(&p, id, true).await?))
+}
+
+/// Restore an archived agent (admin): it takes runs again.
+#[utoipa::path(post, path = "/v1/agents/{agent_id}/restore", operation_id = "restoreAgent", tag = "agents",
+    params(("agent_id" = AgentId, Path, description = "Agent id")),
+    responses((status = 200, body = Agent), (status = "4XX", body = Problem)))]
+pub async fn restore(
+    State(st): State<AppState>,
+    Caller(p): Caller,
+    ApiPath(id): ApiPath<AgentId>,
+) -> ApiResult<axum::Json<Agent>> {
+    Ok(axum::Json(st.agents.set_archived(&p, id, false).await?))
+}
+
 /// Get one agent.
-#[utoipa::path(get, path = "/v1/agents/{agent_id}", tag = "agents",
+#[utoipa::path(get, path = "/v1/agents/{agent_id}", operation_id = "getAgent", tag = "agents",
     params(("agent_id" = AgentId, Path, description = "Agent id")),
     responses((status = 200, body = Agent), (status = "4XX", body = Problem)))]
 pub async fn get(

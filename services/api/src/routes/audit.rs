@@ -2,13 +2,13 @@
 //! members, API keys, secrets, agents and tools, when and from where. Entries carry ids,
 //! names and roles; never a secret's value or a token.
 
-use super::{PageBody, parse_cursor};
+use super::{AuditEntryPage, parse_cursor};
 use crate::auth::Caller;
 use crate::error::{ApiResult, Problem};
 use crate::extract::ApiQuery;
 use crate::state::AppState;
 use axum::extract::State;
-use baton_core::model::{AuditAction, AuditEntry};
+use baton_core::model::AuditAction;
 use serde::Deserialize;
 use uuid::Uuid;
 
@@ -26,13 +26,13 @@ pub struct AuditParams {
 }
 
 /// The tenant's audit entries, newest first, of one action when `action` is given (admin).
-#[utoipa::path(get, path = "/v1/audit", tag = "audit", params(AuditParams),
-    responses((status = 200, body = PageBody<AuditEntry>), (status = "4XX", body = Problem)))]
+#[utoipa::path(get, path = "/v1/audit", operation_id = "listAuditEntries", tag = "audit", params(AuditParams),
+    responses((status = 200, body = AuditEntryPage), (status = "4XX", body = Problem)))]
 pub async fn list(
     State(st): State<AppState>,
     Caller(p): Caller,
     ApiQuery(q): ApiQuery<AuditParams>,
-) -> ApiResult<axum::Json<PageBody<AuditEntry>>> {
+) -> ApiResult<axum::Json<AuditEntryPage>> {
     let before = parse_cursor::<Uuid>(q.cursor.as_deref())?;
     Ok(axum::Json(
         st.audit.list(&p, before, q.action, q.limit).await?.into(),

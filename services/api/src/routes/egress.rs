@@ -12,7 +12,7 @@ use baton_core::model::EgressAllowlist;
 
 /// The tenant's egress allowlist (admin): empty, with `updated_at` null, when it never
 /// set one.
-#[utoipa::path(get, path = "/v1/egress-allowlist", tag = "egress",
+#[utoipa::path(get, path = "/v1/egress-allowlist", operation_id = "getEgressAllowlist", tag = "egress",
     responses((status = 200, body = EgressAllowlist), (status = "4XX", body = Problem)))]
 pub async fn get(
     State(st): State<AppState>,
@@ -25,7 +25,7 @@ pub async fn get(
 /// or ranges, at most 100; an empty list leaves the installation's policy alone. Existing
 /// tools and agents are not changed: their calls outside the list are refused
 /// (`egress_denied`) from the next turn on.
-#[utoipa::path(put, path = "/v1/egress-allowlist", tag = "egress",
+#[utoipa::path(put, path = "/v1/egress-allowlist", operation_id = "setEgressAllowlist", tag = "egress",
     request_body = NewEgressAllowlist,
     responses((status = 200, body = EgressAllowlist), (status = "4XX", body = Problem)))]
 pub async fn put(

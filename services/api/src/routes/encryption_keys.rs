@@ -35,7 +35,7 @@ pub struct ResealAccepted {
 
 /// Per encryption key id, the tenant's secrets and checkpoints sealed under it; the active
 /// key; the tenant's latest reseal on this replica (admin).
-#[utoipa::path(get, path = "/v1/encryption-keys", tag = "encryption-keys",
+#[utoipa::path(get, path = "/v1/encryption-keys", operation_id = "getEncryptionKeyStatus", tag = "encryption-keys",
     responses((status = 200, body = TenantKeys), (status = "4XX", body = Problem)))]
 pub async fn status(
     State(st): State<AppState>,
@@ -48,7 +48,7 @@ pub async fn status(
 /// (admin): in the background on this replica, in batches of one transaction each.
 /// Answers at once; `GET /v1/encryption-keys` shows the progress. While a reseal of the tenant runs
 /// on this replica, this answers with that one rather than starting another.
-#[utoipa::path(post, path = "/v1/encryption-keys/reseal", tag = "encryption-keys", params(ResealQuery),
+#[utoipa::path(post, path = "/v1/encryption-keys/reseal", operation_id = "startReseal", tag = "encryption-keys", params(ResealQuery),
     responses(
         (status = 202, body = ResealAccepted,
          headers(("location" = String, description = "Where the progress shows: `/v1/encryption-keys`"))),

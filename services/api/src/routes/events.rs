@@ -37,6 +37,9 @@ pub struct EventsQuery {
 
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct EventsPage {
+    /// In version order. The document describes each as a `RunEvent`: the envelope, typed
+    /// by its `type` (`crate::openapi` builds that union from `baton_events::RunEvent`).
+    #[schema(value_type = Vec<baton_events::RunEvent>)]
     pub events: Vec<Envelope>,
     /// Pass as `after` to fetch the next page.
     pub next_after: i64,
@@ -49,12 +52,12 @@ pub struct EventsPage {
 /// stream whose run has ended and whose cursor is at the end answers 204. While live,
 /// `message.delta` frames without an `id` carry pieces of a model reply as it streams
 /// (never replayed; the durable `model.completed` has the whole reply).
-#[utoipa::path(get, path = "/v1/runs/{run_id}/events", tag = "runs",
+#[utoipa::path(get, path = "/v1/runs/{run_id}/events", operation_id = "listRunEvents", tag = "events",
     params(("run_id" = RunId, Path, description = "Run id"), EventsQuery,
         ("Last-Event-ID" = Option<String>, Header, description = "SSE resume cursor")),
     responses((status = 200,
         description = "A JSON page, or with `Accept: text/event-stream` an SSE stream",
-        content((EventsPage = "application/json"), ("text/event-stream"))),
+        content((EventsPage = "application/json"), (StreamData = "text/event-stream"))),
         (status = 204, description = "SSE asked for an ended run with nothing after the cursor"),
         (status = "4XX", body = Problem)))]
 pub async fn events(
@@ -130,40 +133,84 @@ fn frame(item: Result<Envelope, baton_core::CoreError>) -> Event {
             let base = Event::default()
                 .id(env.version.to_string())
                 .event(env.event_type.clone());
-            match serde_json::to_string(&env) {
+            match serde_json::to_string(&StreamData::Event(&env)) {
                 Ok(json) => base.data(json),
                 Err(e) => base.comment(format!("unencodable event: {e}")),
             }
         }
         Err(e) => {
             tracing::warn!(error = %e, "event stream failed; the client will resume");
-            Event::default()
-                .event("error")
-                .data(r#"{"code":"unavailable","detail":"stream interrupted; reconnect with Last-Event-ID"}"#)
+            let error = StreamData::Error(StreamError {
+                code: "unavailable",
+                detail: "stream interrupted; reconnect with Last-Event-ID",
+            });
+            let base = Event::default().event("error");
+            match serde_json::to_string(&error) {
+                Ok(json) => base.data(json),
+                Err(e) => base.comment(format!("unencodable error: {e}")),
+            }
         }
     }
 }
 
-/// What a `message.delta` frame's `data` holds.
-#[derive(Serialize)]
-struct DeltaData<'a> {
-    run_id: RunId,
-    #[serde(flatten)]
-    delta: &'a MessageDelta,
+/// The `data` of one frame of a run's event stream (`Accept: text/event-stream`), JSON.
+/// The frame's `event` tells which: an event's type (its `id` is the event's version),
+/// `message.delta` or `reasoning.delta` (no `id`) or `error`.
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub enum StreamData<'a> {
+    #[schema(value_type = baton_events::RunEvent)]
+    Event(&'a Envelope),
+    Delta(StreamDelta<'a>),
+    Error(StreamError),
+}
+
+/// A `message.delta` frame (a piece of the answer) or `reasoning.delta` frame (a piece of
+/// the model's reasoning) of model call `step` of turn `turn`, as it streams. Never stored or replayed; show only the latest `attempt` of a step, and
+/// let the step's `model.completed` event replace its deltas.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct StreamDelta<'a> {
+    pub run_id: RunId,
+    pub turn: i64,
+    pub step: u32,
+    /// Grows when a broken model stream is retried; the retry starts the reply over.
+    pub attempt: u32,
+    pub content: &'a str,
+}
+
+/// An `error` frame: the stream was interrupted; reconnect with `Last-Event-ID`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct StreamError {
+    /// `unavailable`.
+    pub code: &'static str,
+    pub detail: &'static str,
 }
 
 /// A delta as an SSE frame: no `id`, so the client's resume cursor stays on the last
 /// durable event.
 fn delta_frame(run_id: RunId, delta: &MessageDelta) -> Event {
-    let base = Event::default().event(DELTA_EVENT);
-    match serde_json::to_string(&DeltaData { run_id, delta }) {
+    let base = Event::default().event(if delta.reasoning {
+        REASONING_EVENT
+    } else {
+        DELTA_EVENT
+    });
+    let data = StreamData::Delta(StreamDelta {
+        run_id,
+        turn: delta.turn,
+        step: delta.step,
+        attempt: delta.attempt,
+        content: &delta.content,
+    });
+    match serde_json::to_string(&data) {
         Ok(json) => base.data(json),
         Err(e) => base.comment(format!("unencodable delta: {e}")),
     }
 }
 
-/// The SSE event name of a delta frame.
+/// The SSE event name of a delta frame of the answer.
 const DELTA_EVENT: &str = "message.delta";
+/// The SSE event name of a delta frame of the model's reasoning.
+const REASONING_EVENT: &str = "reasoning.delta";
 
 fn parse_version(raw: &str, code: Code, what: &str) -> Result<i64, ApiError> {
     raw.trim()
@@ -199,6 +246,7 @@ mod tests {
             step: 1,
             attempt: 3,
             content: "Hel\nlo".into(),
+            reasoning: false,
         };
         let text = wire(vec![delta_frame(run, &delta)]).await;
         let lines: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
@@ -214,6 +262,22 @@ mod tests {
             json,
             serde_json::json!({"run_id": run, "turn": 2, "step": 1, "attempt": 3,
                 "content": "Hel\nlo"})
+        );
+    }
+
+    #[tokio::test]
+    async fn a_reasoning_delta_has_its_own_event_name() {
+        let delta = MessageDelta {
+            turn: 1,
+            step: 1,
+            attempt: 1,
+            content: "let me think".into(),
+            reasoning: true,
+        };
+        let text = wire(vec![delta_frame(RunId::new(), &delta)]).await;
+        assert!(
+            text.lines().next() == Some("event: reasoning.delta"),
+            "{text:?}"
         );
     }
 }

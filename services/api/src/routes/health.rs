@@ -32,7 +32,7 @@ pub struct Ready {
 }
 
 /// Liveness: the process serves HTTP.
-#[utoipa::path(get, path = "/livez", tag = "health", security(()),
+#[utoipa::path(get, path = "/livez", operation_id = "getLiveness", tag = "health", security(()),
     responses((status = 200, body = Live)))]
 pub async fn livez() -> Response {
     axum::Json(Live { status: "ok" }).into_response()
@@ -40,7 +40,7 @@ pub async fn livez() -> Response {
 
 /// Readiness: the database answers and the server is not shutting down. The body says
 /// whether the bus is up (`"bus": "ok" | "unavailable"`) and which replica answered.
-#[utoipa::path(get, path = "/readyz", tag = "health", security(()),
+#[utoipa::path(get, path = "/readyz", operation_id = "getReadiness", tag = "health", security(()),
     responses((status = 200, body = Ready), (status = 503, body = crate::error::Problem)))]
 pub async fn readyz(State(st): State<AppState>) -> Response {
     if st.shutdown.is_cancelled() {

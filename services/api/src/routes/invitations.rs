@@ -7,7 +7,7 @@
 //!   pending invitations to the session's email, across tenants, and accepting (which
 //!   makes the membership) or declining one. A pending invitation grants nothing.
 
-use super::{PageBody, parse_cursor};
+use super::{InvitationPage, parse_cursor};
 use crate::auth::{Caller, Identified};
 use crate::error::{ApiError, ApiResult, Code, Problem};
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
@@ -25,7 +25,7 @@ use uuid::Uuid;
 /// (`owner` needs an owner). The answer is the same whether or not an account has the
 /// email; the invitation lasts 7 days, and one pending for the email already answers
 /// `409 already_exists`.
-#[utoipa::path(post, path = "/v1/invitations", tag = "invitations", request_body = NewMember,
+#[utoipa::path(post, path = "/v1/invitations", operation_id = "createInvitation", tag = "invitations", request_body = NewMember,
     responses((status = 201, body = Invitation), (status = "4XX", body = Problem)))]
 pub async fn create(
     State(st): State<AppState>,
@@ -38,13 +38,13 @@ pub async fn create(
 
 /// List the tenant's invitations, newest first, whatever their state (admin); the cursor
 /// is the last id shown.
-#[utoipa::path(get, path = "/v1/invitations", tag = "invitations", params(ListQuery),
-    responses((status = 200, body = PageBody<Invitation>), (status = "4XX", body = Problem)))]
+#[utoipa::path(get, path = "/v1/invitations", operation_id = "listInvitations", tag = "invitations", params(ListQuery),
+    responses((status = 200, body = InvitationPage), (status = "4XX", body = Problem)))]
 pub async fn list(
     State(st): State<AppState>,
     Caller(p): Caller,
     ApiQuery(q): ApiQuery<ListQuery>,
-) -> ApiResult<axum::Json<PageBody<Invitation>>> {
+) -> ApiResult<axum::Json<InvitationPage>> {
     let before = parse_cursor::<Uuid>(q.cursor.as_deref())?;
     Ok(axum::Json(
         st.members.invitations(&p, before, q.limit).await?.into(),
@@ -53,7 +53,7 @@ pub async fn list(
 
 /// Revoke a pending invitation (admin). One accepted, declined or revoked already answers
 /// `409 wrong_state`.
-#[utoipa::path(delete, path = "/v1/invitations/{invitation_id}", tag = "invitations",
+#[utoipa::path(delete, path = "/v1/invitations/{invitation_id}", operation_id = "revokeInvitation", tag = "invitations",
     params(("invitation_id" = Uuid, Path, description = "The invitation's id")),
     responses((status = 204), (status = "4XX", body = Problem)))]
 pub async fn revoke(
@@ -67,7 +67,7 @@ pub async fn revoke(
 
 /// The pending, unexpired invitations to the session's email, in every tenant (a session
 /// token only).
-#[utoipa::path(get, path = "/v1/me/invitations", tag = "invitations",
+#[utoipa::path(get, path = "/v1/me/invitations", operation_id = "listMyInvitations", tag = "invitations",
     responses((status = 200, body = Vec<InvitationToMe>), (status = "4XX", body = Problem)))]
 pub async fn mine(
     State(st): State<AppState>,
@@ -80,7 +80,7 @@ pub async fn mine(
 /// Accept an invitation to the session's email (a session token only): the user becomes a
 /// member of its tenant with its role. Someone else's, an expired or a decided invitation
 /// answers `404`; a member of the tenant already, `409 already_exists`.
-#[utoipa::path(post, path = "/v1/me/invitations/{invitation_id}/accept", tag = "invitations",
+#[utoipa::path(post, path = "/v1/me/invitations/{invitation_id}/accept", operation_id = "acceptInvitation", tag = "invitations",
     params(("invitation_id" = Uuid, Path, description = "The invitation's id")),
     responses((status = 200, body = Member), (status = "4XX", body = Problem)))]
 pub async fn accept(
@@ -96,7 +96,7 @@ pub async fn accept(
 }
 
 /// Decline an invitation to the session's email (a session token only).
-#[utoipa::path(post, path = "/v1/me/invitations/{invitation_id}/decline", tag = "invitations",
+#[utoipa::path(post, path = "/v1/me/invitations/{invitation_id}/decline", operation_id = "declineInvitation", tag = "invitations",
     params(("invitation_id" = Uuid, Path, description = "The invitation's id")),
     responses((status = 204), (status = "4XX", body = Problem)))]
 pub async fn decline(

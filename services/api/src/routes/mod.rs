@@ -18,21 +18,48 @@ pub mod tools;
 use crate::error::{ApiError, Code};
 use serde::Serialize;
 
-/// A page of items and the cursor of the next page (absent on the last page).
-#[derive(Serialize, utoipa::ToSchema)]
-pub struct PageBody<T> {
-    pub items: Vec<T>,
-    pub next_cursor: Option<String>,
+/// Declares the answer of a list route: a page of `$item`s and the cursor of the next
+/// page. One named type per item type, so the document names each page and refers to its
+/// items by their own schema.
+macro_rules! page {
+    ($(#[$doc:meta])* $name:ident of $item:ty) => {
+        $(#[$doc])*
+        #[derive(Serialize, utoipa::ToSchema)]
+        pub struct $name {
+            pub items: Vec<$item>,
+            /// Pass as `cursor` to get the next page; null on the last page.
+            pub next_cursor: Option<String>,
+        }
+
+        impl From<baton_core::page::Page<$item>> for $name {
+            fn from(p: baton_core::page::Page<$item>) -> Self {
+                Self {
+                    items: p.items,
+                    next_cursor: p.next_cursor,
+                }
+            }
+        }
+    };
 }
 
-impl<T> From<baton_core::page::Page<T>> for PageBody<T> {
-    fn from(p: baton_core::page::Page<T>) -> Self {
-        Self {
-            items: p.items,
-            next_cursor: p.next_cursor,
-        }
-    }
-}
+page!(/// A page of agents, newest first.
+    AgentPage of baton_core::model::Agent);
+page!(/// A page of tools, newest first.
+    ToolPage of baton_core::model::Tool);
+page!(/// A page of runs, newest first.
+    RunPage of baton_core::model::RunSummary);
+page!(/// A page of a run's messages, in order.
+    MessagePage of baton_core::model::Message);
+page!(/// A page of secrets (metadata only), in name order.
+    SecretPage of baton_core::model::SecretMeta);
+page!(/// A page of API keys (never a token), newest first.
+    ApiKeyPage of baton_core::api_keys::ApiKeyMeta);
+page!(/// A page of members, in email order.
+    MemberPage of baton_core::model::Member);
+page!(/// A page of invitations, newest first.
+    InvitationPage of baton_core::model::Invitation);
+page!(/// A page of audit entries, newest first.
+    AuditEntryPage of baton_core::model::AuditEntry);
 
 /// Parses a list cursor (the id of the previous page's last item).
 pub(crate) fn parse_cursor<T: std::str::FromStr>(

@@ -1,7 +1,7 @@
 //! `/v1/secrets`: store, list and delete the tenant's secrets (admins only). Write-only:
 //! no response ever carries a value, only its metadata.
 
-use super::PageBody;
+use super::SecretPage;
 use crate::auth::Caller;
 use crate::error::{ApiResult, Problem};
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
@@ -22,7 +22,7 @@ pub struct PutSecretBody {
 }
 
 /// Store a secret, replacing the value of one of that name (admin).
-#[utoipa::path(put, path = "/v1/secrets/{name}", tag = "secrets", request_body = PutSecretBody,
+#[utoipa::path(put, path = "/v1/secrets/{name}", operation_id = "putSecret", tag = "secrets", request_body = PutSecretBody,
     params(("name" = String, Path, description = "Secret name: `[A-Za-z0-9_-]{1,64}`",
         pattern = "^[A-Za-z0-9_-]{1,64}$")),
     responses((status = 200, body = SecretMeta), (status = "4XX", body = Problem)))]
@@ -36,20 +36,20 @@ pub async fn put(
 }
 
 /// List secrets in name order: metadata only (admin).
-#[utoipa::path(get, path = "/v1/secrets", tag = "secrets", params(ListQuery),
-    responses((status = 200, body = PageBody<SecretMeta>), (status = "4XX", body = Problem)))]
+#[utoipa::path(get, path = "/v1/secrets", operation_id = "listSecrets", tag = "secrets", params(ListQuery),
+    responses((status = 200, body = SecretPage), (status = "4XX", body = Problem)))]
 pub async fn list(
     State(st): State<AppState>,
     Caller(p): Caller,
     ApiQuery(q): ApiQuery<ListQuery>,
-) -> ApiResult<axum::Json<PageBody<SecretMeta>>> {
+) -> ApiResult<axum::Json<SecretPage>> {
     Ok(axum::Json(
         st.secrets.list(&p, q.cursor, q.limit).await?.into(),
     ))
 }
 
 /// Delete a secret (admin).
-#[utoipa::path(delete, path = "/v1/secrets/{name}", tag = "secrets",
+#[utoipa::path(delete, path = "/v1/secrets/{name}", operation_id = "deleteSecret", tag = "secrets",
     params(("name" = String, Path, description = "Secret name",
         pattern = "^[A-Za-z0-9_-]{1,64}$")),
     responses((status = 204), (status = "4XX", body = Problem)))]

@@ -32,7 +32,8 @@ impl<S: Send + Sync> FromRequestParts<S> for Peer {
 /// Log in with email and password: the answer holds a session token, shown this once.
 /// Every failure answers the same `401`; too many attempts on one account or from one
 /// address answer `429` with `Retry-After`.
-#[utoipa::path(post, path = "/v1/login", tag = "sessions", request_body = Login,
+#[utoipa::path(post, path = "/v1/login", operation_id = "login", tag = "sessions", request_body = Login,
+    security(()),
     responses((status = 200, body = LoggedIn), (status = "4XX", body = Problem)))]
 pub async fn login(
     State(st): State<AppState>,
@@ -56,7 +57,7 @@ pub async fn login(
 
 /// End the caller's session: its token fails from the next request on, on every replica.
 /// Only a session token logs out (`400` for an API key).
-#[utoipa::path(post, path = "/v1/logout", tag = "sessions",
+#[utoipa::path(post, path = "/v1/logout", operation_id = "logout", tag = "sessions",
     responses((status = 204), (status = "4XX", body = Problem)))]
 pub async fn logout(
     State(st): State<AppState>,
@@ -74,7 +75,7 @@ pub async fn logout(
 
 /// The caller: its user (for a session), and its tenants and roles. A session needs no
 /// `Baton-Tenant` header here.
-#[utoipa::path(get, path = "/v1/me", tag = "sessions",
+#[utoipa::path(get, path = "/v1/me", operation_id = "getMe", tag = "sessions",
     responses((status = 200, body = Me), (status = "4XX", body = Problem)))]
 pub async fn me(
     State(st): State<AppState>,

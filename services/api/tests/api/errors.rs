@@ -166,7 +166,7 @@ async fn a_malformed_query_is_invalid_query() {
         "/v1/runs?limit=lots".into(),
         "/v1/runs?limit=-1".into(),
         "/v1/agents?limit=1&limit=2".into(),
-        "/v1/audit?action=run.deleted".into(),
+        "/v1/audit?action=run.exploded".into(),
         format!("/v1/runs/{run}/events?after=-3"),
         format!("/v1/runs/{run}/events?limit=x"),
     ];

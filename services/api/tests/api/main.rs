@@ -5,11 +5,17 @@
 
 mod admin;
 mod auth;
+mod deletion;
 mod egress;
 mod errors;
+mod failed;
 mod invitations;
+mod lifecycle;
 mod openapi;
+mod queue;
 mod runs;
+mod search;
 mod streams;
 mod support;
 mod tenancy;
+mod wait;

@@ -45,13 +45,8 @@ async fn assert_messages(app: &TestApp, t: &Tenant, run: &str, expected: &[(i64,
 
 /// The run's events as a client streaming them sees them, after `last_event_id` if given.
 async fn stream(app: &TestApp, t: &Tenant, run: &str, last_event_id: Option<&str>) -> Reply {
-    let mut req = app
-        .request(Method::GET, &format!("/v1/runs/{run}/events"), &t.owner)
-        .header(header::ACCEPT, "text/event-stream");
-    if let Some(id) = last_event_id {
-        req = req.header("last-event-id", id);
-    }
-    app.send(req.body(Body::empty()).expect("a request")).await
+    app.send(app.events_request(run, &t.owner, last_event_id))
+        .await
 }
 
 /// One SSE frame: its `id`, `event` and `data` fields.
@@ -286,6 +281,17 @@ async fn events_are_read_in_pages_after_a_version() {
         .get(&format!("/v1/runs/{run}/events?after={last}"), &t.owner)
         .await;
     assert_eq!(past.body, json!({"events": [], "next_after": last}));
+    // Past the head: the same answer as the stream's (services/server/tests/e2e/sse.rs).
+    let beyond = app
+        .get(
+            &format!("/v1/runs/{run}/events?after={}", last + 1),
+            &t.owner,
+        )
+        .await
+        .expect_status(400);
+    assert_eq!(beyond.body["code"], "invalid_request", "{}", beyond.body);
+    let detail = beyond.body["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("past the end"), "{detail}");
 }
 
 #[tokio::test]
@@ -345,14 +351,7 @@ async fn a_key_holds_only_so_many_open_streams_and_a_closed_one_frees_its_place(
     let (app, t, agent) = app_with_agent(json!([{"content": "x"}])).await;
     // A run that waits for a message: its stream stays open.
     let run = app.run(&t.owner, &agent, None).await;
-    let open = || async {
-        let req = app
-            .request(Method::GET, &format!("/v1/runs/{run}/events"), &t.owner)
-            .header(header::ACCEPT, "text/event-stream")
-            .body(Body::empty())
-            .expect("a request");
-        app.open(req).await
-    };
+    let open = || async { app.open(app.events_request(&run, &t.owner, None)).await };
     let mut held = Vec::new();
     for _ in 0..crate::support::STREAMS_PER_KEY {
         let res = open().await;
@@ -362,23 +361,12 @@ async fn a_key_holds_only_so_many_open_streams_and_a_closed_one_frees_its_place(
     let refused = open().await;
     assert_eq!(refused.status(), 429);
     assert_eq!(refused.headers()[header::RETRY_AFTER], "5");
-    let reply = app
-        .send(
-            app.request(Method::GET, &format!("/v1/runs/{run}/events"), &t.owner)
-                .header(header::ACCEPT, "text/event-stream")
-                .body(Body::empty())
-                .expect("a request"),
-        )
-        .await;
+    let reply = app.send(app.events_request(&run, &t.owner, None)).await;
     let detail = assert_problem(&reply, 429, "rate_limited");
     assert!(detail.contains("open event streams"), "{detail}");
     // Another key of the tenant has its own budget.
     let other = app.key(t.id, baton_core::Role::Viewer).await;
-    let req = app
-        .request(Method::GET, &format!("/v1/runs/{run}/events"), &other)
-        .header(header::ACCEPT, "text/event-stream")
-        .body(Body::empty())
-        .expect("a request");
+    let req = app.events_request(&run, &other, None);
     assert_eq!(app.open(req).await.status(), 200);
     // A client that goes away frees its place.
     drop(held.pop());

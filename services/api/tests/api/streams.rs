@@ -4,7 +4,7 @@
 
 use crate::support::{Tenant, TestApp};
 use axum::body::{Body, to_bytes};
-use axum::http::{Method, header};
+use axum::http::Method;
 use axum::response::Response;
 use serde_json::json;
 use std::time::Duration;
@@ -13,12 +13,7 @@ use std::time::Duration;
 const WITHIN: Duration = Duration::from_secs(1);
 
 async fn open(app: &TestApp, run: &str, token: &str) -> Response {
-    let req = app
-        .request(Method::GET, &format!("/v1/runs/{run}/events"), token)
-        .header(header::ACCEPT, "text/event-stream")
-        .body(Body::empty())
-        .expect("a request");
-    let res = app.open(req).await;
+    let res = app.open(app.events_request(run, token, None)).await;
     assert_eq!(res.status(), 200);
     res
 }

@@ -46,7 +46,11 @@ pub enum Action {
     ReadRuns,
     CreateRuns,
     PostMessages,
+    /// Change a run's title and metadata.
+    UpdateRuns,
     CancelRuns,
+    /// Delete a run with everything recorded of it.
+    DeleteRuns,
     /// Approve or deny tool calls, submit client tool outputs, resolve uncertain calls.
     ResolveActions,
     ReadTools,
@@ -78,9 +82,11 @@ impl Action {
             Action::ReadAgents | Action::ReadRuns | Action::ReadTools => Role::Viewer,
             Action::CreateRuns
             | Action::PostMessages
+            | Action::UpdateRuns
             | Action::CancelRuns
             | Action::ResolveActions => Role::Member,
             Action::ManageAgents
+            | Action::DeleteRuns
             | Action::ManageTools
             | Action::ManageSecrets
             | Action::ManageEncryptionKeys
@@ -99,7 +105,9 @@ impl Action {
             Action::ReadRuns => "read runs",
             Action::CreateRuns => "create runs",
             Action::PostMessages => "post messages",
+            Action::UpdateRuns => "change a run's title and metadata",
             Action::CancelRuns => "cancel runs",
+            Action::DeleteRuns => "delete runs",
             Action::ResolveActions => "resolve a run's pending actions",
             Action::ReadTools => "read tools",
             Action::ManageTools => "manage tools",

@@ -7,14 +7,17 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 /// How an agent's replies are produced.
+// Each variant's `title` names its schema in the API document.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ProviderSpec {
     /// Deterministic replies for tests, demos and load tests — not a real model.
     /// The run's Nth model call answers with reply N; a call past the end of the script
     /// fails the turn.
+    #[schema(title = "ScriptedProvider")]
     Scripted { replies: Vec<ScriptedReply> },
     /// An OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, Ollama, llama.cpp).
+    #[schema(title = "OpenAiProvider")]
     Openai(OpenAiSpec),
 }
 
@@ -83,7 +86,8 @@ pub struct OpenAiSpec {
     pub temperature: Option<f64>,
 }
 
-/// What bounds one turn.
+/// What bounds one turn, and what the agent's runs do with messages posted while one is
+/// in progress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentLimits {
@@ -100,6 +104,18 @@ pub struct AgentLimits {
     /// Passed to the model as `max_tokens`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_output_tokens: Option<u32>,
+    /// Failed turns in a row after which the run fails for good (`run.failed`, with the
+    /// last turn's error); 0: never, each failed turn leaves the run `waiting`.
+    #[serde(default = "defaults::max_failed_turns")]
+    pub max_failed_turns: u32,
+    /// What a message posted while a turn is in progress does when it names no
+    /// `strategy` of its own.
+    #[serde(default)]
+    pub message_strategy: super::MessageStrategy,
+    /// Messages a run may hold queued (`strategy: enqueue`); one more is refused with
+    /// 409 `queue_full`.
+    #[serde(default = "defaults::max_queued_messages")]
+    pub max_queued_messages: u32,
 }
 
 impl Default for AgentLimits {
@@ -109,6 +125,9 @@ impl Default for AgentLimits {
             max_tool_calls: defaults::max_tool_calls(),
             turn_timeout_ms: defaults::turn_timeout_ms(),
             max_output_tokens: None,
+            max_failed_turns: defaults::max_failed_turns(),
+            message_strategy: super::MessageStrategy::default(),
+            max_queued_messages: defaults::max_queued_messages(),
         }
     }
 }
@@ -135,6 +154,12 @@ mod defaults {
     pub fn turn_timeout_ms() -> u64 {
         10 * 60 * 1000
     }
+    pub fn max_failed_turns() -> u32 {
+        3
+    }
+    pub fn max_queued_messages() -> u32 {
+        100
+    }
 }
 
 /// An agent definition at one version.
@@ -154,4 +179,7 @@ pub struct Agent {
     pub version: i64,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// When the agent was archived: it takes no new runs, and the runs it has go on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archived_at: Option<DateTime<Utc>>,
 }

@@ -56,8 +56,20 @@ pub enum AuditAction {
     /// A new version of an agent.
     #[serde(rename = "agent.updated")]
     AgentUpdated,
+    /// An agent archived: no new runs.
+    #[serde(rename = "agent.archived")]
+    AgentArchived,
+    /// An archived agent restored.
+    #[serde(rename = "agent.restored")]
+    AgentRestored,
     #[serde(rename = "tool.created")]
     ToolCreated,
+    /// A tool archived: no new agent version may name it.
+    #[serde(rename = "tool.archived")]
+    ToolArchived,
+    /// An archived tool restored.
+    #[serde(rename = "tool.restored")]
+    ToolRestored,
     /// A reseal of the tenant's records under the active encryption key began.
     #[serde(rename = "encryption.reseal_started")]
     ResealStarted,
@@ -70,10 +82,13 @@ pub enum AuditAction {
     /// The tenant's egress allowlist was set.
     #[serde(rename = "egress.allowlist_set")]
     EgressAllowlistSet,
+    /// A run deleted with everything recorded of it.
+    #[serde(rename = "run.deleted")]
+    RunDeleted,
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 17] = [
+    pub const ALL: [AuditAction; 22] = [
         AuditAction::MemberAdded,
         AuditAction::MemberRoleChanged,
         AuditAction::MemberRemoved,
@@ -86,11 +101,16 @@ impl AuditAction {
         AuditAction::SecretDeleted,
         AuditAction::AgentCreated,
         AuditAction::AgentUpdated,
+        AuditAction::AgentArchived,
+        AuditAction::AgentRestored,
         AuditAction::ToolCreated,
+        AuditAction::ToolArchived,
+        AuditAction::ToolRestored,
         AuditAction::ResealStarted,
         AuditAction::ResealEnded,
         AuditAction::EgressDenied,
         AuditAction::EgressAllowlistSet,
+        AuditAction::RunDeleted,
     ];
 
     /// The name stored and shown (`member.added`).
@@ -108,11 +128,16 @@ impl AuditAction {
             AuditAction::SecretDeleted => "secret.deleted",
             AuditAction::AgentCreated => "agent.created",
             AuditAction::AgentUpdated => "agent.updated",
+            AuditAction::AgentArchived => "agent.archived",
+            AuditAction::AgentRestored => "agent.restored",
             AuditAction::ToolCreated => "tool.created",
+            AuditAction::ToolArchived => "tool.archived",
+            AuditAction::ToolRestored => "tool.restored",
             AuditAction::ResealStarted => "encryption.reseal_started",
             AuditAction::ResealEnded => "encryption.reseal_ended",
             AuditAction::EgressDenied => "egress.denied",
             AuditAction::EgressAllowlistSet => "egress.allowlist_set",
+            AuditAction::RunDeleted => "run.deleted",
         }
     }
 
@@ -154,15 +179,9 @@ impl AuditEntry {
         target: impl Into<String>,
         details: serde_json::Value,
     ) -> AuditEntry {
-        AuditEntry {
-            id: Uuid::now_v7(),
-            at,
-            actor: p.actor.clone(),
-            source: p.source,
-            action,
-            target: target.into(),
-            details,
-        }
+        let mut entry = Self::unattended(&p.actor, at, action, target, details);
+        entry.source = p.source;
+        entry
     }
 
     /// Something a run's engine did on its own, `run` named in the details.
@@ -172,15 +191,7 @@ impl AuditEntry {
         target: impl Into<String>,
         details: serde_json::Value,
     ) -> AuditEntry {
-        AuditEntry {
-            id: Uuid::now_v7(),
-            at,
-            actor: ENGINE.to_string(),
-            source: None,
-            action,
-            target: target.into(),
-            details,
-        }
+        Self::unattended(ENGINE, at, action, target, details)
     }
 
     /// A change made with the `baton` command line.
@@ -190,10 +201,21 @@ impl AuditEntry {
         target: impl Into<String>,
         details: serde_json::Value,
     ) -> AuditEntry {
+        Self::unattended(OPERATOR, at, action, target, details)
+    }
+
+    /// An entry by `actor`, with no client address.
+    fn unattended(
+        actor: &str,
+        at: DateTime<Utc>,
+        action: AuditAction,
+        target: impl Into<String>,
+        details: serde_json::Value,
+    ) -> AuditEntry {
         AuditEntry {
             id: Uuid::now_v7(),
             at,
-            actor: OPERATOR.to_string(),
+            actor: actor.to_owned(),
             source: None,
             action,
             target: target.into(),

@@ -2,7 +2,9 @@
 //! it ([`RunSummary::apply`], called by the store inside the append transaction so the
 //! projection never drifts), and the messages projection.
 
-use baton_events::{AgentId, ErrorInfo, MessageId, MessageRole, RunEvent, RunId, TenantId};
+use baton_events::{
+    AgentId, ErrorInfo, MessageId, MessageRole, Metadata, RunEvent, RunId, TenantId,
+};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -65,6 +67,38 @@ impl RunStatus {
     }
 }
 
+/// What a user message posted while a turn is in progress (queued, running, or waiting
+/// for an action) does. Posted to an idle run, any message starts a turn at once.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageStrategy {
+    /// Refused with 409 `run_busy`; nothing is written.
+    #[default]
+    Reject,
+    /// Accepted at once into the run's queue (`message.queued`); it starts a turn of its
+    /// own when the turns before it have settled, in order, exactly once.
+    Enqueue,
+    /// Ends the turn in progress at its next safe point (a model call is abandoned; tool
+    /// calls in flight finish and are recorded) and starts the next turn, ahead of any
+    /// message queued before it. The ended turn's completed steps stay in what the model
+    /// sees.
+    Interrupt,
+    /// As `interrupt`, but the ended turn's steps are dropped from what the model sees
+    /// next (its events stay in the stream; `turn.interrupted` says `rollback`).
+    Rollback,
+}
+
+impl MessageStrategy {
+    /// How a message of this strategy ends the turn in progress, if it does.
+    pub fn interrupts(&self) -> Option<baton_events::TurnInterrupt> {
+        match self {
+            MessageStrategy::Reject | MessageStrategy::Enqueue => None,
+            MessageStrategy::Interrupt => Some(baton_events::TurnInterrupt::Interrupt),
+            MessageStrategy::Rollback => Some(baton_events::TurnInterrupt::Rollback),
+        }
+    }
+}
+
 /// The runs projection: one row per run, updated in the append transaction.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RunSummary {
@@ -75,6 +109,10 @@ pub struct RunSummary {
     pub agent_version: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
+    /// The client's labels, to find runs by (`GET /v1/runs?metadata=key:value`).
+    #[serde(default)]
+    #[schema(value_type = std::collections::BTreeMap<String, String>)]
+    pub metadata: Metadata,
     pub status: RunStatus,
     /// The stream version: the number of events in the run.
     pub version: i64,
@@ -87,8 +125,57 @@ pub struct RunSummary {
     pub pending_actions: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<ErrorInfo>,
+    /// How the last turn that ended, ended; absent before any did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_turn_outcome: Option<TurnEnd>,
+    /// Turns that failed in a row since the last one that completed: at the agent's
+    /// `limits.max_failed_turns` the run fails.
+    #[serde(default)]
+    pub failed_turns: i64,
+    /// Messages posted with `strategy: enqueue` that wait for the turns before them; each
+    /// starts a turn of its own, in order. A run that ends drops them (0).
+    #[serde(default)]
+    pub queued_messages: i64,
+    /// A message posted with `strategy: interrupt` or `rollback` waits for the engine to
+    /// end the turn in progress.
+    #[serde(default)]
+    pub interrupt_requested: bool,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnEnd {
+    Completed,
+    Failed,
+    /// The run was cancelled during the turn.
+    Cancelled,
+    /// A message posted with `strategy: interrupt` or `rollback` ended it early.
+    Interrupted,
+}
+
+impl TurnEnd {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            TurnEnd::Completed => "completed",
+            TurnEnd::Failed => "failed",
+            TurnEnd::Cancelled => "cancelled",
+            TurnEnd::Interrupted => "interrupted",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<TurnEnd> {
+        [
+            TurnEnd::Completed,
+            TurnEnd::Failed,
+            TurnEnd::Cancelled,
+            TurnEnd::Interrupted,
+        ]
+        .into_iter()
+        .find(|e| e.as_str() == s)
+    }
 }
 
 impl RunSummary {
@@ -100,6 +187,7 @@ impl RunSummary {
             agent_id: AgentId(uuid::Uuid::nil()),
             agent_version: 0,
             title: None,
+            metadata: Metadata::new(),
             status: RunStatus::Waiting,
             version: 0,
             message_count: 0,
@@ -107,6 +195,10 @@ impl RunSummary {
             cancel_requested: false,
             pending_actions: 0,
             last_error: None,
+            last_turn_outcome: None,
+            failed_turns: 0,
+            queued_messages: 0,
+            interrupt_requested: false,
             created_at: at,
             updated_at: at,
         }
@@ -116,6 +208,12 @@ impl RunSummary {
     pub fn apply(&mut self, event: &RunEvent, version: i64, at: DateTime<Utc>) {
         self.version = version;
         self.updated_at = at;
+        // Labels may change after the end too: a finished run is still filed and found.
+        if let RunEvent::RunUpdated(e) = event {
+            self.title = e.title.clone();
+            self.metadata = e.metadata.clone();
+            return;
+        }
         if self.status.is_terminal() {
             return;
         }
@@ -124,10 +222,27 @@ impl RunSummary {
                 self.agent_id = e.agent_id;
                 self.agent_version = e.agent_version;
                 self.title = e.title.clone();
+                self.metadata = e.metadata.clone();
                 self.status = RunStatus::Waiting;
                 self.created_at = at;
             }
-            RunEvent::MessageAppended(_) => self.message_count += 1,
+            RunEvent::RunUpdated(_) => {}
+            RunEvent::MessageAppended(e) => {
+                self.message_count += 1;
+                if e.queued {
+                    self.queued_messages = (self.queued_messages - 1).max(0);
+                }
+            }
+            RunEvent::MessageQueued(e) => {
+                self.queued_messages += 1;
+                if e.interrupts.is_some() && self.status.in_turn() {
+                    self.interrupt_requested = true;
+                    // A turn waiting for a member has work again: ending it.
+                    if self.status == RunStatus::RequiresAction {
+                        self.status = RunStatus::Running;
+                    }
+                }
+            }
             RunEvent::ModelCompleted(e) => {
                 if e.content.as_deref().is_some_and(|c| !c.is_empty()) {
                     self.message_count += 1;
@@ -138,7 +253,12 @@ impl RunSummary {
                 self.await_action()
             }
             RunEvent::ToolResult(e) if e.from_client => self.action_done(),
-            RunEvent::ApprovalDecided(_) | RunEvent::ToolResolved(_) => self.action_done(),
+            RunEvent::ApprovalDecided(_) => self.action_done(),
+            // A call an earlier turn left uncertain is no action the current turn awaits.
+            RunEvent::ToolResolved(e) if e.turn.is_none_or(|t| t == self.turn_count) => {
+                self.action_done()
+            }
+            RunEvent::ToolResolved(_) => {}
             RunEvent::ToolIntent(_) | RunEvent::ToolResult(_) | RunEvent::CheckpointSaved(_) => {}
             RunEvent::TurnRequested(e) => {
                 self.turn_count = e.turn;
@@ -149,21 +269,47 @@ impl RunSummary {
                 self.status = RunStatus::Waiting;
                 self.pending_actions = 0;
                 self.last_error = None;
+                self.last_turn_outcome = Some(TurnEnd::Completed);
+                self.failed_turns = 0;
+                self.interrupt_requested = false;
             }
             RunEvent::TurnFailed(e) => {
                 self.status = RunStatus::Waiting;
                 self.pending_actions = 0;
                 self.last_error = Some(e.error.clone());
+                self.last_turn_outcome = Some(TurnEnd::Failed);
+                self.failed_turns += 1;
+                self.interrupt_requested = false;
+            }
+            RunEvent::TurnInterrupted(_) => {
+                self.status = RunStatus::Waiting;
+                self.pending_actions = 0;
+                self.last_turn_outcome = Some(TurnEnd::Interrupted);
+                self.interrupt_requested = false;
             }
             RunEvent::RunCancelRequested(_) => self.cancel_requested = true,
-            RunEvent::RunCancelled(_) => self.status = RunStatus::Cancelled,
-            RunEvent::RunCompleted(_) => self.status = RunStatus::Completed,
+            RunEvent::RunCancelled(_) => {
+                if self.status.in_turn() {
+                    self.last_turn_outcome = Some(TurnEnd::Cancelled);
+                }
+                self.status = RunStatus::Cancelled;
+                self.queued_messages = 0;
+                self.interrupt_requested = false;
+            }
+            RunEvent::RunCompleted(_) => {
+                self.status = RunStatus::Completed;
+                self.queued_messages = 0;
+                self.interrupt_requested = false;
+            }
             RunEvent::RunFailed(e) => {
                 self.status = RunStatus::Failed;
                 self.last_error = Some(e.error.clone());
+                self.queued_messages = 0;
+                self.interrupt_requested = false;
             }
-            // Ownership is on the run row's lease columns, not in the projection.
-            RunEvent::LeaseAcquired(_) | RunEvent::LeaseReleased(_) => {}
+            // Ownership is on the run row's lease columns, not in the projection; a
+            // deleted run has no row to project onto.
+            RunEvent::LeaseAcquired(_) | RunEvent::LeaseReleased(_) | RunEvent::RunDeleted(_) => {}
         }
     }
 }

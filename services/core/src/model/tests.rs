@@ -18,6 +18,7 @@ fn created() -> RunEvent {
         agent_id: AgentId::new(),
         agent_version: 3,
         title: Some("t".into()),
+        metadata: Default::default(),
     })
 }
 
@@ -26,6 +27,7 @@ fn user_message() -> RunEvent {
         message_id: MessageId::new(),
         role: MessageRole::User,
         content: "hi".into(),
+        queued: false,
     })
 }
 
@@ -94,4 +96,75 @@ fn status_names_round_trip() {
         assert_eq!(RunStatus::parse(st.as_str()), Some(st));
     }
     assert_eq!(RunStatus::parse("bogus"), None);
+}
+
+fn turn(n: i64) -> Vec<RunEvent> {
+    vec![
+        user_message(),
+        RunEvent::TurnRequested(TurnRequested {
+            turn: n,
+            message_id: MessageId::new(),
+        }),
+        RunEvent::TurnStarted(TurnStarted { turn: n }),
+    ]
+}
+
+fn failed(n: i64) -> RunEvent {
+    RunEvent::TurnFailed(TurnFailed {
+        turn: n,
+        error: ErrorInfo {
+            code: "model_timeout".into(),
+            message: "slow".into(),
+        },
+    })
+}
+
+#[test]
+fn failed_turns_count_in_a_row_and_a_completed_turn_starts_them_again() {
+    let mut events = vec![created()];
+    events.extend(turn(1));
+    events.push(failed(1));
+    events.extend(turn(2));
+    events.push(failed(2));
+    let s = fold(&events);
+    assert_eq!(
+        (s.failed_turns, s.last_turn_outcome),
+        (2, Some(TurnEnd::Failed))
+    );
+    assert_eq!(s.status, RunStatus::Waiting);
+    events.extend(turn(3));
+    events.push(RunEvent::TurnCompleted(TurnCompleted {
+        turn: 3,
+        finish_reason: None,
+    }));
+    let s = fold(&events);
+    assert_eq!(
+        (s.failed_turns, s.last_turn_outcome),
+        (0, Some(TurnEnd::Completed))
+    );
+    assert_eq!(s.last_error, None);
+    // Cancelled in a turn: that turn's outcome; cancelled while idle: the last one stays.
+    let mut busy = events.clone();
+    busy.extend(turn(4));
+    busy.push(RunEvent::RunCancelled(RunCancelled { reason: None }));
+    assert_eq!(fold(&busy).last_turn_outcome, Some(TurnEnd::Cancelled));
+    events.push(RunEvent::RunCancelled(RunCancelled { reason: None }));
+    assert_eq!(fold(&events).last_turn_outcome, Some(TurnEnd::Completed));
+}
+
+#[test]
+fn labels_change_after_the_end_too() {
+    let s = fold(&[
+        created(),
+        RunEvent::RunCancelled(RunCancelled { reason: None }),
+        RunEvent::RunUpdated(RunUpdated {
+            title: None,
+            metadata: [("k".to_string(), "v".to_string())].into(),
+        }),
+    ]);
+    assert_eq!(s.status, RunStatus::Cancelled);
+    assert_eq!(
+        (s.title, s.metadata.get("k").map(String::as_str)),
+        (None, Some("v"))
+    );
 }

@@ -28,15 +28,21 @@ pub struct Tool {
     pub kind: ToolKindSpec,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// When the tool was archived: no new agent version may name it; the versions that
+    /// do keep calling it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archived_at: Option<DateTime<Utc>>,
 }
 
 /// How a tool is carried out.
+// Each variant's `title` names its schema in the API document.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ToolKindSpec {
     /// Baton POSTs the arguments as JSON to `url` with the receipt id as
     /// `Idempotency-Key`; the (size-capped) response body is the output, a non-2xx
     /// answer an error result.
+    #[schema(title = "HttpToolKind")]
     Http {
         url: String,
         /// Request headers whose values come from the tenant's encrypted secrets.
@@ -44,6 +50,7 @@ pub enum ToolKindSpec {
         secret_headers: Vec<SecretHeader>,
     },
     /// The run waits in `requires_action` until the API client submits the output.
+    #[schema(title = "ClientToolKind")]
     Client,
 }
 

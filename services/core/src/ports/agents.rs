@@ -4,6 +4,7 @@ use crate::error::StoreError;
 use crate::model::{Agent, AuditEntry};
 use async_trait::async_trait;
 use baton_events::{AgentId, TenantId};
+use chrono::{DateTime, Utc};
 
 /// Agent definitions, every version kept: a run uses the version it started with.
 ///
@@ -36,11 +37,22 @@ pub trait AgentStore: Send + Sync {
         id: AgentId,
         version: i64,
     ) -> Result<Option<Agent>, StoreError>;
-    /// Agents newest first, older than `before` when given.
+    /// Agents newest first, older than `before` when given: the archived ones, or the
+    /// others.
     async fn list_agents(
         &self,
         tenant: TenantId,
+        archived: bool,
         before: Option<AgentId>,
         limit: u32,
     ) -> Result<Vec<Agent>, StoreError>;
+    /// Archives the agent at `archived_at`, or restores it with `None`; writes (and
+    /// audits) only a change. The agent as it is after, `None` when it does not exist.
+    async fn set_agent_archived(
+        &self,
+        tenant: TenantId,
+        id: AgentId,
+        archived_at: Option<DateTime<Utc>>,
+        audit: &AuditEntry,
+    ) -> Result<Option<Agent>, StoreError>;
 }

@@ -87,4 +87,16 @@ pub trait EventLog: Send + Sync {
         tenant: TenantId,
         req: AppendRequest,
     ) -> Result<AppendOutcome, StoreError>;
+
+    /// Deletes the run and every row recorded of it (its events, messages, receipts,
+    /// checkpoints and idempotency records) with `audit`, in one transaction, if its
+    /// stream is at `expected_version` and no replica holds its lease: `Conflict`
+    /// otherwise, `NotFound` when there is no such run.
+    async fn delete_run(
+        &self,
+        tenant: TenantId,
+        run: RunId,
+        expected_version: i64,
+        audit: &crate::model::AuditEntry,
+    ) -> Result<(), StoreError>;
 }

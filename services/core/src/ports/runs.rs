@@ -3,7 +3,8 @@
 use crate::error::StoreError;
 use crate::model::{Message, Receipt, RunStatus, RunSummary};
 use async_trait::async_trait;
-use baton_events::{Envelope, RunId, TenantId};
+use baton_events::{AgentId, Envelope, RunId, TenantId};
+use chrono::{DateTime, Utc};
 
 /// The stored outcome of a command carrying a client `request_id`.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,10 +21,53 @@ pub struct IdempotencyRecord {
 /// Filter and cursor for listing runs, newest first.
 #[derive(Debug, Clone, Default)]
 pub struct RunListQuery {
-    pub status: Option<RunStatus>,
+    pub filter: RunFilter,
     /// Only runs older than this one (the previous page's last id).
     pub before: Option<RunId>,
     pub limit: u32,
+}
+
+/// What a run list is narrowed to; every condition must hold.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunFilter {
+    pub agent: Option<AgentId>,
+    pub status: Option<RunStatus>,
+    /// Every pair must be one of the run's labels.
+    pub metadata: Vec<(String, String)>,
+    /// Runs whose title contains this, folded with [`fold_title`].
+    pub title_contains: Option<String>,
+    pub created_after: Option<DateTime<Utc>>,
+    pub created_before: Option<DateTime<Utc>>,
+    pub updated_after: Option<DateTime<Utc>>,
+    pub updated_before: Option<DateTime<Utc>>,
+}
+
+/// How titles are compared by a search: lower-cased, in Rust, so both databases compare
+/// the same way (the store keeps a folded copy of each title).
+pub fn fold_title(title: &str) -> String {
+    title.to_lowercase()
+}
+
+impl RunFilter {
+    /// Whether `run` passes: what the store's query must answer, stated in memory
+    /// (time bounds are exclusive).
+    pub fn matches(&self, run: &RunSummary) -> bool {
+        let title = run.title.as_deref().map(fold_title);
+        self.agent.is_none_or(|a| run.agent_id == a)
+            && self.status.is_none_or(|s| run.status == s)
+            && self
+                .metadata
+                .iter()
+                .all(|(k, v)| run.metadata.get(k) == Some(v))
+            && self
+                .title_contains
+                .as_deref()
+                .is_none_or(|q| title.as_deref().is_some_and(|t| t.contains(q)))
+            && self.created_after.is_none_or(|t| run.created_at > t)
+            && self.created_before.is_none_or(|t| run.created_at < t)
+            && self.updated_after.is_none_or(|t| run.updated_at > t)
+            && self.updated_before.is_none_or(|t| run.updated_at < t)
+    }
 }
 
 /// The read side of runs: event streams, the runs, messages and receipts projections,

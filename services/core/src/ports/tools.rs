@@ -4,6 +4,7 @@ use crate::error::StoreError;
 use crate::model::{AuditEntry, Tool};
 use async_trait::async_trait;
 use baton_events::{TenantId, ToolId};
+use chrono::{DateTime, Utc};
 
 /// A tenant's tool definitions. Names are unique within a tenant (`Conflict` on a
 /// duplicate).
@@ -16,11 +17,22 @@ pub trait ToolStore: Send + Sync {
         audit: &AuditEntry,
     ) -> Result<(), StoreError>;
     async fn get_tool(&self, tenant: TenantId, id: ToolId) -> Result<Option<Tool>, StoreError>;
-    /// Tools newest first, older than `before` when given.
+    /// Tools newest first, older than `before` when given: the archived ones, or the
+    /// others.
     async fn list_tools(
         &self,
         tenant: TenantId,
+        archived: bool,
         before: Option<ToolId>,
         limit: u32,
     ) -> Result<Vec<Tool>, StoreError>;
+    /// Archives the tool at `archived_at`, or restores it with `None`; writes (and
+    /// audits) only a change. The tool as it is after, `None` when it does not exist.
+    async fn set_tool_archived(
+        &self,
+        tenant: TenantId,
+        id: ToolId,
+        archived_at: Option<DateTime<Utc>>,
+        audit: &AuditEntry,
+    ) -> Result<Option<Tool>, StoreError>;
 }

@@ -1,33 +1,46 @@
 //! The run commands and queries: create, read, list, post a message, cancel, read events.
 //! The engine drives turns; these only record what clients asked for and wake it.
 //!
-//! Busy rule: a message is accepted only while the run is idle. The check and the write
+//! Busy rule: a message starts a turn only while the run is idle; during a turn it is
+//! refused (`RunBusy`) or queued, by its strategy or its agent's. The check and the write
 //! are one optimistic append against the version that was checked, so of two racing
-//! messages exactly one is stored and the other gets `RunBusy` with nothing written.
+//! messages to an idle run exactly one starts a turn and the other is refused or queued
+//! behind it, with nothing else written.
 
 use super::decide;
 use super::idempotency::{check_replay, fingerprint, record};
 use super::recorder::Recorder;
 use super::requests::{
     CreateRun, CreatedRun, MAX_CONTENT_CHARS, MAX_REQUEST_ID_CHARS, MAX_TITLE_CHARS, PostMessage,
-    PostedMessage,
+    Posted, PostedMessage, QueuedMessage,
 };
 use crate::error::{CoreError, StoreError};
-use crate::model::{Action, Principal};
-use crate::model::{Message, RunStatus, RunSummary};
+use crate::model::{Action, AgentLimits, MessageStrategy, Principal};
+use crate::model::{Message, RunSummary};
 use crate::page::{self, Page};
 use crate::ports::{
-    AgentStore, AppendOutcome, AppendRequest, Clock, EventBus, RunDriver, RunListQuery, RunReader,
+    AgentStore, AppendOutcome, AppendRequest, Clock, EventBus, RunDriver, RunFilter, RunListQuery,
+    RunReader,
 };
 use crate::validate;
 use baton_events::{
-    Envelope, EventMeta, MessageId, MessageRole, NewEvent, RunCreated, RunEvent, RunId, TenantId,
+    Envelope, EventMeta, MessageId, MessageRole, NewEvent, RunCreated, RunEvent, RunId, RunUpdated,
+    TenantId,
 };
 use serde::Deserialize;
 use std::sync::Arc;
 
 /// How often a command re-reads and retries after losing a version race.
 pub(super) const MAX_ATTEMPTS: usize = 5;
+/// How often a posted message does: racing messages to a busy run are all queued.
+const MAX_POST_ATTEMPTS: u32 = 40;
+
+/// A short, random pause before attempt `attempt` of a contended append (0 to 2 ms, more
+/// with each attempt up to 20 ms), so racers do not collide in lockstep.
+fn contended_backoff(attempt: u32) -> std::time::Duration {
+    let ceiling_us = 2_000 * u64::from(attempt.min(10));
+    std::time::Duration::from_micros(rand::random_range(0..=ceiling_us))
+}
 
 /// The run use cases, holding the ports they need.
 #[derive(Clone)]
@@ -57,6 +70,7 @@ impl Runs {
         if let Some(title) = &cmd.title {
             validate::text("title", title, MAX_TITLE_CHARS)?;
         }
+        super::metadata::check(&cmd.metadata)?;
         if let Some(content) = &cmd.message {
             check_content(content)?;
         }
@@ -69,6 +83,9 @@ impl Runs {
             .get_agent(p.tenant, cmd.agent_id)
             .await?
             .ok_or(CoreError::NotFound("agent"))?;
+        if agent.archived_at.is_some() {
+            return Err(crate::agents::archived(agent.id));
+        }
 
         let at = self.clock.now();
         let run_id = RunId::new();
@@ -78,6 +95,7 @@ impl Runs {
                 agent_id: agent.id,
                 agent_version: agent.version,
                 title: cmd.title.clone(),
+                metadata: cmd.metadata.clone(),
             }),
             meta.clone(),
         )];
@@ -97,7 +115,11 @@ impl Runs {
         for (i, e) in events.iter().enumerate() {
             run.apply(&e.event, i as i64 + 1, at);
         }
-        let result = CreatedRun { run, message };
+        let result = CreatedRun {
+            run,
+            message,
+            result: None,
+        };
         let mut req = AppendRequest::new(run_id, 0, events, at);
         req.idempotency = record(&cmd.request_id, "create_run", fingerprint.clone(), &result);
         match self.recorder.append(p.tenant, req).await? {
@@ -107,7 +129,7 @@ impl Runs {
                 }
                 Ok(CreatedRun {
                     run: *run,
-                    message: result.message,
+                    ..result
                 })
             }
             AppendOutcome::Duplicate(rec) => check_replay(&rec, &fingerprint),
@@ -120,18 +142,21 @@ impl Runs {
         self.load(p.tenant, run).await
     }
 
+    /// The runs passing `filter`, newest first. The cursor is a run id, so a page never
+    /// shifts when runs are created or change meanwhile (a changed run may leave or
+    /// join the pages not read yet).
     #[tracing::instrument(name = "runs.list_runs", skip_all)]
     pub async fn list_runs(
         &self,
         p: &Principal,
-        status: Option<RunStatus>,
+        filter: RunFilter,
         cursor: Option<RunId>,
         limit: Option<u32>,
     ) -> Result<Page<RunSummary>, CoreError> {
         p.require(Action::ReadRuns)?;
         let limit = page::limit(limit)?;
         let query = RunListQuery {
-            status,
+            filter: super::metadata::check_filter(filter)?,
             before: cursor,
             limit,
         };
@@ -148,19 +173,72 @@ impl Runs {
         p: &Principal,
         run_id: RunId,
         cmd: PostMessage,
-    ) -> Result<PostedMessage, CoreError> {
+    ) -> Result<Posted, CoreError> {
         p.require(Action::PostMessages)?;
         validate::request_id(cmd.request_id.as_deref(), MAX_REQUEST_ID_CHARS)?;
         check_content(&cmd.content)?;
         let fingerprint = fingerprint("post_message", &(run_id, &cmd));
-        for _ in 0..MAX_ATTEMPTS {
+        // The agent's rule, read only for a message to a busy run that names none.
+        let mut agent_rule = None;
+        // Messages queued at once all append to the run's stream: each round of the race
+        // stores one, so losers back off a little and try again, for longer than other
+        // commands (one of which settles the race for the rest).
+        for attempt in 0..MAX_POST_ATTEMPTS {
+            if attempt > 0 {
+                tokio::time::sleep(contended_backoff(attempt)).await;
+            }
             if let Some(done) = self.replay(p, &cmd.request_id, &fingerprint).await? {
                 return Ok(done);
             }
             let run = self.load(p.tenant, run_id).await?;
+            let (strategy, max_queued) = match (cmd.strategy, run.status.in_turn()) {
+                (Some(MessageStrategy::Reject), _) | (_, false) => {
+                    (MessageStrategy::Reject, u32::MAX)
+                }
+                (strategy, true) => {
+                    let limits = match agent_rule {
+                        Some(limits) => limits,
+                        None => *agent_rule.insert(self.limits_of(&run).await?),
+                    };
+                    (
+                        strategy.unwrap_or(limits.message_strategy),
+                        limits.max_queued_messages,
+                    )
+                }
+            };
             let message_id = MessageId::new();
-            let (events, turn) = match decide::post_message(&run, message_id, &cmd.content) {
-                Ok(decided) => decided,
+            let posting =
+                decide::post_message(&run, message_id, &cmd.content, strategy, max_queued);
+            let (events, result) = match posting {
+                Ok(decide::Posting::Turn { events, turn }) => {
+                    let message = Message {
+                        id: message_id,
+                        run_id,
+                        seq: run.message_count + 1,
+                        role: MessageRole::User,
+                        content: cmd.content.clone(),
+                        version: run.version + 1,
+                        created_at: self.clock.now(),
+                    };
+                    let posted = PostedMessage {
+                        message,
+                        turn,
+                        result: None,
+                    };
+                    (events, Posted::Turn(Box::new(posted)))
+                }
+                Ok(decide::Posting::Queued { events, position }) => {
+                    let queued = QueuedMessage {
+                        message_id,
+                        run_id,
+                        content: cmd.content.clone(),
+                        position,
+                        version: run.version + 1,
+                        queued_at: self.clock.now(),
+                        after_seq: run.message_count,
+                    };
+                    (events, Posted::Queued(queued))
+                }
                 Err(refusal) => {
                     // The original of a repeated request may have committed (and made the
                     // run busy) between the idempotency check above and this read: it wins.
@@ -170,19 +248,8 @@ impl Runs {
                     return Err(refusal);
                 }
             };
-            let at = self.clock.now();
-            let message = Message {
-                id: message_id,
-                run_id,
-                seq: run.message_count + 1,
-                role: MessageRole::User,
-                content: cmd.content.clone(),
-                version: run.version + 1,
-                created_at: at,
-            };
-            let result = PostedMessage { message, turn };
             let events = with_meta(events, &meta(&self.replica, p, cmd.request_id.as_deref()));
-            let mut req = AppendRequest::new(run_id, run.version, events, at);
+            let mut req = AppendRequest::new(run_id, run.version, events, self.clock.now());
             req.idempotency = record(
                 &cmd.request_id,
                 "post_message",
@@ -191,7 +258,11 @@ impl Runs {
             );
             match self.recorder.append(p.tenant, req).await {
                 Ok(AppendOutcome::Appended { .. }) => {
-                    self.driver.wake(p.tenant, run_id);
+                    // A queued message needs no wake (the turn in progress takes it),
+                    // unless it ends that turn.
+                    if matches!(result, Posted::Turn(_)) || strategy.interrupts().is_some() {
+                        self.driver.wake(p.tenant, run_id);
+                    }
                     return Ok(result);
                 }
                 Ok(AppendOutcome::Duplicate(rec)) => return check_replay(&rec, &fingerprint),
@@ -200,6 +271,16 @@ impl Runs {
             }
         }
         Err(CoreError::Conflict)
+    }
+
+    /// The limits of the agent version `run` started with (its message strategy and
+    /// queue cap); the defaults if that version is gone.
+    async fn limits_of(&self, run: &RunSummary) -> Result<AgentLimits, CoreError> {
+        let agent = self
+            .agents
+            .get_agent_version(run.tenant, run.agent_id, run.agent_version)
+            .await?;
+        Ok(agent.map(|a| a.limits).unwrap_or_default())
     }
 
     #[tracing::instrument(name = "runs.list_messages", skip_all)]
@@ -263,6 +344,39 @@ impl Runs {
         Err(CoreError::Conflict)
     }
 
+    /// Changes the run's title and metadata (a merge patch), in any status (a finished
+    /// run can still be labelled). During a turn the engine's next append finds the
+    /// version moved, sees that only labels changed, and appends again on top: the turn
+    /// loses nothing. A patch that changes nothing appends nothing.
+    #[tracing::instrument(name = "runs.update_run", skip_all)]
+    pub async fn update_run(
+        &self,
+        p: &Principal,
+        run_id: RunId,
+        patch: super::metadata::RunPatch,
+    ) -> Result<RunSummary, CoreError> {
+        p.require(Action::UpdateRuns)?;
+        for _ in 0..MAX_ATTEMPTS {
+            let run = self.load(p.tenant, run_id).await?;
+            let (title, metadata) = patch.apply(run.title.as_deref(), &run.metadata)?;
+            if title == run.title && metadata == run.metadata {
+                return Ok(run);
+            }
+            let event = RunEvent::RunUpdated(RunUpdated { title, metadata });
+            let events = with_meta(vec![event], &meta(&self.replica, p, None));
+            let req = AppendRequest::new(run_id, run.version, events, self.clock.now());
+            match self.recorder.append(p.tenant, req).await {
+                Ok(AppendOutcome::Appended { run, .. }) => return Ok(*run),
+                Ok(AppendOutcome::Duplicate(_)) => {
+                    return Err(CoreError::Internal("unexpected idempotency hit".into()));
+                }
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(CoreError::Conflict)
+    }
+
     /// A page of a run's events with `version > after`.
     #[tracing::instrument(name = "runs.read_events", skip_all)]
     pub async fn read_events(
@@ -275,7 +389,8 @@ impl Runs {
         p.require(Action::ReadRuns)?;
         let limit = page::limit(limit)?;
         let after = validate::non_negative("after", after)?;
-        self.load(p.tenant, run).await?;
+        let summary = self.load(p.tenant, run).await?;
+        check_cursor(after, &summary)?;
         Ok(self
             .store()
             .read_stream(p.tenant, run, after, limit)
@@ -325,4 +440,17 @@ pub(super) fn meta(replica: &str, p: &Principal, request_id: Option<&str>) -> Ev
 
 fn check_content(content: &str) -> Result<(), CoreError> {
     validate::non_blank("content", content, MAX_CONTENT_CHARS)
+}
+
+/// One rule for an event cursor, paged or streamed: at most the run's version. A cursor
+/// past it did not come from this run (the client mixed runs up, or the database was
+/// restored to an earlier point): an empty page would hide that.
+pub(super) fn check_cursor(after: i64, run: &RunSummary) -> Result<(), CoreError> {
+    if after > run.version {
+        return Err(CoreError::invalid(format!(
+            "the event cursor {after} is past the end of the run (version {})",
+            run.version
+        )));
+    }
+    Ok(())
 }

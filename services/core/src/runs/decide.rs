@@ -4,10 +4,10 @@
 
 use super::requests::{ApprovalDecision, ReceiptResolution, ToolOutput};
 use crate::error::CoreError;
-use crate::model::{Receipt, ReceiptState, RunStatus, RunSummary};
+use crate::model::{MessageStrategy, Receipt, ReceiptState, RunStatus, RunSummary};
 use baton_events::{
-    ApprovalDecided, ApprovalId, MessageAppended, MessageId, MessageRole, ReceiptId, Resolution,
-    RunCancelRequested, RunCancelled, RunEvent, ToolOutcome, ToolResolved, ToolResult,
+    ApprovalDecided, ApprovalId, MessageAppended, MessageId, MessageQueued, MessageRole, ReceiptId,
+    Resolution, RunCancelRequested, RunCancelled, RunEvent, ToolOutcome, ToolResolved, ToolResult,
     TurnRequested,
 };
 
@@ -21,26 +21,73 @@ pub fn user_turn(message_id: MessageId, content: &str, turn: i64) -> Vec<RunEven
             message_id,
             role: MessageRole::User,
             content: content.to_string(),
+            queued: false,
         }),
         RunEvent::TurnRequested(TurnRequested { turn, message_id }),
     ]
 }
 
-/// A user message posted to `run`: accepted only while the run is idle (no turn queued or
-/// running) and not ended. Returns its events and the turn it starts.
+/// What a posted user message appends.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Posting {
+    /// The run was idle: the message starts turn `turn` at once.
+    Turn { events: Vec<RunEvent>, turn: i64 },
+    /// A turn is in progress: the message waits in the queue at 1-based `position`.
+    Queued {
+        events: Vec<RunEvent>,
+        position: i64,
+    },
+}
+
+/// A user message posted to `run`, which must not have ended. An idle run starts a turn
+/// with it; a run within a turn (queued, running, or waiting for an action) refuses it
+/// (`reject`), queues it behind the turn (`enqueue`), or queues it at the head and asks
+/// the engine to end the turn early (`interrupt`, `rollback`), with at most `max_queued`
+/// waiting: the message's own strategy or its agent's. The engine takes queued messages
+/// in the append that settles a turn, so an idle run has none.
 pub fn post_message(
     run: &RunSummary,
     message_id: MessageId,
     content: &str,
-) -> Result<(Vec<RunEvent>, i64), CoreError> {
+    strategy: MessageStrategy,
+    max_queued: u32,
+) -> Result<Posting, CoreError> {
     if run.status.is_terminal() {
         return Err(CoreError::RunEnded(run.status.as_str()));
     }
-    if run.status.in_turn() {
+    if !run.status.in_turn() {
+        let turn = run.turn_count + 1;
+        return Ok(Posting::Turn {
+            events: user_turn(message_id, content, turn),
+            turn,
+        });
+    }
+    if strategy == MessageStrategy::Reject {
         return Err(CoreError::RunBusy);
     }
-    let turn = run.turn_count + 1;
-    Ok((user_turn(message_id, content, turn), turn))
+    // The cancel ends the turn and the run with it: a queued message would be dropped.
+    if run.cancel_requested {
+        return Err(CoreError::WrongState(
+            "the run is being cancelled; it takes no more messages".into(),
+        ));
+    }
+    if run.queued_messages >= i64::from(max_queued) {
+        return Err(CoreError::QueueFull(max_queued));
+    }
+    let interrupts = strategy.interrupts();
+    // An interrupting message goes to the head of the queue: the next turn is its own.
+    let position = match interrupts {
+        Some(_) => 1,
+        None => run.queued_messages + 1,
+    };
+    Ok(Posting::Queued {
+        events: vec![RunEvent::MessageQueued(MessageQueued {
+            message_id,
+            content: content.to_string(),
+            interrupts,
+        })],
+        position,
+    })
 }
 
 /// What a cancel does to a run.
@@ -174,6 +221,7 @@ pub fn resolve_receipt(
             receipt_id: receipt,
             resolution: res.resolution,
             output: res.output.clone(),
+            turn: Some(r.turn),
         })],
         vec![r.clone()],
     ))

@@ -2,9 +2,11 @@
 //! client's cursor a page at a time, then forward live events in version order.
 //! Duplicates (already sent) are dropped; a gap (a lost or reordered publish) sends the
 //! follower back to the database, and so does silence longer than the resync interval, so
-//! a lost publish costs latency, never an event. The stream ends after a terminal event,
-//! or when the bus closes the subscription because the subscriber fell behind (the client
-//! resumes from its cursor).
+//! a lost publish costs latency, never an event. The stream ends after a terminal event
+//! (for a run that had ended when the stream began: after its last event, since labels
+//! may change after the end), after `run.deleted` (published when the run is deleted, or
+//! made up by the follower when silence finds the run gone), or when the bus closes the
+//! subscription because the subscriber fell behind (the client resumes from its cursor).
 //!
 //! Idle streams re-check the database with a backoff: the interval doubles after each
 //! check that finds nothing, up to [`MAX_BACKOFF`] times the configured one, and resets
@@ -17,7 +19,7 @@
 
 use super::commands::Runs;
 use crate::error::CoreError;
-use crate::model::{Action, Principal};
+use crate::model::{Action, Principal, RunSummary};
 use crate::ports::{RunReader, Subscription};
 use baton_events::{Decoded, Envelope, MessageDelta, RunEvent, RunId, TenantId};
 use futures::{Stream, StreamExt};
@@ -52,6 +54,9 @@ struct Follower {
     deltas: bool,
     /// The last model step, `(turn, step)`, whose `model.completed` was handed out.
     completed: Option<(i64, u32)>,
+    /// The run had ended when the follower started: the stream ends at this version
+    /// (labels may have been changed after the terminal event).
+    end_at: Option<i64>,
     done: bool,
 }
 
@@ -119,12 +124,7 @@ async fn follower(
         return Err(CoreError::invalid("the event cursor must not be negative"));
     }
     let summary = runs.get_run(p, run).await?;
-    if after > summary.version {
-        return Err(CoreError::invalid(format!(
-            "the event cursor {after} is past the end of the run (version {})",
-            summary.version
-        )));
-    }
+    super::commands::check_cursor(after, &summary)?;
     if summary.status.is_terminal() && after == summary.version {
         return Ok(None);
     }
@@ -148,6 +148,7 @@ async fn follower(
         quiet_until: None,
         deltas,
         completed: None,
+        end_at: summary.status.is_terminal().then_some(summary.version),
         done: false,
     }))
 }
@@ -160,7 +161,15 @@ impl Follower {
                     continue;
                 }
                 self.cursor = e.version;
-                if e.is_terminal() {
+                // A run that had ended streams through its last event (labels changed
+                // after the end included); one that ends while followed, through the
+                // terminal event.
+                let ends = e.event_type == "run.deleted"
+                    || match self.end_at {
+                        Some(end) => e.version >= end,
+                        None => e.is_terminal(),
+                    };
+                if ends {
                     self.done = true;
                     self.pending.clear();
                 }
@@ -231,6 +240,15 @@ impl Follower {
         self.behind = page.len() == REPLAY_PAGE as usize;
         if std::mem::take(&mut self.silent) && page.is_empty() {
             self.idle = (self.idle * 2).min(self.resync * MAX_BACKOFF);
+            // Silence may be a deletion whose `run.deleted` the bus lost: the run's row
+            // is gone with its events. End as that event would have.
+            if self.store.get_run(self.tenant, self.run).await?.is_none() {
+                let mut gone = RunSummary::empty(self.tenant, self.run, chrono::Utc::now());
+                gone.version = self.cursor;
+                let at = gone.updated_at;
+                self.pending
+                    .push_back(super::delete::tombstone(&gone, "", "", at));
+            }
         } else if !page.is_empty() {
             self.idle = self.resync;
         }

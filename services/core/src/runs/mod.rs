@@ -1,16 +1,19 @@
 //! Run use cases: the commands and queries clients call ([`Runs`]: `commands.rs`, and the
 //! actions on a waiting turn in `actions.rs`), decided by the pure functions of [`decide`];
-//! following a run's events live ([`follow`]); a run's checkpoints; and the [`Recorder`]
+//! following a run's events live ([`follow`]) and waiting for a turn to settle (`wait.rs`); a run's checkpoints; and the [`Recorder`]
 //! every writer appends and publishes through.
 
 mod actions;
 mod checkpoints;
 mod commands;
 pub mod decide;
+mod delete;
 mod follow;
 mod idempotency;
+pub mod metadata;
 mod recorder;
 mod requests;
+mod wait;
 
 pub use checkpoints::Checkpoints;
 pub use commands::Runs;

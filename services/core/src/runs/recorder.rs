@@ -3,7 +3,7 @@
 
 use crate::error::StoreError;
 use crate::ports::{AppendOutcome, AppendRequest, EventBus, EventLog};
-use baton_events::TenantId;
+use baton_events::{Envelope, TenantId};
 use std::sync::Arc;
 
 /// Appends and then publishes what was committed. The one path every writer uses.
@@ -26,6 +26,7 @@ impl Recorder {
         match &outcome {
             Ok(AppendOutcome::Appended { events, .. }) => {
                 metrics::counter!("baton_events_appended_total").increment(events.len() as u64);
+                events.iter().for_each(count);
                 self.bus.publish(events).await;
             }
             Ok(AppendOutcome::Duplicate(_)) => {}
@@ -36,5 +37,54 @@ impl Recorder {
             Err(_) => metrics::counter!("baton_append_errors_total").increment(1),
         }
         outcome
+    }
+}
+
+/// Counts what operators watch, from an event just committed (every writer appends here,
+/// so each is counted once): turns started, completed and failed by reason; tool calls
+/// made by kind, and how they ended by source (a client's output, or Baton's result).
+fn count(event: &Envelope) {
+    let code = |data: &serde_json::Value| {
+        let code = data["error"]["code"].as_str().unwrap_or("unknown");
+        crate::labels::bounded("failure_reason", code)
+    };
+    let text =
+        |data: &serde_json::Value, key: &str| data[key].as_str().unwrap_or("unknown").to_owned();
+    match event.event_type.as_str() {
+        "turn.started" => metrics::counter!("baton_turns_started_total").increment(1),
+        "turn.completed" => metrics::counter!("baton_turns_completed_total").increment(1),
+        "turn.failed" => {
+            metrics::counter!("baton_turns_failed_total", "reason" => code(&event.data))
+                .increment(1);
+        }
+        "tool.intent" => {
+            metrics::counter!("baton_tool_calls_total", "kind" => text(&event.data, "kind"))
+                .increment(1);
+        }
+        "tool.result" => {
+            let outcome = text(&event.data, "outcome");
+            // A client tool's output, or a result Baton recorded (its own call's, or that
+            // of a call it refused or cancelled).
+            let source = if event.data["from_client"].as_bool() == Some(true) {
+                "client"
+            } else {
+                "baton"
+            };
+            metrics::counter!(
+                "baton_tool_call_outcomes_total",
+                "source" => source,
+                "outcome" => outcome,
+            )
+            .increment(1);
+        }
+        "tool.uncertain" => {
+            metrics::counter!(
+                "baton_tool_call_outcomes_total",
+                "source" => "baton",
+                "outcome" => "uncertain",
+            )
+            .increment(1);
+        }
+        _ => {}
     }
 }

@@ -47,6 +47,9 @@ pub(crate) enum Step {
     Reread,
     /// Honour the pending cancel: settle the open calls and end the run.
     Cancel,
+    /// Honour the pending interrupt: settle the open calls and end the turn, which takes
+    /// the interrupting message as the next one.
+    Interrupt,
     /// A turn in progress taken over under a new lease: announce the lease first.
     Announce,
     /// Start the queued turn.
@@ -101,6 +104,9 @@ pub(crate) fn decide(facts: &Facts) -> Step {
     if run.cancel_requested {
         return Step::Cancel;
     }
+    if run.interrupt_requested {
+        return Step::Interrupt;
+    }
     match run.status {
         RunStatus::Queued => Step::StartTurn,
         // Taking over a turn in progress: say so now, not when the turn is answered.
@@ -116,7 +122,8 @@ fn turn_step(facts: &Facts) -> Step {
     if state.version != facts.run.version {
         return Step::Reread;
     }
-    let Some(ctx) = facts.agent else {
+    // Loaded for this turn: one loaded for an earlier turn is stale.
+    let Some(ctx) = facts.agent.filter(|c| c.turn == facts.run.turn_count) else {
         return Step::LoadAgent;
     };
     let limits = &ctx.agent.limits;

@@ -3,8 +3,8 @@
 use super::*;
 use crate::given::{
     agent, approval_asked, approval_decided, cancel_requested, client, idempotent, intent,
-    model_asks, model_asks_raw, mutation, needing_approval, read, resolved, result_of, state,
-    summary, t0, turn_requested, turn_started, uncertain,
+    interrupting, model_asks, model_asks_raw, mutation, needing_approval, read, resolved,
+    result_of, state, summary, t0, turn_requested, turn_started, uncertain,
 };
 use baton_core::model::AgentLimits;
 use baton_core::ports::Fence;
@@ -276,6 +276,26 @@ fn a_pending_cancel_ends_a_run_waiting_for_an_action() {
 }
 
 #[test]
+fn a_pending_interrupt_ends_the_turn_and_a_cancel_comes_before_it() {
+    let step = given(turn_started())
+        .and(interrupting("stop", false))
+        .when_decided();
+    assert_eq!(step, Step::Interrupt);
+    let step = given(turn_started())
+        .and(interrupting("stop", true))
+        .and(cancel_requested())
+        .when_decided();
+    assert_eq!(step, Step::Cancel);
+}
+
+#[test]
+fn a_pending_interrupt_ends_a_turn_waiting_for_an_action() {
+    let (_, given) = awaiting_approval(needing_approval(mutation("pay")));
+    let step = given.and(interrupting("never mind", false)).when_decided();
+    assert_eq!(step, Step::Interrupt);
+}
+
+#[test]
 fn a_queued_turn_is_started() {
     let step = given(turn_requested()).when_decided();
     assert_eq!(step, Step::StartTurn);
@@ -310,6 +330,30 @@ fn a_state_behind_the_run_is_read_again() {
 #[test]
 fn the_agent_is_loaded_before_the_turn_goes_on() {
     let step = given(turn_started()).without_agent().when_decided();
+    assert_eq!(step, Step::LoadAgent);
+}
+
+#[test]
+fn a_context_loaded_for_an_earlier_turn_is_loaded_again() {
+    // Tools, the provider and the tenant's allowlist may have changed since turn 1.
+    let message_id = baton_events::MessageId::new();
+    let step = given(turn_started())
+        .and(RunEvent::TurnCompleted(TurnCompleted {
+            turn: 1,
+            finish_reason: None,
+        }))
+        .and(RunEvent::MessageAppended(baton_events::MessageAppended {
+            message_id,
+            role: baton_events::MessageRole::User,
+            content: "again".into(),
+            queued: false,
+        }))
+        .and(RunEvent::TurnRequested(baton_events::TurnRequested {
+            turn: 2,
+            message_id,
+        }))
+        .and(RunEvent::TurnStarted(baton_events::TurnStarted { turn: 2 }))
+        .when_decided();
     assert_eq!(step, Step::LoadAgent);
 }
 

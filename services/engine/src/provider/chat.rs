@@ -1,6 +1,7 @@
 //! What the engine asks a model and what it gets back: the conversation and the tools
 //! on offer go in; the assistant's content, tool calls, finish reason and usage come
-//! out, with token deltas sent to a [`DeltaSink`] as they arrive.
+//! out, with token deltas sent to a [`DeltaSink`] as they arrive; reasoning comes out
+//! apart from the answer (`reasoning.rs` splits `<think>` blocks out of content).
 
 use baton_events::{ToolCallRequest, Usage};
 use serde::{Deserialize, Serialize};
@@ -68,7 +69,11 @@ pub struct ModelRequest {
 /// One model step's output: the durable `model.completed` event is made from it.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ModelReply {
+    /// The answer, without the reasoning.
     pub content: Option<String>,
+    /// The model's reasoning, when the server sent it apart (`reasoning_content`) or the
+    /// model wrote it in `<think>` blocks.
+    pub reasoning: Option<String>,
     pub tool_calls: Vec<ToolCallRequest>,
     /// `stop`, `tool_calls`, `length`, …
     pub finish_reason: String,
@@ -85,6 +90,8 @@ pub struct ModelReply {
 pub struct Delta {
     pub attempt: u32,
     pub content: String,
+    /// A piece of the reasoning, not of the answer.
+    pub reasoning: bool,
 }
 
 /// Where streamed deltas go. Must not block.

@@ -11,6 +11,7 @@
 
 mod chat;
 pub mod openai;
+mod reasoning;
 pub mod scripted;
 
 pub use chat::{

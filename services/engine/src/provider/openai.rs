@@ -17,6 +17,7 @@
 
 use super::chat::{ChatMessage, ChatRole, Delta, DeltaSink, ModelError, ModelReply, ModelRequest};
 use super::chat::{Provider, ToolSpec};
+use super::reasoning::{Split, ThinkSplitter};
 use baton_core::model::OpenAiSpec;
 use baton_egress::{Egress, Mask, TenantEgress};
 use baton_events::{ToolCallRequest, Usage};
@@ -124,12 +125,11 @@ impl OpenAiProvider {
                     self.server_message(&error.to_string())
                 )));
             }
-            if let Some(piece) = reply.add(chunk)
-                && !piece.is_empty()
-            {
+            for (reasoning, piece) in reply.add(chunk) {
                 deltas(Delta {
                     attempt,
                     content: piece,
+                    reasoning,
                 });
             }
         }
@@ -398,14 +398,31 @@ fn parse_completion(bytes: &[u8]) -> Outcome {
             }
         })
         .collect();
+    let (split, thought) = ThinkSplitter::split(message.content.as_deref().unwrap_or(""));
+    let mut reasoning = message
+        .reasoning_content
+        .or(message.reasoning)
+        .unwrap_or_default();
+    reasoning.push_str(&split.reasoning);
     Ok(ModelReply {
-        content: message.content.filter(|c| !c.is_empty()),
+        content: answer(split.answer, thought),
+        reasoning: Some(reasoning).filter(|r| !r.is_empty()),
         tool_calls,
         finish_reason: choice.finish_reason.unwrap_or_else(|| "stop".into()),
         usage: completion.usage.map(WireUsage::into_usage),
         model: completion.model,
         complete_run: false,
     })
+}
+
+/// The answer as kept: none when empty; without the blank lines a model leaves between
+/// its `</think>` and its answer.
+fn answer(text: String, thought: bool) -> Option<String> {
+    let text = match thought {
+        true => text.trim().to_owned(),
+        false => text,
+    };
+    Some(text).filter(|t| !t.is_empty())
 }
 
 /// Tool-call arguments as text: most servers send a JSON string, some an object.
@@ -421,6 +438,9 @@ fn arguments_text(arguments: Option<serde_json::Value>) -> String {
 #[derive(Default)]
 struct StreamedReply {
     content: String,
+    reasoning: String,
+    /// Splits `<think>` blocks out of the content as it streams.
+    think: ThinkSplitter,
     /// Tool calls by their `index`.
     tool_calls: BTreeMap<u32, ToolCallRequest>,
     finish_reason: Option<String>,
@@ -429,19 +449,24 @@ struct StreamedReply {
 }
 
 impl StreamedReply {
-    /// Takes in one chunk; returns its content piece, if any.
-    fn add(&mut self, chunk: WireChunk) -> Option<String> {
+    /// Takes in one chunk; returns its pieces to stream, each marked `true` when it is
+    /// reasoning.
+    fn add(&mut self, chunk: WireChunk) -> Vec<(bool, String)> {
         if chunk.model.is_some() {
             self.model = chunk.model;
         }
         if let Some(usage) = chunk.usage {
             self.usage = Some(usage.into_usage());
         }
-        let choice = chunk.choices.into_iter().next()?;
+        let Some(choice) = chunk.choices.into_iter().next() else {
+            return Vec::new();
+        };
         if let Some(reason) = choice.finish_reason {
             self.finish_reason = Some(reason);
         }
-        let delta = choice.delta?;
+        let Some(delta) = choice.delta else {
+            return Vec::new();
+        };
         for piece in delta.tool_calls {
             let index = piece.index.unwrap_or_else(|| {
                 // Servers that omit the index send one call after the other.
@@ -466,14 +491,33 @@ impl StreamedReply {
             }
             call.arguments.push_str(&arguments_text(function.arguments));
         }
-        let piece = delta.content?;
-        self.content.push_str(&piece);
-        Some(piece)
+        let mut pieces = Vec::new();
+        if let Some(thinking) = delta.reasoning_content.or(delta.reasoning) {
+            self.reasoning.push_str(&thinking);
+            pieces.push((true, thinking));
+        }
+        if let Some(content) = delta.content {
+            let split = self.think.feed(&content);
+            self.take(split, &mut pieces);
+        }
+        pieces.retain(|(_, p)| !p.is_empty());
+        pieces
     }
 
-    fn finish(self) -> ModelReply {
+    /// Keeps a split piece of content and lists it to stream.
+    fn take(&mut self, split: Split, pieces: &mut Vec<(bool, String)>) {
+        self.reasoning.push_str(&split.reasoning);
+        self.content.push_str(&split.answer);
+        pieces.push((true, split.reasoning));
+        pieces.push((false, split.answer));
+    }
+
+    fn finish(mut self) -> ModelReply {
+        let rest = self.think.finish();
+        self.take(rest, &mut Vec::new());
         ModelReply {
-            content: Some(self.content).filter(|c| !c.is_empty()),
+            content: answer(self.content, self.think.seen),
+            reasoning: Some(self.reasoning).filter(|r| !r.is_empty()),
             tool_calls: self.tool_calls.into_values().collect(),
             finish_reason: self.finish_reason.unwrap_or_else(|| "stop".into()),
             usage: self.usage,
@@ -595,6 +639,10 @@ struct WireChoice {
 #[derive(Deserialize, Default)]
 struct WireReplyMessage {
     content: Option<String>,
+    /// DeepSeek's and vLLM's field for the reasoning.
+    reasoning_content: Option<String>,
+    /// The same, as other servers name it.
+    reasoning: Option<String>,
     #[serde(default, deserialize_with = "null_as_empty")]
     tool_calls: Vec<WireReplyToolCall>,
 }
@@ -631,6 +679,8 @@ struct WireChunkChoice {
 #[derive(Deserialize)]
 struct WireDelta {
     content: Option<String>,
+    reasoning_content: Option<String>,
+    reasoning: Option<String>,
     #[serde(default, deserialize_with = "null_as_empty")]
     tool_calls: Vec<WireReplyToolCall>,
 }

@@ -53,6 +53,7 @@ impl Provider for ScriptedProvider {
             deltas(Delta {
                 attempt: 1,
                 content: step.content.clone(),
+                reasoning: false,
             });
         }
         let answered = request
@@ -76,6 +77,7 @@ impl Provider for ScriptedProvider {
             .collect();
         Ok(ModelReply {
             content: (!step.content.is_empty()).then(|| step.content.clone()),
+            reasoning: None,
             finish_reason: if tool_calls.is_empty() {
                 "stop"
             } else {

@@ -313,3 +313,71 @@ fn a_cancelled_run_ends_whatever_its_calls_were_waiting_for() {
         ]
     );
 }
+
+/// The queue as the engine folds it and as the runs projection counts it agree after
+/// every event of a run that queues, interrupts, takes from its queue and ends: the
+/// projection's `queued_messages` is the engine's queue length, and it asks for an
+/// interrupt exactly while the engine holds one.
+#[test]
+fn the_engine_state_and_the_projection_agree_on_the_queue_and_the_interrupt() {
+    use baton_events::{
+        MessageAppended, MessageId, MessageQueued, MessageRole, TurnCompleted, TurnInterrupt,
+        TurnInterrupted, TurnRequested, TurnStarted,
+    };
+    let queued = |content: &str, interrupts: Option<TurnInterrupt>| {
+        let id = MessageId::new();
+        let e = RunEvent::MessageQueued(MessageQueued {
+            message_id: id,
+            content: content.into(),
+            interrupts,
+        });
+        (id, e)
+    };
+    let taken = |id: MessageId, content: &str, turn: i64| {
+        [
+            RunEvent::MessageAppended(MessageAppended {
+                message_id: id,
+                role: MessageRole::User,
+                content: content.into(),
+                queued: true,
+            }),
+            RunEvent::TurnRequested(TurnRequested {
+                turn,
+                message_id: id,
+            }),
+            RunEvent::TurnStarted(TurnStarted { turn }),
+        ]
+    };
+    let (a, queued_a) = queued("a", None);
+    let (_, queued_b) = queued("b", None);
+    let (stop, interrupting) = queued("stop", Some(TurnInterrupt::Rollback));
+    let mut events = vec![queued_a, queued_b, interrupting];
+    events.push(RunEvent::TurnInterrupted(TurnInterrupted {
+        turn: 1,
+        message_id: stop,
+        rollback: true,
+    }));
+    events.extend(taken(stop, "stop", 2));
+    events.push(RunEvent::TurnCompleted(TurnCompleted {
+        turn: 2,
+        finish_reason: None,
+    }));
+    events.extend(taken(a, "a", 3));
+    events.push(RunEvent::RunCancelled(RunCancelled { reason: None }));
+    let mut seen = turn_started();
+    let mut lengths = Vec::new();
+    for event in events {
+        seen.push(event);
+        let (state, run) = (crate::given::state(&seen), summary(&seen));
+        assert_eq!(
+            (run.queued_messages, run.interrupt_requested),
+            (state.queue.len() as i64, state.interrupt.is_some()),
+            "after {:?}",
+            seen.last()
+        );
+        lengths.push(state.queue.len());
+    }
+    // 1, 2, 3 queued; the interrupting one taken; `a` taken; the cancel drops `b`.
+    assert_eq!(lengths, [1, 2, 3, 3, 2, 2, 2, 2, 1, 1, 1, 0]);
+    assert!(!summary(&seen).interrupt_requested);
+}

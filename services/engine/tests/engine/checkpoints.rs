@@ -3,39 +3,19 @@
 //! chat-completions server shows what conversation each driver rebuilt.
 
 use crate::world::{KEYRING, World, world};
+use baton_core::RunId;
 use baton_core::crypto::Aad;
-use baton_core::model::{AgentLimits, OpenAiSpec, ProviderSpec, RunStatus};
+use baton_core::model::RunStatus;
 use baton_core::ports::{CheckpointStore, StoredCheckpoint};
 use baton_core::runs::PostMessage;
-use baton_core::{AgentId, RunId};
 use baton_events::CheckpointId;
 use baton_testkit::chat::{ChatResponse, ChatServer};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-async fn openai_agent(w: &World, chat: &ChatServer) -> AgentId {
-    let new = baton_core::agents::NewAgent {
-        name: "a".into(),
-        instructions: String::new(),
-        provider: ProviderSpec::Openai(OpenAiSpec {
-            base_url: chat.base_url(),
-            model: "m".into(),
-            api_key_secret: None,
-            request_timeout_ms: 5_000,
-            max_retries: 0,
-            retry_budget_ms: 5_000,
-            stream: false,
-            temperature: None,
-        }),
-        tools: vec![],
-        limits: AgentLimits::default(),
-    };
-    w.agents().create(&w.owner, new).await.expect("agent").id
-}
-
 /// A run that answered one turn ("hello" -> "first") and saved its checkpoint.
 async fn one_turn(w: &World, chat: &ChatServer) -> RunId {
-    let agent = openai_agent(w, chat).await;
+    let agent = w.openai_agent(chat, false).await;
     chat.push(ChatResponse::text("first"));
     let run = w.start(&w.runs, agent, "hello").await;
     w.wait_status(run, RunStatus::Waiting).await;
@@ -48,6 +28,7 @@ async fn next_turn(w: &World, chat: &ChatServer, run: RunId) {
     let cmd = PostMessage {
         content: "again".into(),
         request_id: None,
+        strategy: None,
     };
     w.runs.post_message(&w.owner, run, cmd).await.expect("post");
     w.wait_for(run, "answered again", |r| {

@@ -2,6 +2,8 @@
 //! real HTTP endpoints on loopback.
 
 mod checkpoints;
+mod queue;
+mod reasoning;
 mod recovery;
 mod tools;
 mod turns;

@@ -119,6 +119,7 @@ async fn write_as_dead_replica(
             step: 1,
             message_id: MessageId::new(),
             content: None,
+            reasoning: None,
             tool_calls: vec![ToolCallRequest {
                 id: "call_1_1".into(),
                 name: "act".into(),
@@ -132,7 +133,7 @@ async fn write_as_dead_replica(
     if at != StoppedAt::BeforeIntent {
         events.push(RunEvent::ToolIntent(intent));
         // What the dead replica did after its intent committed: it made the call.
-        let resp = reqwest::Client::new()
+        let resp = baton_testkit::http_client()
             .post(server.url("act"))
             .header("Idempotency-Key", receipt.to_string())
             .json(&json!({"q": "act"}))

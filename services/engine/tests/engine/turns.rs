@@ -58,6 +58,7 @@ async fn a_turn_past_the_end_of_the_script_fails_and_frees_the_run() {
     let cmd = PostMessage {
         content: "two".into(),
         request_id: None,
+        strategy: None,
     };
     w.runs.post_message(&w.owner, run, cmd).await.expect("post");
     let r = w

@@ -5,13 +5,16 @@ use baton_bus::InProcessBus;
 use baton_core::agents::{Agents, NewAgent};
 use baton_core::egress::EgressPolicy;
 use baton_core::egress_allowlists::EgressAllowlists;
-use baton_core::model::{AgentLimits, ProviderSpec, RunStatus, RunSummary, ScriptedReply};
+use baton_core::model::{
+    AgentLimits, OpenAiSpec, ProviderSpec, RunStatus, RunSummary, ScriptedReply,
+};
 use baton_core::ports::{AgentStore, Clock, RunDriver, RunReader, SystemClock};
 use baton_core::runs::{CreateRun, Recorder, Runs};
 use baton_core::tools::{NewTool, Tools};
 use baton_core::{AgentId, Principal, Role, RunId, TenantId, ToolId};
 use baton_engine::{Engine, EngineOptions, EnginePorts};
 use baton_store::SqliteStore;
+use baton_testkit::chat::ChatServer;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -188,6 +191,41 @@ impl World {
         agents.create(&self.owner, new).await.expect("agent").id
     }
 
+    /// An agent of the OpenAI-compatible server `chat` (no retries), streaming or not.
+    pub async fn openai_agent(&self, chat: &ChatServer, stream: bool) -> AgentId {
+        self.openai_agent_with(chat, stream, vec![]).await
+    }
+
+    /// [`Self::openai_agent`] with `tools`.
+    pub async fn openai_agent_with(
+        &self,
+        chat: &ChatServer,
+        stream: bool,
+        tools: Vec<ToolId>,
+    ) -> AgentId {
+        let new = NewAgent {
+            name: "a".into(),
+            instructions: String::new(),
+            provider: ProviderSpec::Openai(OpenAiSpec {
+                base_url: chat.base_url(),
+                model: "m".into(),
+                api_key_secret: None,
+                request_timeout_ms: 5_000,
+                max_retries: 0,
+                retry_budget_ms: 5_000,
+                stream,
+                temperature: None,
+            }),
+            tools,
+            limits: AgentLimits::default(),
+        };
+        self.agents()
+            .create(&self.owner, new)
+            .await
+            .expect("agent")
+            .id
+    }
+
     /// Runs use cases whose wake-ups go nowhere, as if the process died after commit.
     pub fn unwoken(&self) -> Runs {
         Runs {
@@ -200,6 +238,7 @@ impl World {
         let cmd = CreateRun {
             agent_id: agent,
             title: None,
+            metadata: Default::default(),
             message: Some(message.into()),
             request_id: None,
         };

@@ -36,7 +36,10 @@ pub enum ConfigError {
         reason: String,
     },
     /// A key that is not part of the schema (usually a typo).
-    #[error("unknown key `{key}` (from {origin}); expected one of: {expected}")]
+    #[error(
+        "unknown key `{key}` (from {origin}); expected one of: {expected}{}",
+        unset_hint(origin)
+    )]
     UnknownKey {
         /// Dotted path of the unknown key.
         key: String,
@@ -118,5 +121,18 @@ impl ConfigError {
             key,
             message: message.to_owned(),
         }
+    }
+}
+
+/// For a key from the environment: every `BATON_*` variable is read as configuration, so
+/// one meant for another program must be unset for baton.
+fn unset_hint(origin: &Layer) -> String {
+    match origin {
+        Layer::Env(name) => format!(
+            ". Every BATON_* environment variable is read as configuration: if {name} is \
+             meant for something else, unset it for baton (`unset {name}`, or run \
+             `env -u {name} baton ...`)"
+        ),
+        _ => String::new(),
     }
 }

@@ -181,6 +181,12 @@ impl Loaded {
         self.raw.validate()
     }
 
+    /// Checks the database settings only (for `baton migrate`); see
+    /// [`RawConfig::validate_storage`].
+    pub fn validate_storage(&self) -> Result<Storage, ConfigError> {
+        self.raw.validate_storage()
+    }
+
     /// The layer that set `key` (dotted, e.g. `http.listen`); `None` for an unknown key.
     pub fn source_of(&self, key: &str) -> Option<&Layer> {
         self.rows.iter().find(|r| r.key == key).map(|r| &r.source)

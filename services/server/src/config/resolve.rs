@@ -249,78 +249,41 @@ impl Config {
 }
 
 impl RawConfig {
-    /// Checks every value and combination and builds the typed `Config`.
-    pub fn validate(&self) -> Result<Config, ConfigError> {
-        let http = validate_http(&self.http)?;
-        let cluster = validate_cluster(&self.cluster)?;
-        let login = validate_login(&self.auth)?;
+    /// The database settings alone, checked: all `baton migrate` needs. `serve` builds its
+    /// storage here too (see [`RawConfig::validate`]).
+    pub fn validate_storage(&self) -> Result<Storage, ConfigError> {
         let pools = validate_pools(self)?;
-        validate_replica_name(&self.replica_name)?;
         if self.data_dir.as_os_str().is_empty() {
             return Err(invalid("data_dir", "must not be empty"));
         }
         let db = &self.database;
+        let acquire_timeout = positive_ms("database.acquire_timeout_ms", db.acquire_timeout_ms)?;
+        // Checked in both tiers; only Postgres uses it.
         let statement_timeout =
             positive_ms("database.statement_timeout_ms", db.statement_timeout_ms)?;
-        let acquire_timeout = positive_ms("database.acquire_timeout_ms", db.acquire_timeout_ms)?;
-        if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.filter) {
-            return Err(invalid("log.filter", &format!("not a valid filter: {e}")));
-        }
         let database_url = db.url.as_ref().map(parse_database_url).transpose()?;
-        if let Some(nats) = &self.bus.nats_url {
-            check_nats_url(nats.expose_secret())?;
-        }
-        let crypto = configured_crypto(&self.crypto)?;
-        let subjects = Subjects::new(&self.bus.subject_prefix)
-            .map_err(|e| invalid("bus.subject_prefix", &e.to_string()))?;
-        let (nats_auth, nats_tls) = validate_nats(&self.bus)?;
-        let egress = validate_egress(&self.egress, self.tier)?;
-
-        let (storage, bus, crypto) = match self.tier {
+        match self.tier {
             Tier::Team => {
-                let mut missing = Vec::new();
-                let postgres = match database_url {
-                    Some(DatabaseUrl::Postgres(url)) => Some(url),
+                let url = match database_url {
+                    Some(DatabaseUrl::Postgres(url)) => url,
                     Some(DatabaseUrl::Sqlite(_)) => {
-                        missing.push("database.url (a postgres:// DSN, not sqlite:)".to_owned());
-                        None
+                        return Err(ConfigError::TeamRequirements {
+                            missing: vec!["database.url (a postgres:// DSN, not sqlite:)".into()],
+                        });
                     }
                     None => {
-                        missing.push("database.url (a postgres:// DSN)".to_owned());
-                        None
+                        return Err(ConfigError::TeamRequirements {
+                            missing: vec!["database.url (a postgres:// DSN)".into()],
+                        });
                     }
                 };
-                if self.bus.nats_url.is_none() {
-                    missing.push("bus.nats_url".to_owned());
-                }
-                if !self.auth.required {
-                    missing.push("auth.required = true".to_owned());
-                }
-                if !has_keys(&self.crypto) {
-                    missing.push("crypto.keys or crypto.keys_dir (an encryption key)".to_owned());
-                }
-                if self.crypto.active_key.is_none() {
-                    missing.push("crypto.active_key".to_owned());
-                }
-                match (postgres, &self.bus.nats_url, crypto) {
-                    (Some(url), Some(nats), Some(crypto)) if missing.is_empty() => (
-                        Storage::Postgres {
-                            url,
-                            pools,
-                            statement_timeout,
-                            acquire_timeout,
-                            migrate_on_start: db.migrate_on_start,
-                        },
-                        Bus::Nats {
-                            url: nats.clone(),
-                            subjects,
-                            auth: nats_auth,
-                            tls: nats_tls,
-                        },
-                        crypto,
-                    ),
-                    _ => return Err(ConfigError::TeamRequirements { missing }),
-                }
+                Ok(Storage::Postgres {
+                    url,
+                    pools,
+                    statement_timeout,
+                    acquire_timeout,
+                    migrate_on_start: db.migrate_on_start,
+                })
             }
             Tier::Embedded => {
                 let location = match database_url {
@@ -335,6 +298,80 @@ impl RawConfig {
                     Some(DatabaseUrl::Sqlite(url)) => SqliteLocation::Url(url),
                     None => SqliteLocation::File(self.data_dir.join("baton.db")),
                 };
+                Ok(Storage::Sqlite {
+                    location,
+                    pools,
+                    acquire_timeout,
+                    migrate_on_start: db.migrate_on_start,
+                })
+            }
+        }
+    }
+
+    /// The log settings alone, checked.
+    pub fn validate_log(&self) -> Result<LogConfig, ConfigError> {
+        if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.filter) {
+            return Err(invalid("log.filter", &format!("not a valid filter: {e}")));
+        }
+        Ok(LogConfig {
+            format: self.log.format,
+            filter: self.log.filter.clone(),
+        })
+    }
+
+    /// Checks every value and combination and builds the typed `Config`.
+    pub fn validate(&self) -> Result<Config, ConfigError> {
+        let http = validate_http(&self.http)?;
+        let cluster = validate_cluster(&self.cluster)?;
+        let login = validate_login(&self.auth)?;
+        validate_replica_name(&self.replica_name)?;
+        let log = self.validate_log()?;
+        if let Some(nats) = &self.bus.nats_url {
+            check_nats_url(nats.expose_secret())?;
+        }
+        let crypto = configured_crypto(&self.crypto)?;
+        let subjects = Subjects::new(&self.bus.subject_prefix)
+            .map_err(|e| invalid("bus.subject_prefix", &e.to_string()))?;
+        let (nats_auth, nats_tls) = validate_nats(&self.bus)?;
+        let egress = validate_egress(&self.egress, self.tier)?;
+        let storage = self.validate_storage();
+
+        let (storage, bus, crypto) = match self.tier {
+            Tier::Team => {
+                // Every missing requirement is named at once, the database's among them.
+                let (storage, mut missing) = match storage {
+                    Ok(storage) => (Some(storage), Vec::new()),
+                    Err(ConfigError::TeamRequirements { missing }) => (None, missing),
+                    Err(other) => return Err(other),
+                };
+                if self.bus.nats_url.is_none() {
+                    missing.push("bus.nats_url".to_owned());
+                }
+                if !self.auth.required {
+                    missing.push("auth.required = true".to_owned());
+                }
+                if !has_keys(&self.crypto) {
+                    missing.push("crypto.keys or crypto.keys_dir (an encryption key)".to_owned());
+                }
+                if self.crypto.active_key.is_none() {
+                    missing.push("crypto.active_key".to_owned());
+                }
+                match (storage, &self.bus.nats_url, crypto) {
+                    (Some(storage), Some(nats), Some(crypto)) if missing.is_empty() => (
+                        storage,
+                        Bus::Nats {
+                            url: nats.clone(),
+                            subjects,
+                            auth: nats_auth,
+                            tls: nats_tls,
+                        },
+                        crypto,
+                    ),
+                    _ => return Err(ConfigError::TeamRequirements { missing }),
+                }
+            }
+            Tier::Embedded => {
+                let storage = storage?;
                 if let Some(key) = nats_setting(&self.bus) {
                     return Err(ConfigError::TeamOnly {
                         key,
@@ -343,12 +380,6 @@ impl RawConfig {
                         wants: "NATS",
                     });
                 }
-                let storage = Storage::Sqlite {
-                    location,
-                    pools,
-                    acquire_timeout,
-                    migrate_on_start: db.migrate_on_start,
-                };
                 let crypto = match crypto {
                     Some(crypto) => crypto,
                     None if has_keys(&self.crypto) => {
@@ -387,10 +418,7 @@ impl RawConfig {
             bus,
             auth_required: self.auth.required,
             login,
-            log: LogConfig {
-                format: self.log.format,
-                filter: self.log.filter.clone(),
-            },
+            log,
             cluster,
             crypto,
             egress,

@@ -71,9 +71,10 @@ pub struct RawConfig {
     /// and authentication, all required; start-up refuses if any is missing). See
     /// [Tiers](#tiers).
     pub tier: Tier,
-    /// Directory for local state. The embedded tier keeps its SQLite database at
-    /// `<data_dir>/baton.db` unless `database.url` is a `sqlite:` URL, and, when no keys are
-    /// configured, the encryption key it generates at `<data_dir>/keyring/local`.
+    /// Directory for local state, created readable by Baton's user alone (0700, its files
+    /// 0600). The embedded tier keeps its SQLite database at `<data_dir>/baton.db` unless
+    /// `database.url` is a `sqlite:` URL, and, when no keys are configured, the encryption
+    /// key it generates at `<data_dir>/keyring/local`.
     #[serde(serialize_with = "serialize_path")]
     pub data_dir: PathBuf,
     /// This replica's name (the pod name on Kubernetes), recorded in the events it writes and
@@ -472,7 +473,8 @@ pub struct LogSection {
     /// `json` (one JSON object per line, for log collectors).
     pub format: LogFormat,
     /// `tracing` filter directives (`EnvFilter` syntax), e.g. `info,baton_engine=debug`. The
-    /// `RUST_LOG` environment variable, when set, overrides it.
+    /// `RUST_LOG` environment variable, when set, overrides it. Every request is logged at
+    /// `info` on `baton_api::access`: `info,baton_api::access=off` turns that off.
     pub filter: String,
 }
 

@@ -31,6 +31,7 @@ pub fn handle() -> Option<&'static PrometheusHandle> {
                 .install_recorder()
                 .ok()?;
             describe();
+            process().describe();
             start_at_zero();
             Some(recorder)
         })
@@ -53,9 +54,12 @@ fn start_at_zero() {
         "baton_bus_publish_dropped_total",
         "baton_bus_deltas_dropped_total",
         "baton_checkpoints_skipped_total",
+        "baton_turns_started_total",
+        "baton_turns_completed_total",
     ] {
         metrics::counter!(name).increment(0);
     }
+    metrics::gauge!("baton_receipts_uncertain").set(0.0);
     for reason in ["new", "adopted", "handoff"] {
         metrics::counter!("baton_lease_claims_total", "reason" => reason).increment(0);
     }
@@ -63,7 +67,100 @@ fn start_at_zero() {
     metrics::gauge!("baton_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
 }
 
+/// The process's figures (`process_cpu_seconds_total`, `process_resident_memory_bytes`,
+/// `process_open_fds`, `process_start_time_seconds`, ...), under Prometheus's standard
+/// names.
+fn process() -> &'static metrics_process::Collector {
+    static COLLECTOR: OnceLock<metrics_process::Collector> = OnceLock::new();
+    COLLECTOR.get_or_init(metrics_process::Collector::default)
+}
+
+/// Reads the process's figures into their metrics (at each scrape).
+pub fn record_process() {
+    process().collect();
+}
+
+/// How often a replica reads the installation's counts at most: scrapes in between (two
+/// Prometheus servers, a dashboard) reuse the last reading.
+const COUNTS_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How long reading the counts may take before a scrape goes on without them.
+const COUNTS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The installation's counts, read from the database at a scrape: runs not yet final by
+/// status (`baton_runs_active`) and tool calls held uncertain (`baton_receipts_uncertain`).
+/// Every replica reports the same installation-wide figures: aggregate them with `max`,
+/// not `sum`.
+#[derive(Default)]
+pub struct Counts {
+    last: tokio::sync::Mutex<Option<std::time::Instant>>,
+}
+
+impl Counts {
+    /// Reads the counts into their gauges unless they were read less than
+    /// [`COUNTS_EVERY`] ago. A failed or slow read leaves the last values and is logged.
+    pub async fn record(&self, stats: &dyn baton_core::ports::StatsStore) {
+        let mut last = self.last.lock().await;
+        if last.is_some_and(|at| at.elapsed() < COUNTS_EVERY) {
+            return;
+        }
+        let read = async {
+            let runs = stats.active_runs_by_status().await?;
+            let uncertain = stats.uncertain_receipts().await?;
+            Ok::<_, baton_core::StoreError>((runs, uncertain))
+        };
+        match tokio::time::timeout(COUNTS_TIMEOUT, read).await {
+            Ok(Ok((runs, uncertain))) => {
+                for status in baton_core::model::RunStatus::ALL
+                    .into_iter()
+                    .filter(|s| !s.is_terminal())
+                {
+                    let n = runs.iter().find(|(s, _)| *s == status).map_or(0, |r| r.1);
+                    metrics::gauge!("baton_runs_active", "status" => status.as_str()).set(n as f64);
+                }
+                metrics::gauge!("baton_receipts_uncertain").set(uncertain as f64);
+                *last = Some(std::time::Instant::now());
+            }
+            Ok(Err(e)) => tracing::warn!(error = %e, "could not read the counts for /metrics"),
+            Err(_) => tracing::warn!(
+                timeout = ?COUNTS_TIMEOUT,
+                "reading the counts for /metrics took too long"
+            ),
+        }
+    }
+}
+
 fn describe() {
+    describe_gauge!(
+        "baton_runs_active",
+        "Runs not yet in a final status, by status, over the whole installation (the same on every replica: aggregate with max)."
+    );
+    describe_gauge!(
+        "baton_receipts_uncertain",
+        "Tool calls held uncertain for a member's decision, over the whole installation (aggregate with max)."
+    );
+    describe_counter!("baton_turns_started_total", "Turns started.");
+    describe_counter!("baton_turns_completed_total", "Turns completed.");
+    describe_counter!(
+        "baton_turns_failed_total",
+        "Turns failed, by reason (the error code)."
+    );
+    describe_counter!(
+        "baton_tool_calls_total",
+        "Tool calls made (intent recorded), by kind (http, client)."
+    );
+    describe_counter!(
+        "baton_tool_call_outcomes_total",
+        "Tool calls ended, by source (client: a client tool's output; baton: a result Baton recorded) and outcome (ok, error, cancelled, uncertain)."
+    );
+    describe_counter!(
+        "baton_model_calls_total",
+        "Model calls by provider, model (the first 50 names, then other) and outcome."
+    );
+    describe_counter!(
+        "baton_model_tokens_total",
+        "Tokens the model servers reported, by provider, model and direction (input, output)."
+    );
     describe_gauge!(
         "baton_build_info",
         "Always 1; its version label is this replica's build."

@@ -5,8 +5,8 @@
 //! Traces are exported when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
 //! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set: spans go over OTLP/gRPC in batches
 //! (the standard `OTEL_BSP_*` variables tune them), tagged with the service name
-//! (`OTEL_SERVICE_NAME`, default `baton`) and this replica's name as
-//! `service.instance.id`. The spans exported are those at `info` and above from Baton's
+//! (`OTEL_SERVICE_NAME`, default `baton`) and `service.instance.id` = this replica's name,
+//! `/`, and a random id of this process. The spans exported are those at `info` and above from Baton's
 //! crates, whatever the log filter says: HTTP requests, use cases, store calls, turn
 //! steps, model and tool calls. `baton_core::trace` links them across replicas.
 
@@ -56,7 +56,12 @@ pub fn init_serving(log: &LogConfig, replica: &str) -> anyhow::Result<Traces> {
     let resource = Resource::builder()
         .with_service_name(service)
         .with_attributes([
-            KeyValue::new("service.instance.id", replica.to_owned()),
+            // Unique per process, as the convention asks: two replicas may share a name
+            // (the default, or a pod name reused), never a boot.
+            KeyValue::new(
+                "service.instance.id",
+                format!("{replica}/{}", uuid::Uuid::new_v4().simple()),
+            ),
             KeyValue::new("service.version", env!("CARGO_PKG_VERSION")),
         ])
         .build();
@@ -87,7 +92,11 @@ where
         .ok()
         .and_then(|f| EnvFilter::try_new(f).ok())
         .unwrap_or_else(|| EnvFilter::new(&log.filter));
-    let layer = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    // Colours only on a terminal: escapes in a redirected file are noise.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let layer = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi);
     match log.format {
         LogFormat::Json => layer.json().with_filter(filter).boxed(),
         LogFormat::Pretty => layer.with_filter(filter).boxed(),

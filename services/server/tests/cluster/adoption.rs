@@ -2,9 +2,8 @@
 //! plus one adoption interval, announces it at once, and completes the turn alone.
 
 use crate::support::{
-    ADOPT_INTERVAL_MS, LEASE_TTL_MS, RENEW_INTERVAL_MS, SCHEDULING_MARGIN, claimed_from,
-    event_type, index_of, lease, ms_between, recorded_at, start_cluster, turn_owner, uuid, version,
-    writer,
+    FAST_LEASES, SCHEDULING_MARGIN, claimed_from, event_type, index_of, lease, ms_between,
+    recorded_at, start_cluster, turn_owner, uuid, version, writer,
 };
 use chrono::Utc;
 use serde_json::Value;
@@ -17,16 +16,7 @@ async fn sigkill_of_the_owner_mid_turn_is_adopted_within_ttl_plus_an_adoption_in
     const TTL_MS: u64 = 2000;
     const ADOPT_MS: u64 = 250;
     const REPLY_MS: u64 = 3000;
-    let (mut cluster, apis) = start_cluster(
-        3,
-        &[
-            (LEASE_TTL_MS, "2000"),
-            (RENEW_INTERVAL_MS, "500"),
-            (ADOPT_INTERVAL_MS, "250"),
-        ],
-        None,
-    )
-    .await;
+    let (mut cluster, apis) = start_cluster(3, &FAST_LEASES, None).await;
     let agent = apis[0].agent(&[("slow answer", REPLY_MS, false)]).await;
     let run = apis[0].run(&agent, Some("take your time")).await;
     let run_id = uuid(&run);

@@ -5,7 +5,8 @@
 //! under a live SSE stream ([`nats`]). Each is checked from the API, from the events table
 //! and from the lease columns of the runs table, and prints what it measured. Also
 //! ([`traces`]) one turn's trace across the replica that took its message and the one
-//! that drove it.
+//! that drove it, and ([`queue`]) queued messages across a SIGKILL of the owner and a
+//! `wait` answered by a replica that does not drive the run.
 //! Needs Postgres (`BATON_TEST_DATABASE_URL`), NATS (`BATON_TEST_NATS_URL`) and, for the
 //! private NATS, `nats-server`.
 
@@ -14,6 +15,7 @@ mod credentials;
 mod fencing;
 mod handoff;
 mod nats;
+mod queue;
 mod receipts;
 mod support;
 mod traces;

@@ -6,8 +6,8 @@
 //! endpoint (in this test process) counts every request it received.
 
 use crate::support::{
-    ADOPT_INTERVAL_MS, DEADLINE, LEASE_TTL_MS, RENEW_INTERVAL_MS, SCHEDULING_MARGIN, index_of,
-    start_cluster, turn_owner, until, uuid,
+    ADOPT_INTERVAL_MS, DEADLINE, FAST_LEASES, LEASE_TTL_MS, RENEW_INTERVAL_MS, SCHEDULING_MARGIN,
+    index_of, start_cluster, turn_owner, until, uuid,
 };
 use baton_testkit::{Api, Behaviour, ToolServer};
 use serde_json::{Value, json};
@@ -15,16 +15,7 @@ use std::time::{Duration, Instant};
 
 #[tokio::test]
 async fn sigkill_mid_mutation_holds_the_call_uncertain_and_never_repeats_it() {
-    let (mut cluster, apis) = start_cluster(
-        3,
-        &[
-            (LEASE_TTL_MS, "2000"),
-            (RENEW_INTERVAL_MS, "500"),
-            (ADOPT_INTERVAL_MS, "250"),
-        ],
-        None,
-    )
-    .await;
+    let (mut cluster, apis) = start_cluster(3, &FAST_LEASES, None).await;
     let tools = ToolServer::start().await;
     tools.set(
         "charge",

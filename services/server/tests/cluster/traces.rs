@@ -5,7 +5,9 @@
 //! replica's turn steps are children of that request's spans.
 
 use crate::support::{DEADLINE, index_of, start_cluster, until, uuid};
+use baton_testkit::chat::{ChatResponse, ChatServer, ScriptedChat};
 use baton_testkit::otlp::{Collector, ReceivedSpan};
+use serde_json::json;
 
 /// The client's trace and span.
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -66,10 +68,10 @@ async fn a_turn_posted_on_one_replica_and_driven_on_another_is_one_trace() {
             .into_iter()
             .filter(|s| s.trace_id == TRACE)
             .collect();
-        let on = |who: &str, name: &str| spans.iter().any(|s| s.instance == who && s.name == name);
+        let on = |who: &str, name: &str| spans.iter().any(|s| of(s, who) && s.name == name);
         (on(&poster, "POST /v1/runs/{run_id}/messages")
             && on(&driver, "turn step")
-            && on(&driver, "model call"))
+            && on(&driver, "chat scripted"))
         .then_some(spans)
     })
     .await;
@@ -77,11 +79,12 @@ async fn a_turn_posted_on_one_replica_and_driven_on_another_is_one_trace() {
         .iter()
         .map(|s| (s.instance.as_str(), s.name.as_str()))
         .collect();
+    let (poster, driver) = (poster.as_str(), driver.as_str());
     eprintln!("trace {TRACE}: {names:?}");
 
     let request = trace
         .iter()
-        .find(|s| s.instance == poster && s.name == "POST /v1/runs/{run_id}/messages")
+        .find(|s| of(s, poster) && s.name == "POST /v1/runs/{run_id}/messages")
         .expect("the request span");
     assert_eq!(
         request.parent_span_id, CLIENT_SPAN,
@@ -89,12 +92,12 @@ async fn a_turn_posted_on_one_replica_and_driven_on_another_is_one_trace() {
     );
     let poster_spans: Vec<&str> = trace
         .iter()
-        .filter(|s| s.instance == poster)
+        .filter(|s| of(s, poster))
         .map(|s| s.span_id.as_str())
         .collect();
     let driven: Vec<&ReceivedSpan> = trace
         .iter()
-        .filter(|s| s.instance == driver && s.name == "turn step")
+        .filter(|s| of(s, driver) && s.name == "turn step")
         .collect();
     for step in &driven {
         assert!(
@@ -105,22 +108,120 @@ async fn a_turn_posted_on_one_replica_and_driven_on_another_is_one_trace() {
     let steps: Vec<&str> = driven.iter().map(|s| s.span_id.as_str()).collect();
     let model = trace
         .iter()
-        .find(|s| s.instance == driver && s.name == "model call")
+        .find(|s| of(s, driver) && s.name == "chat scripted")
         .expect("the model call");
     assert!(
         steps.contains(&model.parent_span_id.as_str()),
         "the model call is part of a turn step: {names:?}"
     );
     assert_eq!(
-        model.attributes.get("provider").map(String::as_str),
+        model.attributes.get("gen_ai.system").map(String::as_str),
         Some("scripted")
     );
     // The store work of the request is in the trace too.
     assert!(
         trace
             .iter()
-            .any(|s| s.instance == poster && s.name == "store.append"),
+            .any(|s| of(s, poster) && s.name == "store.append"),
         "{names:?}"
     );
+    cluster.stop().await.expect("stop");
+}
+
+/// Whether `span` was exported by the replica named `replica`: its `service.instance.id`
+/// is the name, `/`, and an id of the process.
+fn of(span: &ReceivedSpan, replica: &str) -> bool {
+    span.instance
+        .strip_prefix(replica)
+        .and_then(|rest| rest.strip_prefix('/'))
+        .is_some_and(|id| id.len() == 32)
+}
+
+/// Spans speak OpenTelemetry's conventions: a request's span has `http.request.method`,
+/// `http.route`, `http.response.status_code` and the tenant; a model call is `chat
+/// <model>` with the `gen_ai.*` attributes of the answer, token usage included.
+#[tokio::test]
+async fn spans_carry_the_conventional_http_and_gen_ai_attributes() {
+    let collector = Collector::start().await.expect("collector");
+    let chat = ChatServer::start().await;
+    chat.push(ChatResponse::Reply(
+        ScriptedChat::text("hello").with_usage(12, 7),
+    ));
+    let (cluster, apis) = start_cluster(
+        1,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint()),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+            // The stand-in model server listens on loopback.
+            ("BATON_EGRESS__ALLOW_LOOPBACK", "true"),
+        ],
+        None,
+    )
+    .await;
+    let api = &apis[0];
+    let agent = api
+        .post(
+            "/v1/agents",
+            json!({"name": "chatty", "provider": {"kind": "openai",
+                   "base_url": chat.base_url(), "model": "gpt-test", "max_retries": 0}}),
+        )
+        .await;
+    assert_eq!(agent.status, 201, "{}", agent.body);
+    let me = api.get("/v1/me").await;
+    let tenant = me.body["tenants"][0]["tenant_id"]
+        .as_str()
+        .expect("the key's tenant")
+        .to_owned();
+    let run = api
+        .run(agent.body["id"].as_str().expect("agent id"), Some("hi"))
+        .await;
+    api.wait_status(&run, "waiting").await;
+
+    let spans = until(
+        "the request's and the model call's spans",
+        DEADLINE,
+        || async {
+            let spans = collector.spans();
+            let has = |name: &str| spans.iter().any(|s| of(s, "replica-0") && s.name == name);
+            (has("POST /v1/runs") && has("chat gpt-test")).then_some(spans)
+        },
+    )
+    .await;
+    let request = spans
+        .iter()
+        .find(|s| s.name == "POST /v1/runs")
+        .expect("the request span");
+    let attr = |span: &ReceivedSpan, key: &str| span.attributes.get(key).cloned();
+    assert_eq!(
+        attr(request, "http.request.method").as_deref(),
+        Some("POST")
+    );
+    assert_eq!(attr(request, "http.route").as_deref(), Some("/v1/runs"));
+    assert_eq!(
+        attr(request, "http.response.status_code").as_deref(),
+        Some("201")
+    );
+    assert_eq!(attr(request, "tenant_id"), Some(tenant));
+    assert_eq!(attr(request, "method"), None, "the old names are gone");
+    let model = spans
+        .iter()
+        .find(|s| s.name == "chat gpt-test")
+        .expect("the model span");
+    for (key, value) in [
+        ("gen_ai.operation.name", "chat"),
+        ("gen_ai.system", "openai"),
+        ("gen_ai.request.model", "gpt-test"),
+        ("gen_ai.response.model", "gpt-test"),
+        ("gen_ai.response.finish_reasons", "stop"),
+        ("gen_ai.usage.input_tokens", "12"),
+        ("gen_ai.usage.output_tokens", "7"),
+    ] {
+        assert_eq!(
+            attr(model, key).as_deref(),
+            Some(value),
+            "{key} in {:?}",
+            model.attributes
+        );
+    }
     cluster.stop().await.expect("stop");
 }

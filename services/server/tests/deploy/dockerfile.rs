@@ -142,6 +142,40 @@ fn dockerfile_runs_the_binary_it_builds_as_a_non_root_user() {
     assert!(version(rust) >= version(msrv), "rust {rust} < {msrv}");
     let runtime_image = froms[1].split_whitespace().next().expect("runtime image");
     assert_eq!(runtime_image, format!("debian:{release}-slim"));
+    // Both bases can be pinned by digest; by default the tags alone are used.
+    for (from, digest) in [(0, "BUILDER_DIGEST"), (1, "RUNTIME_DIGEST")] {
+        let raw = d.instructions.iter().filter(|i| i.op == "FROM").nth(from);
+        let raw = raw
+            .expect("FROM")
+            .args
+            .split_whitespace()
+            .next()
+            .expect("image");
+        assert!(raw.ends_with(&format!("${{{digest}}}")), "{raw}");
+        assert_eq!(d.args.get(digest).map(String::as_str), Some(""));
+    }
+    // OCI labels on the image, its version the workspace's by default.
+    let labels = d.stage_ops(d.last_stage(), "LABEL").join(" ");
+    let version = manifest["workspace"]["package"]["version"]
+        .as_str()
+        .expect("version");
+    assert_eq!(
+        d.args.get("BATON_VERSION").map(String::as_str),
+        Some(version)
+    );
+    for label in [
+        "org.opencontainers.image.title=\"baton\"",
+        "org.opencontainers.image.version=\"${BATON_VERSION}\"",
+        "org.opencontainers.image.revision=\"${BATON_REVISION}\"",
+    ] {
+        assert!(labels.contains(label), "{label} in {labels}");
+    }
+    for arg in ["BATON_VERSION", "BATON_REVISION"] {
+        assert!(
+            d.stage_ops(d.last_stage(), "ARG").contains(&arg),
+            "the runtime stage declares {arg}"
+        );
+    }
 
     // The release build, its output copied out of the cache mount, into the runtime, run.
     let workdir = d.stage_ops(1, "WORKDIR");

@@ -169,3 +169,74 @@ fn optional_features_render_what_they_promise() {
     assert_eq!(pdb["spec"]["minAvailable"], 2);
     assert!(pdb["spec"].get("maxUnavailable").is_none());
 }
+
+/// The ways in: an Ingress and a Gateway API HTTPRoute to the Service with what event
+/// streams need behind a proxy (no buffering, long reads, no request timeout), and the
+/// `helm test` pod that asks `/readyz` and makes one authenticated request.
+#[test]
+fn ingress_httproute_and_the_test_hook_reach_the_api() {
+    let tools = tools();
+    let r = tools.render(&value_set("ingress"));
+    let service = r.one("Service");
+    let service_name = &service["metadata"]["name"];
+    let port = &service["spec"]["ports"][0];
+
+    let ingress = r.one("Ingress");
+    let annotations = &ingress["metadata"]["annotations"];
+    assert_eq!(
+        annotations["nginx.ingress.kubernetes.io/proxy-buffering"],
+        "off"
+    );
+    assert_eq!(
+        annotations["nginx.ingress.kubernetes.io/proxy-read-timeout"],
+        "3600"
+    );
+    let spec = &ingress["spec"];
+    assert_eq!(spec["ingressClassName"], "nginx");
+    assert_eq!(
+        spec["tls"],
+        json!([{"hosts": ["api.example.com"], "secretName": "api-tls"}])
+    );
+    assert_eq!(spec["rules"][0]["host"], "api.example.com");
+    let backend = &spec["rules"][0]["http"]["paths"][0]["backend"]["service"];
+    assert_eq!(&backend["name"], service_name);
+    assert_eq!(backend["port"]["name"], port["name"]);
+
+    let route = r.one("HTTPRoute");
+    assert_eq!(route["apiVersion"], "gateway.networking.k8s.io/v1");
+    assert_eq!(
+        route["spec"]["parentRefs"],
+        json!([{"name": "eg", "namespace": "envoy-gateway-system"}])
+    );
+    assert_eq!(route["spec"]["hostnames"], json!(["api.example.com"]));
+    let rule = &route["spec"]["rules"][0];
+    assert_eq!(
+        rule["matches"][0]["path"],
+        json!({"type": "PathPrefix", "value": "/"})
+    );
+    assert_eq!(&rule["backendRefs"][0]["name"], service_name);
+    assert_eq!(rule["backendRefs"][0]["port"], port["port"]);
+    assert_eq!(rule["timeouts"]["request"], "0s", "streams are not cut");
+
+    let test = r.one("Pod");
+    assert_eq!(test["metadata"]["annotations"]["helm.sh/hook"], "test");
+    let c = &test["spec"]["containers"][0];
+    assert_eq!(
+        env_entry(c, "BATON_API_KEY").expect("the key from a Secret")["valueFrom"],
+        json!({"secretKeyRef": {"name": "baton-test-key", "key": "api-key"}})
+    );
+    let script = c["command"][2].as_str().expect("script");
+    let base = format!(
+        "http://{}:{}",
+        service_name.as_str().expect("name"),
+        port["port"]
+    );
+    assert!(script.contains(&format!("base=\"{base}\"")), "{script}");
+    assert!(script.contains("\"$base/readyz\""), "{script}");
+    assert!(
+        script.contains("/v1/me") && script.contains("Bearer"),
+        "{script}"
+    );
+    assert_eq!(test["spec"]["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
+}

@@ -6,16 +6,19 @@
 //!
 //! [`tools`] finds and runs helm, kubernetes-validate and python; [`render`] holds the value
 //! sets and the parsed objects; the tests are in [`chart`] (lint, schemas, defaults),
-//! [`features`] (optional objects), [`refusals`] (renders that must fail), [`dockerfile`]
-//! and [`config`] (against `baton config explain`).
+//! [`features`] (optional objects), [`monitoring`] (alerts and dashboard), [`readme`] (the
+//! values table), [`refusals`] (renders that must fail), [`dockerfile`] and [`config`]
+//! (against `baton config explain`).
 //!
-//! Needs `helm` and `kubernetes-validate` from `scripts/chart-tools` (which `scripts/test`
-//! runs) in `target/chart-tools/`, or in `$BATON_CHART_TOOLS`.
+//! Needs `helm`, `kubernetes-validate` and `promtool` from `scripts/chart-tools` (which
+//! `scripts/test` runs) in `target/chart-tools/`, or in `$BATON_CHART_TOOLS`.
 
 mod chart;
 mod config;
 mod dockerfile;
 mod features;
+mod monitoring;
+mod readme;
 mod reference;
 mod refusals;
 mod render;

@@ -28,6 +28,16 @@ fn chart_refuses_to_render_without_its_requirements_or_with_secrets_in_values() 
             "encryption.existingSecret is required",
         ),
         (
+            "an Ingress without a host",
+            merged(required(), json!({"ingress": {"enabled": true}})),
+            "ingress.host is required",
+        ),
+        (
+            "an HTTPRoute without a Gateway",
+            merged(required(), json!({"httpRoute": {"enabled": true}})),
+            "httpRoute.parentRefs is required",
+        ),
+        (
             "no active key",
             merged(required(), json!({"encryption": {"activeKey": ""}})),
             "encryption.activeKey is required",

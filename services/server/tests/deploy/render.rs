@@ -103,13 +103,31 @@ pub fn value_sets() -> Vec<ValueSet> {
             values: merged(
                 required(),
                 json!({
-                    "metrics": {"serviceMonitor": {"enabled": true, "labels": {"release": "prom"}}},
+                    "metrics": {
+                        "serviceMonitor": {"enabled": true, "labels": {"release": "prom"}},
+                        "prometheusRule": {"enabled": true, "labels": {"release": "prom"}},
+                        "grafanaDashboard": {"enabled": true}
+                    },
                     "tracing": {"otlpEndpoint": "http://otel-collector.observability:4317"},
                     "config": {"http": {
                         "allowed_hosts": ["api.example.com"],
                         "allowed_origins": ["https://app.example.com", "https://admin.example.com"],
                         "key_rate_limit": 50
                     }}
+                }),
+            ),
+        },
+        ValueSet {
+            name: "ingress",
+            values: merged(
+                required(),
+                json!({
+                    "ingress": {"enabled": true, "className": "nginx",
+                                "host": "api.example.com", "tlsSecretName": "api-tls"},
+                    "httpRoute": {"enabled": true, "hostnames": ["api.example.com"],
+                                  "parentRefs": [{"name": "eg", "namespace": "envoy-gateway-system"}]},
+                    "tests": {"apiKeySecret": {"name": "baton-test-key"}},
+                    "config": {"http": {"allowed_hosts": ["api.example.com"]}}
                 }),
             ),
         },
@@ -183,10 +201,19 @@ impl Rendered {
         kinds
     }
 
+    /// The settings' ConfigMap (not the Grafana dashboard's).
     pub fn config_map(&self) -> BTreeMap<String, String> {
-        let data = self.one("ConfigMap")["data"]
-            .as_object()
-            .expect("ConfigMap data");
+        let settings: Vec<&Value> = self
+            .all("ConfigMap")
+            .into_iter()
+            .filter(|cm| {
+                !cm["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.ends_with("-dashboard"))
+            })
+            .collect();
+        assert_eq!(settings.len(), 1, "{}: one settings ConfigMap", self.name);
+        let data = settings[0]["data"].as_object().expect("ConfigMap data");
         data.iter()
             .map(|(k, v)| (k.clone(), v.as_str().expect("string values").to_owned()))
             .collect()

@@ -1,6 +1,7 @@
-//! The chart tools and the workspace files: where `helm`, `kubernetes-validate` and the
-//! tools' `python` are, and how each runs (helm's state kept in a temp dir, values written to
-//! files, YAML parsed to JSON). Runs and reads only; what the output must say is the tests'.
+//! The chart tools and the workspace files: where `helm`, `kubernetes-validate`, `promtool`
+//! and the tools' `python` are, and how each runs (helm's state kept in a temp dir, values
+//! written to files, YAML parsed to JSON). Runs and reads only; what the output must say is
+//! the tests'.
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -43,28 +44,16 @@ pub struct Tools {
     helm: PathBuf,
     kubernetes_validate: PathBuf,
     python: PathBuf,
+    promtool: PathBuf,
     home: tempfile::TempDir,
 }
 
 pub fn tools() -> Tools {
-    let dir = std::env::var_os("BATON_CHART_TOOLS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target/chart-tools"));
-    let bin = |name: &str| {
-        let path = dir.join("bin").join(name);
-        assert!(
-            path.exists(),
-            "{} is missing: run scripts/chart-tools (scripts/test runs it) to install helm and \
-             kubernetes-validate into {} (or point BATON_CHART_TOOLS at such a directory)",
-            path.display(),
-            dir.display()
-        );
-        path
-    };
     Tools {
-        helm: bin("helm"),
-        kubernetes_validate: bin("kubernetes-validate"),
-        python: bin("python"),
+        helm: baton_testkit::chart_tool("helm"),
+        kubernetes_validate: baton_testkit::chart_tool("kubernetes-validate"),
+        python: baton_testkit::chart_tool("python"),
+        promtool: baton_testkit::chart_tool("promtool"),
         home: tempfile::tempdir().expect("tempdir"),
     }
 }
@@ -106,6 +95,30 @@ impl Tools {
             .args(files)
             .output()
             .expect("kubernetes-validate runs")
+    }
+
+    /// `promtool ARGS`, run in `dir`.
+    pub fn promtool(&self, dir: &Path, args: &[&str]) -> Output {
+        Command::new(&self.promtool)
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("promtool runs")
+    }
+
+    /// `python SCRIPT ARGS` with the tools' Python (which has PyYAML), run at the root.
+    pub fn python(&self, script: &str, args: &[&str]) -> Output {
+        Command::new(&self.python)
+            .arg(script)
+            .args(args)
+            .current_dir(root())
+            .output()
+            .expect("python runs")
+    }
+
+    /// A scratch directory that lives as long as these tools.
+    pub fn scratch(&self) -> &Path {
+        self.home.path()
     }
 
     /// Every YAML document of `yaml` as JSON (PyYAML, from the tools' venv).

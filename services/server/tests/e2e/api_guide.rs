@@ -65,6 +65,9 @@ const MUST_SHOW: &[&str] = &[
     "/approvals/",
     "/tool-outputs",
     "/v1/secrets",
+    "\"wait\": 10",
+    "-X PATCH",
+    "metadata=team:billing",
 ];
 
 /// Why the guide cannot be turned into a script.
@@ -458,7 +461,7 @@ fn every_sh_block_of_the_api_guide_runs_against_a_real_server() {
     let i = block_with(&blocks, "\"request_id\": \"");
     let answers: Vec<&String> = out[i]
         .iter()
-        .filter(|l| l.starts_with("{\"message\":{\"id\":\""))
+        .filter(|l| l.starts_with("{\"state\":\"started\",\"message\":{\"id\":\""))
         .collect();
     assert!(
         answers.len() >= 2 && answers.iter().all(|a| *a == answers[0]),

@@ -237,7 +237,7 @@ async fn every_answer_carries_the_security_headers() {
     let api = app.anonymous();
     let agent = api.agent(&[("hi", 0, false)]).await;
     let run = api.run(&agent, None).await;
-    let client = reqwest::Client::new();
+    let client = baton_testkit::http_client();
     let paths = [
         ("/livez", None),
         ("/v1/agents", None),

@@ -140,6 +140,13 @@ fn unknown_configuration_keys_are_refused_naming_the_key() {
     );
     assert!(!out.status.success());
     assert!(text(&out).contains("listn"), "{}", text(&out));
+
+    // A variable meant for another program: named, with how to unset it.
+    let out = baton(&["serve"], &[("BATON_BIN", "/usr/bin/true")]);
+    let says = text(&out);
+    assert!(!out.status.success(), "{says}");
+    assert!(says.contains("env BATON_BIN"), "{says}");
+    assert!(says.contains("env -u BATON_BIN baton"), "{says}");
 }
 
 #[tokio::test]
@@ -158,7 +165,10 @@ async fn team_tier_with_nats_unreachable_exits_naming_nats_instead_of_hanging() 
             ],
             &[
                 ("BATON_DATABASE__URL", url.as_str()),
-                ("BATON_BUS__NATS_URL", "nats://127.0.0.1:1"),
+                (
+                    "BATON_BUS__NATS_URL",
+                    "nats://baton:s3cret-pass@127.0.0.1:1",
+                ),
                 crypto_env()[0],
                 crypto_env()[1],
             ],
@@ -166,8 +176,13 @@ async fn team_tier_with_nats_unreachable_exits_naming_nats_instead_of_hanging() 
     })
     .await
     .expect("join");
-    assert!(!out.status.success());
-    assert!(text(&out).contains("NATS"), "{}", text(&out));
+    let says = text(&out);
+    assert!(!out.status.success(), "{says}");
+    // The URL without its password, and the cause.
+    assert!(says.contains("NATS at nats://baton:"), "{says}");
+    assert!(says.contains("@127.0.0.1:1"), "{says}");
+    assert!(says.contains("onnection refused"), "{says}");
+    assert!(!says.contains("s3cret-pass"), "{says}");
     db.drop_db().await.expect("drop");
 }
 
@@ -186,6 +201,15 @@ impl Drop for Served {
 
 /// Starts `baton serve ARGS` on a free loopback port in `dir` and waits until it listens.
 fn serve(dir: &std::path::Path, args: &[&str]) -> Served {
+    serve_logging(dir, args, std::process::Stdio::null())
+}
+
+/// [`serve`], its standard error going to `stderr`.
+fn serve_logging(
+    dir: &std::path::Path,
+    args: &[&str],
+    stderr: impl Into<std::process::Stdio>,
+) -> Served {
     use std::io::BufRead;
     let mut child = Command::new(env!("CARGO_BIN_EXE_baton"))
         .arg("serve")
@@ -195,7 +219,7 @@ fn serve(dir: &std::path::Path, args: &[&str]) -> Served {
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
+        .stderr(stderr)
         .spawn()
         .expect("spawn baton serve");
     let stdout = child.stdout.take().expect("stdout");
@@ -249,30 +273,66 @@ async fn admin_create_tenant_prints_an_owner_key_that_the_server_accepts() {
     crate::common::assert_problem(&without.get("/v1/runs").await, 401, "unauthorized");
 }
 
+/// `baton migrate` needs the database alone (no NATS, auth or keys), lists what it applied
+/// by version, and says when nothing was pending.
 #[tokio::test]
-async fn migrate_applies_the_schema_once_and_serve_without_auth_uses_the_default_tenant() {
+async fn migrate_needs_only_the_database_and_names_what_it_applied() {
     let db = baton_testkit::TestDatabase::postgres().await.expect("db");
     let url = db.url().to_string();
     let migrate = |url: String| {
         tokio::task::spawn_blocking(move || {
             baton(
-                &["migrate", "--tier", "team", "--auth-required"],
-                &[
-                    ("BATON_DATABASE__URL", url.as_str()),
-                    ("BATON_BUS__NATS_URL", "nats://127.0.0.1:4222"),
-                    crypto_env()[0],
-                    crypto_env()[1],
-                ],
+                &["migrate", "--tier", "team"],
+                &[("BATON_DATABASE__URL", url.as_str())],
             )
         })
     };
-    for _ in 0..2 {
-        let out = migrate(url.clone()).await.expect("join");
-        assert!(out.status.success(), "{}", text(&out));
-        assert!(text(&out).contains("migrations applied"));
-    }
+    let first = migrate(url.clone()).await.expect("join");
+    let says = text(&first);
+    assert!(first.status.success(), "{says}");
+    assert!(says.contains("applied migration 1 (initial)"), "{says}");
+    let applied = says
+        .lines()
+        .filter(|l| l.starts_with("applied migration "))
+        .count();
+    let latest = baton_store::migrate::PG_MIGRATOR
+        .iter()
+        .map(|m| m.version)
+        .max()
+        .expect("migrations");
+    assert_eq!(
+        applied,
+        baton_store::migrate::PG_MIGRATOR.iter().count(),
+        "{says}"
+    );
+    assert!(
+        says.contains(&format!(
+            "{applied} migrations applied: the database is at version {latest}"
+        )),
+        "{says}"
+    );
+    let again = migrate(url.clone()).await.expect("join");
+    let says = text(&again);
+    assert!(again.status.success(), "{says}");
+    assert!(
+        says.contains(&format!(
+            "no migrations pending: the database is at version {latest}"
+        )),
+        "{says}"
+    );
+    assert!(!says.contains("applied migration"), "{says}");
     db.drop_db().await.expect("drop");
 
+    // Without a database there is nothing to migrate: the refusal names database.url alone.
+    let out = baton(&["migrate", "--tier", "team"], &[]);
+    let says = text(&out);
+    assert!(!out.status.success(), "{says}");
+    assert!(says.contains("database.url"), "{says}");
+    assert!(!says.contains("nats"), "{says}");
+}
+
+#[tokio::test]
+async fn serve_without_auth_uses_the_default_tenant_in_the_default_data_dir() {
     let dir = tempfile::tempdir().expect("tempdir");
     let served = serve(dir.path(), &[]);
     let local = crate::common::Api::new(&served.base, None);
@@ -282,6 +342,62 @@ async fn migrate_applies_the_schema_once_and_serve_without_auth_uses_the_default
         dir.path().join("baton-data/baton.db").exists(),
         "default data dir"
     );
+}
+
+/// The embedded tier's data directory holds conversations and keys in clear: it and every
+/// directory inside are 0700, its files 0600; a database an earlier version left readable
+/// to others is made private on the next start.
+#[tokio::test]
+async fn the_embedded_data_directory_is_readable_by_its_user_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("nested/data");
+    let data_arg = data.to_string_lossy().into_owned();
+    let mode = |p: &std::path::Path| {
+        std::fs::metadata(p)
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    let check = |data: &std::path::Path| {
+        let mut seen = 0;
+        let mut stack = vec![data.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            assert_eq!(mode(&d), 0o700, "{}", d.display());
+            for entry in std::fs::read_dir(&d).expect("read_dir") {
+                let path = entry.expect("entry").path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else {
+                    assert_eq!(mode(&path), 0o600, "{}", path.display());
+                    seen += 1;
+                }
+            }
+        }
+        seen
+    };
+    {
+        let served = serve(dir.path(), &["--data-dir", &data_arg]);
+        let local = crate::common::Api::new(&served.base, None);
+        let agent = local.agent(&[("hi", 0, false)]).await;
+        local.run(&agent, None).await;
+        for file in ["baton.db", "baton.db-wal", "baton.lock", "keyring"] {
+            assert!(data.join(file).exists(), "{file}");
+        }
+        // The database, its WAL files, the lock and the generated key at least.
+        assert!(check(&data) >= 5);
+        assert_eq!(mode(&dir.path().join("nested")), 0o700, "created parents");
+    }
+    std::fs::set_permissions(
+        data.join("baton.db"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .expect("chmod");
+    let served = serve(dir.path(), &["--data-dir", &data_arg]);
+    assert_eq!(mode(&data.join("baton.db")), 0o600, "tightened on start");
+    check(&data);
+    drop(served);
 }
 
 /// `serve` with `database.migrate_on_start = false` checks the schema instead of
@@ -341,4 +457,102 @@ async fn serve_without_migrate_on_start_refuses_an_unmigrated_database_naming_ba
     );
     assert!(!says.contains("listening"), "{says}");
     db.drop_db().await.expect("drop");
+}
+
+/// A database error names the server and database (never the password) and says what
+/// Postgres said, without the line of Postgres's own source sqlx appends.
+#[test]
+fn a_database_error_names_the_server_and_not_postgres_source_lines() {
+    let out = baton(
+        &["migrate", "--tier", "team"],
+        &[(
+            "BATON_DATABASE__URL",
+            "postgres://postgres:pw-s3cret@127.0.0.1:5432/baton_no_such_database",
+        )],
+    );
+    let says = text(&out);
+    assert!(!out.status.success(), "{says}");
+    assert!(
+        says.contains("Postgres at 127.0.0.1:5432/baton_no_such_database"),
+        "{says}"
+    );
+    assert!(says.contains("does not exist (code 3D000)"), "{says}");
+    assert!(!says.contains(" at line "), "{says}");
+    assert!(!says.contains("pw-s3cret"), "{says}");
+}
+
+/// By default every request is one log line at info (method, route, status, latency,
+/// request id, tenant), and a log written to a file has no colour escapes.
+#[tokio::test]
+async fn each_request_is_one_access_log_line_and_a_log_file_has_no_colour() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("stderr.log");
+    let file = std::fs::File::create(&log).expect("log file");
+    let served = serve_logging(dir.path(), &[], file);
+    let api = crate::common::Api::new(&served.base, None);
+    let listed = api
+        .send(
+            api.req(reqwest::Method::GET, "/v1/runs")
+                .header("x-request-id", "req-access-1"),
+        )
+        .await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    let missing = api
+        .send(
+            api.req(
+                reqwest::Method::GET,
+                "/v1/runs/00000000-0000-0000-0000-000000000000",
+            )
+            .header("x-request-id", "req-access-2"),
+        )
+        .await;
+    assert_eq!(missing.status, 404, "{}", missing.body);
+    // The line is written as the response's head goes out: soon after the client has it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let text = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("req-access-2") || std::time::Instant::now() > deadline {
+            break text;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    let line = |id: &str| {
+        text.lines()
+            .find(|l| l.contains(id) && l.contains("baton_api::access"))
+            .unwrap_or_else(|| panic!("no access line for {id} in:\n{text}"))
+            .to_owned()
+    };
+    let first = line("req-access-1");
+    for part in [
+        "http.request.method=GET",
+        "http.route=\"/v1/runs\"",
+        "tenant_id=",
+        "status=200",
+        "latency_ms=",
+    ] {
+        assert!(first.contains(part), "{part} in {first}");
+    }
+    let second = line("req-access-2");
+    assert!(
+        second.contains("http.route=\"/v1/runs/{run_id}\""),
+        "{second}"
+    );
+    assert!(second.contains("status=404"), "{second}");
+    assert!(!text.contains('\u{1b}'), "no escapes in a file:\n{text}");
+    drop(served);
+}
+
+/// `baton --version` says when the binary is a debug build, so tools that measure it
+/// (`baton-loadtest`) need not guess from its path.
+#[test]
+fn the_version_names_a_debug_build() {
+    let out = baton(&["--version"], &[]);
+    let says = text(&out);
+    assert!(out.status.success(), "{says}");
+    assert!(says.contains(env!("CARGO_PKG_VERSION")), "{says}");
+    assert_eq!(
+        says.contains("(debug build)"),
+        cfg!(debug_assertions),
+        "{says}"
+    );
 }

@@ -75,7 +75,7 @@ async fn hosts_and_origins_outside_the_configured_lists_are_refused() {
     assert_eq!(read.headers()["access-control-allow-origin"], SITE);
 
     // A preflight from the configured site is answered, allowing the API's headers.
-    let preflight = reqwest::Client::new()
+    let preflight = baton_testkit::http_client()
         .request(Method::OPTIONS, format!("{}/v1/runs", app.base))
         .header("origin", SITE)
         .header("access-control-request-method", "POST")
@@ -91,7 +91,7 @@ async fn hosts_and_origins_outside_the_configured_lists_are_refused() {
     assert_eq!(h["access-control-allow-origin"], SITE);
     let allowed = h["access-control-allow-headers"].to_str().unwrap_or("");
     assert!(allowed.contains("authorization"), "{allowed}");
-    let preflight = reqwest::Client::new()
+    let preflight = baton_testkit::http_client()
         .request(Method::OPTIONS, format!("{}/v1/runs", app.base))
         .header("origin", "https://evil.example")
         .header("access-control-request-method", "POST")

@@ -2,6 +2,7 @@
 
 use crate::common::{Api, TestApp, assert_problem};
 use baton_core::Role;
+use baton_testkit::api::{DEADLINE, sse};
 use serde_json::json;
 
 async fn both_tiers<F, Fut>(scenario: F)
@@ -92,6 +93,68 @@ async fn busy(api: Api) {
 #[tokio::test]
 async fn posting_while_a_turn_runs_answers_409_and_stores_nothing_in_both_tiers() {
     both_tiers(busy).await;
+}
+
+async fn racing_enqueues(api: Api) {
+    let mut replies = vec![("first answer".to_string(), 800, false)];
+    replies.extend((1..=8).map(|i| (format!("answer {i}"), 0, false)));
+    let replies: Vec<(&str, u64, bool)> = replies
+        .iter()
+        .map(|(c, d, e)| (c.as_str(), *d, *e))
+        .collect();
+    let agent = api.agent(&replies).await;
+    let run = api.run(&agent, Some("go")).await;
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let api = api.clone();
+        let path = format!("/v1/runs/{run}/messages");
+        tasks.push(tokio::spawn(async move {
+            let body = serde_json::json!({"content": format!("racer {i}"), "strategy": "enqueue"});
+            api.post(&path, body).await
+        }));
+    }
+    // Every racer is queued, each at a place of its own.
+    let mut by_place = std::collections::BTreeMap::new();
+    for t in tasks {
+        let r = t.await.expect("task");
+        assert_eq!(r.status, 202, "{}", r.body);
+        let place = r.body["position"].as_i64().expect("a position");
+        let content = r.body["content"].as_str().expect("content").to_string();
+        assert!(
+            by_place.insert(place, content).is_none(),
+            "place {place} twice"
+        );
+    }
+    assert_eq!(
+        by_place.keys().copied().collect::<Vec<_>>(),
+        (1..=8).collect::<Vec<_>>()
+    );
+    let done = api
+        .wait_run(&run, "every queued turn", |r| {
+            r["turn_count"] == 9 && r["status"] == "waiting"
+        })
+        .await;
+    assert_eq!(done["queued_messages"], 0, "{done}");
+    // Taken in the order queued, each followed by its own turn's answer.
+    let messages = api.messages(&run).await;
+    let users: Vec<&str> = messages
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .skip(1)
+        .map(|m| m["content"].as_str().unwrap_or_default())
+        .collect();
+    let queued: Vec<&str> = by_place.values().map(String::as_str).collect();
+    assert_eq!(users, queued);
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(roles, ["user", "assistant"].repeat(9));
+}
+
+#[tokio::test]
+async fn racing_enqueued_messages_each_take_a_turn_in_the_order_queued_in_both_tiers() {
+    both_tiers(racing_enqueues).await;
 }
 
 async fn racing_posts(api: Api) {
@@ -296,4 +359,103 @@ async fn nul_text(api: Api) {
 #[tokio::test]
 async fn text_with_nul_characters_is_refused_alike_in_both_tiers() {
     both_tiers(nul_text).await;
+}
+
+/// `wait` over real HTTP: the answer carries the turn's reply, or 202 when it runs out.
+async fn waiting(api: Api) {
+    let agent = api
+        .agent(&[("Hello!", 100, false), ("Still here.", 3000, false)])
+        .await;
+    let created = api
+        .post(
+            "/v1/runs",
+            json!({"agent_id": agent, "message": "Hi", "wait": 10}),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let result = &created.body["result"];
+    assert_eq!(result["outcome"], "completed", "{}", created.body);
+    assert_eq!(result["reply"]["content"], "Hello!");
+    assert_eq!(result["run"]["status"], "waiting");
+    let run = created.body["run"]["id"]
+        .as_str()
+        .expect("run id")
+        .to_owned();
+
+    let posted = api
+        .post(
+            &format!("/v1/runs/{run}/messages"),
+            json!({"content": "And now?", "wait": 1}),
+        )
+        .await;
+    assert_eq!(posted.status, 202, "{}", posted.body);
+    assert_eq!(posted.headers["location"], format!("/v1/runs/{run}"));
+    assert!(posted.body.get("result").is_none(), "{}", posted.body);
+    let done = api.wait_status(&run, "waiting").await;
+    assert_eq!(
+        done["message_count"], 4,
+        "the turn went on after the wait: {done}"
+    );
+}
+
+#[tokio::test]
+async fn wait_answers_with_the_turns_reply_or_202_in_both_tiers() {
+    both_tiers(waiting).await;
+}
+
+async fn deletion(api: Api) {
+    let agent = api
+        .agent(&[("hello", 0, false), ("slow", 60_000, false)])
+        .await;
+    let run = api.run(&agent, Some("hi")).await;
+    // Settled, with the checkpoint the engine saves after the turn.
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    let last = loop {
+        let events = api.events(&run).await;
+        if events.last().map(|e| e["type"] == "checkpoint.saved") == Some(true) {
+            break events.len() as i64;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{events:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    // A live stream of the run, caught up with its stored events.
+    let mut stream = api.sse(&run, None).await.expect("a live stream");
+    let replayed = sse::read_frames(&mut stream, Some(last as usize), DEADLINE).await;
+    assert_eq!(replayed.len() as i64, last);
+
+    let r = api
+        .send(api.req(reqwest::Method::DELETE, &format!("/v1/runs/{run}")))
+        .await;
+    assert_eq!(r.status, 204, "{}", r.body);
+    // The stream ends with the run's last word, after its last stored event.
+    let rest = sse::read_frames(&mut stream, None, DEADLINE).await;
+    let pairs = sse::pairs(&rest);
+    assert_eq!(pairs, [(last + 1, "run.deleted".to_string())], "{rest:?}");
+    for path in [
+        format!("/v1/runs/{run}"),
+        format!("/v1/runs/{run}/messages"),
+        format!("/v1/runs/{run}/events"),
+        format!("/v1/runs/{run}/receipts"),
+    ] {
+        assert_problem(&api.get(&path).await, 404, "not_found");
+    }
+    let again = api
+        .send(api.req(reqwest::Method::DELETE, &format!("/v1/runs/{run}")))
+        .await;
+    assert_problem(&again, 404, "not_found");
+    let runs = api.get("/v1/runs").await;
+    assert!(!runs.body.to_string().contains(&run), "{}", runs.body);
+
+    // A run within a turn is refused: cancel it first.
+    let busy = api.run(&agent, Some("again")).await;
+    let refused = api
+        .send(api.req(reqwest::Method::DELETE, &format!("/v1/runs/{busy}")))
+        .await;
+    assert_problem(&refused, 409, "run_busy");
+    assert_eq!(api.summary(&busy).await["message_count"], 1);
+}
+
+#[tokio::test]
+async fn a_deleted_runs_stream_ends_with_run_deleted_and_the_run_is_gone_in_both_tiers() {
+    both_tiers(deletion).await;
 }

@@ -148,9 +148,13 @@ const ROUTES: &[Row] = &[
     row("GET", "/v1/agents", key(ReadAgents, Role::Viewer), &[200], Scoped),
     row("GET", "/v1/agents/{agent_id}", key(ReadAgents, Role::Viewer), &[200], NotFound),
     row("PUT", "/v1/agents/{agent_id}", key(ManageAgents, Role::Admin), &[200], NotFound),
+    row("POST", "/v1/agents/{agent_id}/archive", key(ManageAgents, Role::Admin), &[200], NotFound),
+    row("POST", "/v1/agents/{agent_id}/restore", key(ManageAgents, Role::Admin), &[200], NotFound),
     row("POST", "/v1/tools", key(ManageTools, Role::Admin), &[201], Scoped),
     row("GET", "/v1/tools", key(ReadTools, Role::Viewer), &[200], Scoped),
     row("GET", "/v1/tools/{tool_id}", key(ReadTools, Role::Viewer), &[200], NotFound),
+    row("POST", "/v1/tools/{tool_id}/archive", key(ManageTools, Role::Admin), &[200], NotFound),
+    row("POST", "/v1/tools/{tool_id}/restore", key(ManageTools, Role::Admin), &[200], NotFound),
     row("POST", "/v1/runs", key(CreateRuns, Role::Member), &[201], Scoped),
     with_bugs(row("GET", "/v1/runs", key(ReadRuns, Role::Viewer), &[200], Scoped), &[Bug {
         cell: Cell::HugeHeader,
@@ -158,7 +162,9 @@ const ROUTES: &[Row] = &[
                hyper before the app sees it: 431 with an empty body, not problem+json",
     }]),
     row("GET", "/v1/runs/{run_id}", key(ReadRuns, Role::Viewer), &[200], NotFound),
+    row("PATCH", "/v1/runs/{run_id}", key(UpdateRuns, Role::Member), &[200], NotFound),
     row("POST", "/v1/runs/{run_id}/cancel", key(CancelRuns, Role::Member), &[200], NotFound),
+    row("DELETE", "/v1/runs/{run_id}", key(DeleteRuns, Role::Admin), &[204], NotFound),
     row("POST", "/v1/runs/{run_id}/messages", key(PostMessages, Role::Member), &[201], NotFound),
     row("GET", "/v1/runs/{run_id}/messages", key(ReadRuns, Role::Viewer), &[200], NotFound),
     row("GET", "/v1/runs/{run_id}/events", key(ReadRuns, Role::Viewer), &[200], NotFound),
@@ -212,7 +218,9 @@ fn all_actions() -> Vec<Action> {
         ReadRuns,
         CreateRuns,
         PostMessages,
+        UpdateRuns,
         CancelRuns,
+        DeleteRuns,
         ResolveActions,
         ReadTools,
         ManageTools,
@@ -226,9 +234,10 @@ fn all_actions() -> Vec<Action> {
     ];
     for a in all {
         match a {
-            ReadAgents | ManageAgents | ReadRuns | CreateRuns | PostMessages | CancelRuns
-            | ResolveActions | ReadTools | ManageTools | ManageSecrets | ManageEncryptionKeys
-            | ManageApiKeys | ManageMembers | ManageOwners | ReadAudit | ManageEgress => {}
+            ReadAgents | ManageAgents | ReadRuns | CreateRuns | PostMessages | UpdateRuns
+            | CancelRuns | DeleteRuns | ResolveActions | ReadTools | ManageTools
+            | ManageSecrets | ManageEncryptionKeys | ManageApiKeys | ManageMembers
+            | ManageOwners | ReadAudit | ManageEgress => {}
         }
     }
     all.to_vec()
@@ -262,6 +271,10 @@ struct Fixtures {
     tenant: String,
     /// A scripted agent that answers messages.
     agent: String,
+    /// An agent no call of the matrix starts runs of: archived and restored.
+    archivable: String,
+    /// A tool no agent the matrix defines names: archived and restored.
+    archivable_tool: String,
     /// A `client` tool.
     tool: String,
     /// A run of `agent` with a first exchange, waiting for a message.
@@ -277,6 +290,8 @@ struct Fixtures {
     uncertain_receipt: String,
     /// An idle run for `cancel`.
     cancel_run: String,
+    /// An idle run for `delete`.
+    doomed_run: String,
     secret: String,
     /// A viewer API key, to revoke.
     api_key: String,
@@ -493,6 +508,7 @@ impl Fixtures {
         let client_run = create_run(api, &asking, Some("ask")).await;
         let uncertain_run = create_run(api, &paying, Some("pay")).await;
         let cancel_run = create_run(api, &chat, None).await;
+        let doomed_run = create_run(api, &chat, None).await;
 
         // The mutation is in flight (its tool answers only after a minute) when the
         // cancel comes, so it may have taken effect: the receipt is held uncertain.
@@ -534,9 +550,9 @@ impl Fixtures {
             tenant.to_string(),
             ask.clone(),
             deploy,
-            transfer,
+            transfer.clone(),
             chat.clone(),
-            approving,
+            approving.clone(),
             asking,
             paying,
             run.clone(),
@@ -547,6 +563,7 @@ impl Fixtures {
             uncertain_run.clone(),
             uncertain_receipt.clone(),
             cancel_run.clone(),
+            doomed_run.clone(),
             secret.clone(),
             api_key.clone(),
             token,
@@ -573,6 +590,8 @@ impl Fixtures {
             tag,
             tenant: tenant.to_string(),
             agent: chat,
+            archivable: approving.clone(),
+            archivable_tool: transfer.clone(),
             tool: ask,
             run,
             approval_run,
@@ -582,6 +601,7 @@ impl Fixtures {
             uncertain_run,
             uncertain_receipt,
             cancel_run,
+            doomed_run,
             secret,
             api_key,
             // Users come from `add_users`, once the set exists.
@@ -599,6 +619,8 @@ impl Fixtures {
         let mut f = Fixtures {
             tenant: id(),
             agent: id(),
+            archivable: id(),
+            archivable_tool: id(),
             tool: id(),
             run: id(),
             approval_run: id(),
@@ -608,6 +630,7 @@ impl Fixtures {
             uncertain_run: id(),
             uncertain_receipt: id(),
             cancel_run: id(),
+            doomed_run: id(),
             secret: format!("{tag}_key"),
             api_key: id(),
             member: id(),
@@ -621,6 +644,8 @@ impl Fixtures {
             f.tag.clone(),
             f.tenant.clone(),
             f.agent.clone(),
+            f.archivable.clone(),
+            f.archivable_tool.clone(),
             f.tool.clone(),
             f.run.clone(),
             f.approval_run.clone(),
@@ -630,6 +655,7 @@ impl Fixtures {
             f.uncertain_run.clone(),
             f.uncertain_receipt.clone(),
             f.cancel_run.clone(),
+            f.doomed_run.clone(),
             f.secret.clone(),
             f.api_key.clone(),
             f.member.clone(),
@@ -756,6 +782,12 @@ fn request(row: &Row, src: Src, nonce: &str) -> Req {
             (row.path.to_string(), None)
         }
         ("GET", "/v1/agents/{agent_id}") => (format!("/v1/agents/{}", outer.agent), None),
+        ("POST", "/v1/agents/{agent_id}/archive") => {
+            (format!("/v1/agents/{}/archive", outer.archivable), None)
+        }
+        ("POST", "/v1/agents/{agent_id}/restore") => {
+            (format!("/v1/agents/{}/restore", outer.archivable), None)
+        }
         ("PUT", "/v1/agents/{agent_id}") => {
             (format!("/v1/agents/{}", outer.agent), Some(agent_body))
         }
@@ -767,11 +799,22 @@ fn request(row: &Row, src: Src, nonce: &str) -> Req {
             ),
         ),
         ("GET", "/v1/tools/{tool_id}") => (format!("/v1/tools/{}", outer.tool), None),
+        ("POST", "/v1/tools/{tool_id}/archive") => {
+            (format!("/v1/tools/{}/archive", outer.archivable_tool), None)
+        }
+        ("POST", "/v1/tools/{tool_id}/restore") => {
+            (format!("/v1/tools/{}/restore", outer.archivable_tool), None)
+        }
         ("POST", "/v1/runs") => (
             row.path.to_string(),
             Some(json!({"agent_id": refs.agent, "title": "matrix"})),
         ),
         ("GET", "/v1/runs/{run_id}") => (format!("/v1/runs/{}", outer.run), None),
+        ("PATCH", "/v1/runs/{run_id}") => (
+            format!("/v1/runs/{}", outer.run),
+            Some(json!({"metadata": {"matrix": nonce}})),
+        ),
+        ("DELETE", "/v1/runs/{run_id}") => (format!("/v1/runs/{}", outer.doomed_run), None),
         ("POST", "/v1/runs/{run_id}/cancel") => (
             format!("/v1/runs/{}/cancel", outer.cancel_run),
             Some(json!({"reason": "matrix"})),
@@ -954,6 +997,7 @@ fn parse_http(bytes: &[u8]) -> Option<Reply> {
         status,
         body: serde_json::from_str(&text).unwrap_or(Value::String(text)),
         content_type: headers.get("content-type").cloned().unwrap_or_default(),
+        headers: Default::default(),
     })
 }
 
@@ -1518,6 +1562,7 @@ async fn assert_untouched(b_owner: &Api, b: &Fixtures) {
     let messages = get(b_owner, &format!("/v1/runs/{}/messages", b.run)).await;
     assert_eq!(items(&messages).len(), 2, "B's messages: {}", messages.body);
     assert_eq!(summary(b_owner, &b.cancel_run).await["status"], "waiting");
+    assert_eq!(summary(b_owner, &b.doomed_run).await["status"], "waiting");
     for (run, state) in [
         (&b.approval_run, "awaiting_approval"),
         (&b.client_run, "awaiting_client"),
@@ -1698,8 +1743,8 @@ async fn oversize(w: &World, limit: usize, out: &mut Outcomes) {
             Err(e) => Err(format!("no answer to a 64 KiB header: {e}")),
             Ok(res) => {
                 let status = res.status().as_u16();
-                let content_type = res
-                    .headers()
+                let headers = res.headers().clone();
+                let content_type = headers
                     .get("content-type")
                     .and_then(|v| v.to_str().ok())
                     .unwrap_or("")
@@ -1709,6 +1754,7 @@ async fn oversize(w: &World, limit: usize, out: &mut Outcomes) {
                     status,
                     body: serde_json::from_str(&text).unwrap_or(Value::String(text)),
                     content_type,
+                    headers,
                 };
                 if status == 431 || status == 400 {
                     problem_shape(&reply)

@@ -531,7 +531,7 @@ async fn raw_login(
     email: &str,
     password: &str,
 ) -> (u16, Vec<(String, String)>, Vec<u8>) {
-    let res = reqwest::Client::new()
+    let res = baton_testkit::http_client()
         .post(format!("{base}/v1/login"))
         // The same request id for every attempt: it is echoed in the body and a header.
         .header("x-request-id", "same-for-every-attempt")
@@ -636,7 +636,7 @@ async fn a_login_takes_as_long_for_an_unknown_email_as_for_a_wrong_password() {
     let (tenant, _) = app.tenant().await;
     let ada = app.user("ada").await;
     app.join(tenant, &ada, Role::Owner).await;
-    let client = reqwest::Client::new();
+    let client = baton_testkit::http_client();
     let unknown = format!("nobody-{}@example.com", uuid::Uuid::new_v4().simple());
     // Warm up: connections, caches, the database's plans.
     for _ in 0..5 {
@@ -682,7 +682,7 @@ async fn a_login_takes_as_long_for_an_unknown_email_as_for_a_wrong_password() {
 /// A login from `from` (a loopback address of this host).
 async fn login_from(base: &str, from: &str, email: &str, password: &str) -> reqwest::Response {
     let from: IpAddr = from.parse().expect("address");
-    let client = reqwest::Client::builder()
+    let client = baton_testkit::http_client_builder()
         .local_address(from)
         .build()
         .expect("client");

@@ -26,6 +26,11 @@ const AGENT_VERSION: &str = concat!(
      WHERE tenant_id = $1 AND agent_id = $2 AND version = $3"
 );
 
+/// Archives (`$1` a time) or restores (`$1` null) an agent, `$2` the tenant, `$3` the id,
+/// when it is not so already (`$4`: whether to archive).
+const ARCHIVE_AGENT: &str = "UPDATE agents SET archived_at = $1 \
+     WHERE tenant_id = $2 AND id = $3 AND (archived_at IS NULL) = $4";
+
 /// The `SELECT` of every column an [`AgentRow`] reads, from `agents`.
 const SELECT_AGENTS: &str = concat!("SELECT ", agent_columns!(), " FROM agents");
 
@@ -44,7 +49,7 @@ impl<B: Backend> AgentStore for Store<B> {
         Query::new(concat!(
             "INSERT INTO agents (",
             agent_columns!(),
-            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULL)"
         ))
         .bind(tenant.as_uuid())
         .bind(agent.id.as_uuid())
@@ -63,8 +68,9 @@ impl<B: Backend> AgentStore for Store<B> {
     }
 
     /// `Conflict { expected: agent.version - 1, actual }` when the current version is not
-    /// the one below `agent`'s; `NotFound` for an agent that does not exist in this
-    /// tenant. The creation time stays the agent's.
+    /// the one below `agent`'s, or when the agent is archived (then `actual` may equal
+    /// `expected`); `NotFound` for an agent that does not exist in this tenant. The
+    /// creation time stays the agent's.
     #[tracing::instrument(name = "store.update_agent", skip_all)]
     async fn update_agent(
         &self,
@@ -78,7 +84,7 @@ impl<B: Backend> AgentStore for Store<B> {
         let updated = Query::new(
             "UPDATE agents SET name = $1, instructions = $2, provider = $3, \
              tools = $4, limits = $5, version = $6, updated_at = $7 \
-             WHERE tenant_id = $8 AND id = $9 AND version = $10",
+             WHERE tenant_id = $8 AND id = $9 AND version = $10 AND archived_at IS NULL",
         )
         .bind(&agent.name)
         .bind(&agent.instructions)
@@ -133,6 +139,7 @@ impl<B: Backend> AgentStore for Store<B> {
     async fn list_agents(
         &self,
         tenant: TenantId,
+        archived: bool,
         before: Option<AgentId>,
         limit: u32,
     ) -> Result<Vec<Agent>> {
@@ -140,10 +147,33 @@ impl<B: Backend> AgentStore for Store<B> {
             tenant,
             SELECT_AGENTS,
             None,
+            archived_condition(archived),
             before.map(|b| b.as_uuid()),
             limit,
         )
         .await
+    }
+
+    /// Writes nothing (and no audit entry) when the agent is already as asked.
+    #[tracing::instrument(name = "store.set_agent_archived", skip_all)]
+    async fn set_agent_archived(
+        &self,
+        tenant: TenantId,
+        id: AgentId,
+        archived_at: Option<chrono::DateTime<chrono::Utc>>,
+        audit: &AuditEntry,
+    ) -> Result<Option<Agent>> {
+        self.set_archived(tenant, ARCHIVE_AGENT, id.as_uuid(), archived_at, audit)
+            .await?;
+        self.get_agent(tenant, id).await
+    }
+}
+
+/// The condition of a list of the archived rows, or of the others.
+pub(crate) fn archived_condition(archived: bool) -> &'static str {
+    match archived {
+        true => " AND archived_at IS NOT NULL",
+        false => " AND archived_at IS NULL",
     }
 }
 

@@ -65,7 +65,7 @@ impl<B: Backend> ApiKeyStore for Store<B> {
         before: Option<Uuid>,
         limit: u32,
     ) -> Result<Vec<ApiKeyRecord>> {
-        self.newest_first::<ApiKeyRecordRow, _>(tenant, SELECT_API_KEYS, None, before, limit)
+        self.newest_first::<ApiKeyRecordRow, _>(tenant, SELECT_API_KEYS, None, "", before, limit)
             .await
     }
 

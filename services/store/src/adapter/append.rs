@@ -14,11 +14,11 @@ use crate::query::Query;
 use crate::rows::runs::{RunRow, bind_run, run_columns};
 use crate::store::Store;
 use baton_core::StoreError;
-use baton_core::model::RunSummary;
+use baton_core::model::{AuditEntry, RunSummary};
 use baton_core::ports::{
     AppendOutcome, AppendRequest, EventLog, Fence, IdempotencyRecord, Release, RunReader,
 };
-use baton_events::{Envelope, TenantId};
+use baton_events::{Envelope, RunId, TenantId};
 use sqlx::Transaction;
 use sqlx::types::Json;
 
@@ -34,6 +34,18 @@ type Tx<B> = Transaction<'static, B>;
 
 #[async_trait::async_trait]
 impl<B: Backend> EventLog for Store<B> {
+    #[tracing::instrument(name = "store.delete_run", skip_all)]
+    async fn delete_run(
+        &self,
+        tenant: TenantId,
+        run: RunId,
+        expected_version: i64,
+        audit: &AuditEntry,
+    ) -> Result<()> {
+        self.delete_run_rows(tenant, run, expected_version, audit)
+            .await
+    }
+
     #[tracing::instrument(name = "store.append", skip_all)]
     async fn append(&self, tenant: TenantId, req: AppendRequest) -> Result<AppendOutcome> {
         plan::validate(tenant, &req)?;
@@ -111,8 +123,8 @@ async fn insert_idempotency<B: Backend>(
 ) -> Result<()> {
     Query::new(
         "INSERT INTO idempotency \
-         (tenant_id, request_id, command, fingerprint, response, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6)",
+         (tenant_id, request_id, command, fingerprint, response, created_at, run_id) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
     )
     .bind(tenant.as_uuid())
     .bind(&rec.request_id)
@@ -120,6 +132,7 @@ async fn insert_idempotency<B: Backend>(
     .bind(&rec.fingerprint)
     .bind(Json(&rec.response))
     .bind(plan::micros(req.at))
+    .bind(req.run.as_uuid())
     .execute(tx)
     .await
     .map(drop)
@@ -138,7 +151,8 @@ async fn write<B: Backend>(
             Query::new(concat!(
                 "INSERT INTO runs (",
                 run_columns!(),
-                ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+                ", title_folded) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, \
+                 $13, $14, $15, $16, $17, $18, $19, $20)"
             )),
             &plan.summary,
         )
@@ -163,8 +177,10 @@ async fn write<B: Backend>(
                  agent_version = $4, title = $5, status = $6, version = $7, \
                  message_count = $8, turn_count = $9, cancel_requested = $10, \
                  pending_actions = $11, last_error = $12, created_at = $13, \
-                 updated_at = $14 \
-                 WHERE id = $1 AND tenant_id = $2 AND version = $15",
+                 updated_at = $14, metadata = $15, last_turn_outcome = $16, \
+                 failed_turns = $17, queued_messages = $18, interrupt_requested = $19, \
+                 title_folded = $20 \
+                 WHERE id = $1 AND tenant_id = $2 AND version = $21",
             ),
             &plan.summary,
         )

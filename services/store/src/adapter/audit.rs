@@ -105,6 +105,7 @@ impl<B: Backend> AuditStore for Store<B> {
             tenant,
             SELECT_AUDIT,
             query.action.map(|a| ("action", a.as_str())),
+            "",
             query.before,
             query.limit,
         )

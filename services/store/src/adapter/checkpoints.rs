@@ -42,23 +42,33 @@ impl<B: Backend> CheckpointStore for Store<B> {
     ) -> Result<()> {
         let size = i64::try_from(c.meta.size)
             .map_err(|_| StoreError::Other(format!("checkpoint {} is too large", c.meta.id)))?;
-        let q = Query::new(
+        // Only for a run that still exists, its row locked: a deletion that got in first
+        // (after the turn settled, before its checkpoint was written) leaves no snapshot
+        // behind, and one that comes after deletes it with the rest.
+        let mut q = Query::new(
             "INSERT INTO checkpoints (tenant_id, run_id, id, through_version, \
              key_id, size, sha256, ciphertext, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-        )
-        .bind(tenant.as_uuid())
-        .bind(run.as_uuid())
-        .bind(c.meta.id.as_uuid())
-        .bind(c.meta.through_version)
-        .bind(&c.meta.key_id)
-        .bind(size)
-        .bind(&c.meta.sha256)
-        .bind(c.ciphertext.as_slice())
-        .bind(micros(c.meta.created_at));
-        self.write_one(PoolKind::Checkpoint, Scope::Tenant(tenant), q)
-            .await
-            .map(drop)
+             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9 WHERE EXISTS \
+             (SELECT 1 FROM runs WHERE id = $2 AND tenant_id = $1",
+        );
+        q.push(B::LOCK_ROWS).push(")");
+        let q = q
+            .bind(tenant.as_uuid())
+            .bind(run.as_uuid())
+            .bind(c.meta.id.as_uuid())
+            .bind(c.meta.through_version)
+            .bind(&c.meta.key_id)
+            .bind(size)
+            .bind(&c.meta.sha256)
+            .bind(c.ciphertext.as_slice())
+            .bind(micros(c.meta.created_at));
+        match self
+            .write_one(PoolKind::Checkpoint, Scope::Tenant(tenant), q)
+            .await?
+        {
+            0 => Err(StoreError::NotFound),
+            _ => Ok(()),
+        }
     }
 
     #[tracing::instrument(name = "store.latest_checkpoints", skip_all)]

@@ -81,7 +81,7 @@ impl<B: Backend> InvitationStore for Store<B> {
         before: Option<Uuid>,
         limit: u32,
     ) -> Result<Vec<Invitation>> {
-        self.newest_first::<InvitationRow, _>(tenant, SELECT_INVITATIONS, None, before, limit)
+        self.newest_first::<InvitationRow, _>(tenant, SELECT_INVITATIONS, None, "", before, limit)
             .await
     }
 

@@ -90,13 +90,15 @@ impl<B: Backend> Store<B> {
     }
 
     /// A page of the tenant's rows on the `app` pool, newest first: those older than
-    /// `before` when given, whose `filter.0` column equals `filter.1` when given, at most
-    /// `limit`. `select` is `SELECT <columns> FROM <table>`.
+    /// `before` when given, whose `filter.0` column equals `filter.1` when given, that
+    /// meet `condition` (fixed SQL starting with ` AND`, or empty), at most `limit`.
+    /// `select` is `SELECT <columns> FROM <table>`.
     pub(crate) async fn newest_first<R, T>(
         &self,
         tenant: TenantId,
         select: &'static str,
         filter: Option<(&'static str, &str)>,
+        condition: &'static str,
         before: Option<Uuid>,
         limit: u32,
     ) -> Result<Vec<T>>
@@ -112,12 +114,39 @@ impl<B: Backend> Store<B> {
                 .push(" = ")
                 .push_bind(value.to_string());
         }
+        q.push(condition);
         if let Some(before) = before {
             q.push(" AND id < ").push_bind(before);
         }
         q.push(" ORDER BY id DESC LIMIT ")
             .push_bind(i64::from(limit));
         self.tenant_rows::<R, T>(tenant, q).await
+    }
+
+    /// Sets the archived flag of the tenant's row `id` of `table` (`agents`, `tools`) to
+    /// `archived_at`, with `audit`, when it is not so already: whether it changed.
+    pub(crate) async fn set_archived(
+        &self,
+        tenant: TenantId,
+        update: &'static str,
+        id: Uuid,
+        archived_at: Option<chrono::DateTime<chrono::Utc>>,
+        audit: &baton_core::model::AuditEntry,
+    ) -> Result<bool> {
+        let mut change = self.audited(tenant, audit).await?;
+        let changed = Query::new(update)
+            .bind(archived_at.map(crate::plan::micros))
+            .bind(tenant.as_uuid())
+            .bind(id)
+            .bind(archived_at.is_some())
+            .execute(&mut change.tx)
+            .await?;
+        if changed == 1 {
+            change.commit().await?;
+        } else {
+            change.rollback().await;
+        }
+        Ok(changed == 1)
     }
 
     /// A page of a run's rows after a position (a version, a sequence number) in order, on

@@ -75,14 +75,39 @@ impl<B: Backend> RunReader for Store<B> {
 
     #[tracing::instrument(name = "store.list_runs", skip_all)]
     async fn list_runs(&self, tenant: TenantId, query: &RunListQuery) -> Result<Vec<RunSummary>> {
-        self.newest_first::<RunRow, _>(
-            tenant,
-            SELECT_RUNS,
-            query.status.map(|s| ("status", s.as_str())),
-            query.before.map(|b| b.as_uuid()),
-            query.limit,
-        )
-        .await
+        let f = &query.filter;
+        let mut q = Query::<B>::new(SELECT_RUNS);
+        q.push(" WHERE tenant_id = ").push_bind(tenant.as_uuid());
+        if let Some(agent) = f.agent {
+            q.push(" AND agent_id = ").push_bind(agent.as_uuid());
+        }
+        if let Some(status) = f.status {
+            q.push(" AND status = ").push_bind(status.as_str());
+        }
+        B::push_labels(&mut q, &f.metadata);
+        if let Some(needle) = &f.title_contains {
+            q.push(" AND ")
+                .push(B::POSITION_OF)
+                .push("title_folded, ")
+                .push_bind(needle.clone())
+                .push(") > 0");
+        }
+        for (bound, sql) in [
+            (f.created_after, " AND created_at > "),
+            (f.created_before, " AND created_at < "),
+            (f.updated_after, " AND updated_at > "),
+            (f.updated_before, " AND updated_at < "),
+        ] {
+            if let Some(t) = bound {
+                q.push(sql).push_bind(t);
+            }
+        }
+        if let Some(before) = query.before {
+            q.push(" AND id < ").push_bind(before.as_uuid());
+        }
+        q.push(" ORDER BY id DESC LIMIT ")
+            .push_bind(i64::from(query.limit));
+        self.tenant_rows::<RunRow, _>(tenant, q).await
     }
 
     #[tracing::instrument(name = "store.list_messages", skip_all)]

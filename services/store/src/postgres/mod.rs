@@ -112,7 +112,16 @@ impl PgStore {
                 ),
             ])
             .application_name("baton");
-        if login_must_switch(&connect, opts.acquire_timeout).await? {
+        let server = place(&connect);
+        let at = |e: StoreError| match e {
+            StoreError::Unavailable(m) => StoreError::Unavailable(format!("{server}: {m}")),
+            StoreError::Other(m) => StoreError::Other(format!("{server}: {m}")),
+            other => other,
+        };
+        if login_must_switch(&connect, opts.acquire_timeout)
+            .await
+            .map_err(at)?
+        {
             connect = connect.options([("role", APP_ROLE)]);
         }
         // No ping before handing out a connection: the `BEGIN` of every transaction, which
@@ -126,7 +135,7 @@ impl PgStore {
         let app = pool(opts.app_pool_size)
             .connect_with(connect.clone())
             .await
-            .map_err(classify)?;
+            .map_err(|e| at(classify(e)))?;
         let role = effective_role(&app).await?;
         if role.bypasses_rls {
             tracing::warn!(
@@ -229,6 +238,20 @@ pub(crate) fn classify(e: sqlx::Error) -> StoreError {
         sqlx::Error::Tls(_) | sqlx::Error::Protocol(_) => true,
         _ => false,
     })
+}
+
+/// Where the Postgres server of `opts` is, for errors: host (or socket directory), port
+/// and database, never the user or password.
+pub(crate) fn place(opts: &PgConnectOptions) -> String {
+    let host = match opts.get_socket() {
+        Some(dir) => dir.display().to_string(),
+        None => opts.get_host().to_owned(),
+    };
+    format!(
+        "Postgres at {host}:{}/{}",
+        opts.get_port(),
+        opts.get_database().unwrap_or_default()
+    )
 }
 
 /// The DSN without its password (in the authority or a `password` parameter), for logs

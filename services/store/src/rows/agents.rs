@@ -12,7 +12,7 @@ use uuid::Uuid;
 macro_rules! agent_columns {
     () => {
         "tenant_id, id, name, instructions, provider, tools, limits, version, created_at, \
-         updated_at"
+         updated_at, archived_at"
     };
 }
 pub(crate) use agent_columns;
@@ -21,7 +21,7 @@ pub(crate) use agent_columns;
 macro_rules! agent_version_columns {
     () => {
         "tenant_id, agent_id AS id, name, instructions, provider, tools, limits, version, \
-         created_at, updated_at"
+         created_at, updated_at, CAST(NULL AS TIMESTAMPTZ) AS archived_at"
     };
 }
 pub(crate) use agent_version_columns;
@@ -39,6 +39,8 @@ pub(crate) struct AgentRow {
     pub version: i64,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// Always null in `agent_versions`: archiving is the agent's, not a version's.
+    pub archived_at: Option<DateTime<Utc>>,
 }
 
 impl TryFrom<AgentRow> for Agent {
@@ -68,6 +70,7 @@ impl TryFrom<AgentRow> for Agent {
             version: r.version,
             created_at: r.created_at,
             updated_at: r.updated_at,
+            archived_at: r.archived_at,
         })
     }
 }

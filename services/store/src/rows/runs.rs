@@ -6,9 +6,9 @@ use super::corrupt;
 use crate::backend::Backend;
 use crate::query::Query;
 use baton_core::StoreError;
-use baton_core::model::{Message, RunStatus, RunSummary};
-use baton_core::ports::IdempotencyRecord;
-use baton_events::{Envelope, ErrorInfo, EventMeta, MessageRole};
+use baton_core::model::{Message, RunStatus, RunSummary, TurnEnd};
+use baton_core::ports::{IdempotencyRecord, fold_title};
+use baton_events::{Envelope, ErrorInfo, EventMeta, MessageRole, Metadata};
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use uuid::Uuid;
@@ -17,7 +17,8 @@ use uuid::Uuid;
 macro_rules! run_columns {
     () => {
         "id, tenant_id, agent_id, agent_version, title, status, version, message_count, \
-         turn_count, cancel_requested, pending_actions, last_error, created_at, updated_at"
+         turn_count, cancel_requested, pending_actions, last_error, created_at, updated_at, \
+         metadata, last_turn_outcome, failed_turns, queued_messages, interrupt_requested"
     };
 }
 pub(crate) use run_columns;
@@ -38,6 +39,11 @@ pub(crate) struct RunRow {
     pub last_error: Option<Json<ErrorInfo>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    pub metadata: Json<Metadata>,
+    pub last_turn_outcome: Option<String>,
+    pub failed_turns: i64,
+    pub queued_messages: i64,
+    pub interrupt_requested: bool,
 }
 
 impl TryFrom<RunRow> for RunSummary {
@@ -46,12 +52,20 @@ impl TryFrom<RunRow> for RunSummary {
     fn try_from(r: RunRow) -> Result<Self, StoreError> {
         let status = RunStatus::parse(&r.status)
             .ok_or_else(|| corrupt(format!("run {} has unknown status {:?}", r.id, r.status)))?;
+        let last_turn_outcome = r
+            .last_turn_outcome
+            .map(|o| {
+                TurnEnd::parse(&o)
+                    .ok_or_else(|| corrupt(format!("run {} has unknown turn outcome {o:?}", r.id)))
+            })
+            .transpose()?;
         Ok(RunSummary {
             id: r.id.into(),
             tenant: r.tenant_id.into(),
             agent_id: r.agent_id.into(),
             agent_version: r.agent_version,
             title: r.title,
+            metadata: r.metadata.0,
             status,
             version: r.version,
             message_count: r.message_count,
@@ -59,13 +73,18 @@ impl TryFrom<RunRow> for RunSummary {
             cancel_requested: r.cancel_requested,
             pending_actions: r.pending_actions,
             last_error: r.last_error.map(|j| j.0),
+            last_turn_outcome,
+            failed_turns: r.failed_turns,
+            queued_messages: r.queued_messages,
+            interrupt_requested: r.interrupt_requested,
             created_at: r.created_at,
             updated_at: r.updated_at,
         })
     }
 }
 
-/// Binds `s` as the next 14 parameters of `q`, in `run_columns!()` order.
+/// Binds `s` as the next 20 parameters of `q`: the 19 of `run_columns!()` in order, then
+/// `title_folded` (the title as the search compares it, written never read).
 pub(crate) fn bind_run<B: Backend>(q: Query<B>, s: &RunSummary) -> Query<B> {
     q.bind(s.id.as_uuid())
         .bind(s.tenant.as_uuid())
@@ -81,6 +100,12 @@ pub(crate) fn bind_run<B: Backend>(q: Query<B>, s: &RunSummary) -> Query<B> {
         .bind(s.last_error.as_ref().map(Json))
         .bind(s.created_at)
         .bind(s.updated_at)
+        .bind(Json(&s.metadata))
+        .bind(s.last_turn_outcome.as_ref().map(TurnEnd::as_str))
+        .bind(s.failed_turns)
+        .bind(s.queued_messages)
+        .bind(s.interrupt_requested)
+        .bind(s.title.as_deref().map(fold_title))
 }
 
 /// Expands to the columns of `events`, in the order every adapter selects them.
@@ -190,5 +215,36 @@ impl TryFrom<IdempotencyRow> for IdempotencyRecord {
             fingerprint: r.fingerprint,
             response: r.response.0,
         })
+    }
+}
+
+/// A status and how many rows have it.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct StatusCountRow {
+    pub status: String,
+    pub n: i64,
+}
+
+impl TryFrom<StatusCountRow> for (RunStatus, u64) {
+    type Error = StoreError;
+
+    fn try_from(r: StatusCountRow) -> Result<Self, StoreError> {
+        let status = RunStatus::parse(&r.status)
+            .ok_or_else(|| corrupt(format!("runs have unknown status {:?}", r.status)))?;
+        Ok((status, u64::try_from(r.n).unwrap_or(0)))
+    }
+}
+
+/// A count.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct CountRow {
+    pub n: i64,
+}
+
+impl TryFrom<CountRow> for u64 {
+    type Error = StoreError;
+
+    fn try_from(r: CountRow) -> Result<Self, StoreError> {
+        Ok(u64::try_from(r.n).unwrap_or(0))
     }
 }

@@ -10,7 +10,7 @@ use uuid::Uuid;
 /// Expands to the columns of `tools`, in the order its row type reads them.
 macro_rules! tool_columns {
     () => {
-        "tenant_id, id, name, definition, created_at, updated_at"
+        "tenant_id, id, name, definition, created_at, updated_at, archived_at"
     };
 }
 pub(crate) use tool_columns;
@@ -23,6 +23,7 @@ pub(crate) struct ToolRow {
     pub definition: Json<serde_json::Value>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    pub archived_at: Option<DateTime<Utc>>,
 }
 
 impl TryFrom<ToolRow> for Tool {
@@ -39,6 +40,7 @@ impl TryFrom<ToolRow> for Tool {
             name: r.name,
             created_at: r.created_at,
             updated_at: r.updated_at,
+            archived_at: r.archived_at,
             ..tool
         })
     }

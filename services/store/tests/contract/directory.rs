@@ -18,9 +18,12 @@ pub async fn agents_round_trip_and_list_newest_first<S: Store>(s: &S) {
     for a in &made {
         assert_eq!(s.get_agent(t, a.id).await.expect("get").as_ref(), Some(a));
     }
-    let first = s.list_agents(t, None, 2).await.expect("list");
+    let first = s.list_agents(t, false, None, 2).await.expect("list");
     assert_eq!(first, vec![made[2].clone(), made[1].clone()]);
-    let rest = s.list_agents(t, Some(made[1].id), 2).await.expect("list");
+    let rest = s
+        .list_agents(t, false, Some(made[1].id), 2)
+        .await
+        .expect("list");
     assert_eq!(rest, vec![made[0].clone()]);
 
     let again = s.create_agent(t, &made[0], &audited()).await;
@@ -126,6 +129,9 @@ pub async fn agent_versions_are_kept_and_updates_must_follow_the_current_one<S: 
             max_tool_calls: 5,
             turn_timeout_ms: 60_000,
             max_output_tokens: Some(256),
+            max_failed_turns: 0,
+            message_strategy: baton_core::model::MessageStrategy::Enqueue,
+            max_queued_messages: 7,
         },
         ..agent(t, "helper")
     };
@@ -170,7 +176,7 @@ pub async fn agent_versions_are_kept_and_updates_must_follow_the_current_one<S: 
         None
     );
     assert_eq!(
-        s.list_agents(t, None, 10).await.expect("list"),
+        s.list_agents(t, false, None, 10).await.expect("list"),
         vec![v2.clone()]
     );
 
@@ -274,9 +280,12 @@ pub async fn tools_round_trip_list_newest_first_and_are_unique_by_name<S: Store>
         );
     }
     assert_eq!(s.get_tool(t, ToolId::new()).await.expect("get"), None);
-    let first = s.list_tools(t, None, 2).await.expect("list");
+    let first = s.list_tools(t, false, None, 2).await.expect("list");
     assert_eq!(first, vec![made[2].clone(), made[1].clone()]);
-    let rest = s.list_tools(t, Some(made[1].id), 2).await.expect("list");
+    let rest = s
+        .list_tools(t, false, Some(made[1].id), 2)
+        .await
+        .expect("list");
     assert_eq!(rest, vec![made[0].clone()]);
 
     let same_name = s.create_tool(t, &tool(t, "search"), &audited()).await;
@@ -310,7 +319,10 @@ pub async fn tools_round_trip_list_newest_first_and_are_unique_by_name<S: Store>
         ),
         "{same_id:?}"
     );
-    assert_eq!(s.list_tools(t, None, 10).await.expect("list").len(), 3);
+    assert_eq!(
+        s.list_tools(t, false, None, 10).await.expect("list").len(),
+        3
+    );
 
     let orphan = tool(TenantId::new(), "orphan");
     let unknown = s.create_tool(orphan.tenant, &orphan, &audited()).await;
@@ -325,7 +337,7 @@ pub async fn another_tenants_tools_are_invisible_and_their_names_free<S: Store>(
         .expect("create");
     assert_eq!(s.get_tool(other, mine.id).await.expect("get"), None);
     assert!(
-        s.list_tools(other, None, 10)
+        s.list_tools(other, false, None, 10)
             .await
             .expect("list")
             .is_empty()
@@ -336,11 +348,11 @@ pub async fn another_tenants_tools_are_invisible_and_their_names_free<S: Store>(
         .await
         .expect("same name, other tenant");
     assert_eq!(
-        s.list_tools(other, None, 10).await.expect("list"),
+        s.list_tools(other, false, None, 10).await.expect("list"),
         vec![theirs]
     );
     assert_eq!(
-        s.list_tools(owner, None, 10).await.expect("list"),
+        s.list_tools(owner, false, None, 10).await.expect("list"),
         vec![mine]
     );
 }
@@ -382,5 +394,131 @@ pub async fn concurrent_agent_updates_have_exactly_one_winner<S: Store>(s: &S) {
     assert_eq!(
         s.get_agent_version(t, v1.id, 1).await.expect("version"),
         Some(v1)
+    );
+}
+
+/// Archiving moves an agent from one list to the other and back; a change that changes
+/// nothing writes nothing, its audit entry included; versions stay readable throughout.
+pub async fn an_agent_is_archived_and_restored_once_each<S: Store>(s: &S) {
+    use baton_core::model::AuditAction;
+    use baton_core::ports::AuditQuery;
+    let t = tenant(s).await;
+    let kept = agent(t, "kept");
+    let retired = agent(t, "retired");
+    for a in [&kept, &retired] {
+        s.create_agent(t, a, &audited()).await.expect("create");
+    }
+    let entry =
+        |action| baton_core::model::AuditEntry::operator(now(), action, "a", serde_json::json!({}));
+    let at = now();
+    for _ in 0..2 {
+        let after = s
+            .set_agent_archived(t, retired.id, Some(at), &entry(AuditAction::AgentArchived))
+            .await
+            .expect("archive")
+            .expect("found");
+        assert_eq!(
+            after.archived_at,
+            Some(at),
+            "the first archive's time stays"
+        );
+    }
+    let ids = |v: Vec<baton_core::model::Agent>| v.into_iter().map(|a| a.id).collect::<Vec<_>>();
+    let in_use = s.list_agents(t, false, None, 10).await.expect("list");
+    assert_eq!(ids(in_use), vec![kept.id]);
+    let archived = s.list_agents(t, true, None, 10).await.expect("list");
+    assert_eq!(ids(archived), vec![retired.id]);
+    let v1 = s
+        .get_agent_version(t, retired.id, 1)
+        .await
+        .expect("version")
+        .expect("kept");
+    assert_eq!(
+        v1.archived_at, None,
+        "versions are not archived, agents are"
+    );
+    // An update read before the archive does not land after it.
+    let late = baton_core::model::Agent {
+        version: 2,
+        name: "too late".into(),
+        ..retired.clone()
+    };
+    let refused = s.update_agent(t, &late, &audited()).await;
+    assert!(
+        matches!(refused, Err(StoreError::Conflict { .. })),
+        "{refused:?}"
+    );
+    let restored = s
+        .set_agent_archived(t, retired.id, None, &entry(AuditAction::AgentRestored))
+        .await
+        .expect("restore")
+        .expect("found");
+    assert_eq!(restored.archived_at, None);
+    assert_eq!(
+        s.list_agents(t, true, None, 10).await.expect("list").len(),
+        0
+    );
+    let missing = s
+        .set_agent_archived(
+            t,
+            baton_events::AgentId::new(),
+            Some(at),
+            &entry(AuditAction::AgentArchived),
+        )
+        .await
+        .expect("no error");
+    assert!(missing.is_none());
+    let q = AuditQuery {
+        limit: 100,
+        ..AuditQuery::default()
+    };
+    let actions: Vec<AuditAction> = s
+        .list_audit(t, &q)
+        .await
+        .expect("audit")
+        .into_iter()
+        .map(|e| e.action)
+        .filter(|a| matches!(a, AuditAction::AgentArchived | AuditAction::AgentRestored))
+        .collect();
+    assert_eq!(
+        actions,
+        vec![AuditAction::AgentRestored, AuditAction::AgentArchived],
+        "one entry per change, newest first"
+    );
+}
+
+/// A tool moves to the archived list and back; archiving it twice keeps the first time.
+pub async fn a_tool_is_archived_and_restored<S: Store>(s: &S) {
+    use baton_core::model::AuditAction;
+    let t = tenant(s).await;
+    let (kept, retired) = (tool(t, "kept"), tool(t, "retired"));
+    for x in [&kept, &retired] {
+        s.create_tool(t, x, &audited()).await.expect("create");
+    }
+    let entry =
+        |action| baton_core::model::AuditEntry::operator(now(), action, "t", serde_json::json!({}));
+    let at = now();
+    for _ in 0..2 {
+        let after = s
+            .set_tool_archived(t, retired.id, Some(at), &entry(AuditAction::ToolArchived))
+            .await
+            .expect("archive")
+            .expect("found");
+        assert_eq!(after.archived_at, Some(at));
+    }
+    let names = |v: Vec<baton_core::model::Tool>| v.into_iter().map(|x| x.name).collect::<Vec<_>>();
+    let listed = s.list_tools(t, false, None, 10).await.expect("list");
+    assert_eq!(names(listed), vec!["kept"]);
+    let listed = s.list_tools(t, true, None, 10).await.expect("list");
+    assert_eq!(names(listed), vec!["retired"]);
+    let restored = s
+        .set_tool_archived(t, retired.id, None, &entry(AuditAction::ToolRestored))
+        .await
+        .expect("restore")
+        .expect("found");
+    assert_eq!(restored.archived_at, None);
+    assert_eq!(
+        s.list_tools(t, false, None, 10).await.expect("list").len(),
+        2
     );
 }

@@ -7,6 +7,7 @@
 mod api_keys;
 mod audit;
 mod checkpoints;
+mod deletion;
 mod directory;
 mod egress;
 mod frozen;
@@ -16,6 +17,7 @@ mod leases;
 mod receipts;
 mod rls;
 mod sealed;
+mod search;
 mod secrets;
 mod streams;
 mod support;
@@ -59,6 +61,9 @@ macro_rules! contract {
 }
 
 contract!(
+    deletion::a_deleted_run_leaves_no_row_and_the_tenants_other_runs_keep_theirs,
+    deletion::a_run_under_a_lease_is_not_deleted,
+    deletion::a_checkpoint_of_a_deleted_run_is_not_saved,
     audit::changes_and_their_entries_commit_together,
     audit::the_stream_pages_filters_and_stays_in_its_tenant,
     audit::entries_are_never_rewritten_or_deleted,
@@ -78,10 +83,13 @@ contract!(
     tenancy::list_runs_filters_by_status_and_pages_with_a_cursor,
     tenancy::runs_with_work_are_claimed_across_tenants_oldest_first,
     tenancy::ping_answers,
+    search::list_runs_answers_exactly_the_runs_each_filter_matches,
     directory::agents_round_trip_and_list_newest_first,
     directory::tenants_and_api_keys_round_trip,
     directory::agent_versions_are_kept_and_updates_must_follow_the_current_one,
     directory::concurrent_agent_updates_have_exactly_one_winner,
+    directory::an_agent_is_archived_and_restored_once_each,
+    directory::a_tool_is_archived_and_restored,
     directory::tools_round_trip_list_newest_first_and_are_unique_by_name,
     directory::another_tenants_tools_are_invisible_and_their_names_free,
     receipts::an_approved_call_moves_through_approval_intent_and_result,
@@ -92,6 +100,7 @@ contract!(
     receipts::the_events_of_one_append_see_each_others_receipts,
     receipts::receipts_list_in_the_order_they_were_created,
     receipts::receipts_are_scoped_by_tenant,
+    receipts::the_installation_counts_cover_every_tenant,
     receipts::an_unreadable_receipt_is_reported_and_blocks_its_call,
     receipts::a_model_reply_with_content_adds_an_assistant_message,
     leases::only_runs_with_work_are_claimed_and_a_live_lease_is_not_taken,

@@ -4,6 +4,7 @@
 use crate::support::*;
 use baton_core::StoreError;
 use baton_core::model::{Receipt, ReceiptState, RunStatus, RunSummary};
+use baton_core::ports::StatsStore;
 use baton_events::{
     ApprovalDecided, ApprovalId, ApprovalRequested, ErrorInfo, MessageId, MessageRole,
     ModelCompleted, NewEvent, ReceiptId, Resolution, RunCompleted, RunEvent, RunId, TenantId,
@@ -109,6 +110,7 @@ impl Call {
             receipt_id: self.receipt,
             resolution,
             output: None,
+            turn: None,
         };
         event(self.tenant, RunEvent::ToolResolved(e))
     }
@@ -130,6 +132,7 @@ fn model_completed(tenant: TenantId, content: Option<&str>) -> (MessageId, NewEv
         step: 1,
         message_id,
         content: content.map(str::to_string),
+        reasoning: None,
         tool_calls,
         finish_reason: "stop".into(),
         usage: None,
@@ -521,4 +524,25 @@ pub async fn a_model_reply_with_content_adds_an_assistant_message<S: Store>(s: &
             .len(),
         2
     );
+}
+
+/// The installation's counts for `/metrics` see every tenant's runs (final ones left out)
+/// and uncertain calls.
+pub async fn the_installation_counts_cover_every_tenant<S: Store + StatsStore>(s: &S) {
+    assert_eq!(s.active_runs_by_status().await.expect("counts"), []);
+    assert_eq!(s.uncertain_receipts().await.expect("uncertain"), 0);
+    let (a, b) = (tenant(s).await, tenant(s).await);
+    let (held, v) = run_in_turn(s, a).await;
+    let call = Call::new(a);
+    step(s, a, held, v, vec![call.intent(ToolKind::Http)]).await;
+    step(s, a, held, v + 1, vec![call.uncertain()]).await;
+    let other = new_run(s, b).await;
+    let other = s.get_run(b, other).await.expect("get").expect("run").status;
+    assert_ne!(other, RunStatus::RequiresAction);
+    let mut counts = s.active_runs_by_status().await.expect("counts");
+    counts.sort_by_key(|(status, _)| status.as_str());
+    let mut expected = vec![(RunStatus::RequiresAction, 1), (other, 1)];
+    expected.sort_by_key(|(status, _)| status.as_str());
+    assert_eq!(counts, expected);
+    assert_eq!(s.uncertain_receipts().await.expect("uncertain"), 1);
 }

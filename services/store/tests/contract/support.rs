@@ -75,6 +75,46 @@ pub trait Raw: Send + Sync {
     /// Tries to rewrite and then to delete the tenant's audit entries, as a statement of
     /// the application could: the rows each changed, or the error that refused it.
     async fn tamper_with_audit(&self, tenant: TenantId) -> [Result<u64, sqlx::Error>; 2];
+
+    /// The rows of `run` in each table that holds any, read from the tables themselves.
+    async fn rows_of_run(&self, tenant: TenantId, run: RunId) -> Vec<(&'static str, i64)>;
+}
+
+/// Each table that holds rows of a run, with the count of them (`$1` the run).
+const ROWS_OF_RUN: [(&str, &str); 6] = [
+    ("runs", "SELECT COUNT(*) FROM runs WHERE id = $1"),
+    ("events", "SELECT COUNT(*) FROM events WHERE stream_id = $1"),
+    (
+        "messages",
+        "SELECT COUNT(*) FROM messages WHERE run_id = $1",
+    ),
+    (
+        "receipts",
+        "SELECT COUNT(*) FROM receipts WHERE run_id = $1",
+    ),
+    (
+        "checkpoints",
+        "SELECT COUNT(*) FROM checkpoints WHERE run_id = $1",
+    ),
+    (
+        "idempotency",
+        "SELECT COUNT(*) FROM idempotency WHERE run_id = $1",
+    ),
+];
+
+macro_rules! rows_of_run {
+    ($conn:expr, $run:expr) => {{
+        let mut counts = Vec::new();
+        for (table, sql) in ROWS_OF_RUN {
+            let (n,): (i64,) = sqlx::query_as(sql)
+                .bind($run.as_uuid())
+                .fetch_one(&mut *$conn)
+                .await
+                .expect("count rows");
+            counts.push((table, n));
+        }
+        counts
+    }};
 }
 
 /// The statements of [`Raw::tamper_with_audit`].
@@ -180,6 +220,11 @@ impl Raw for PgStore {
         }
         done.try_into().expect("two results")
     }
+
+    async fn rows_of_run(&self, tenant: TenantId, run: RunId) -> Vec<(&'static str, i64)> {
+        let mut tx = scoped(self, tenant).await;
+        rows_of_run!(tx, run)
+    }
 }
 
 async fn scoped(s: &PgStore, tenant: TenantId) -> sqlx::Transaction<'static, sqlx::Postgres> {
@@ -215,6 +260,11 @@ impl Raw for SqliteStore {
             done.push(changed);
         }
         done.try_into().expect("two results")
+    }
+
+    async fn rows_of_run(&self, _tenant: TenantId, run: RunId) -> Vec<(&'static str, i64)> {
+        let mut conn = self.pool().acquire().await.expect("connection");
+        rows_of_run!(conn, run)
     }
 }
 
@@ -306,6 +356,7 @@ pub fn created(tenant: TenantId) -> NewEvent {
             agent_id: AgentId::new(),
             agent_version: 1,
             title: Some("a run".into()),
+            metadata: Default::default(),
         }),
     )
 }
@@ -317,6 +368,7 @@ pub fn message(tenant: TenantId, role: MessageRole, content: &str) -> NewEvent {
             message_id: MessageId::new(),
             role,
             content: content.into(),
+            queued: false,
         }),
     )
 }
@@ -400,6 +452,7 @@ pub fn agent(tenant: TenantId, name: &str) -> Agent {
         version: 1,
         created_at: at,
         updated_at: at,
+        archived_at: None,
     }
 }
 
@@ -426,6 +479,7 @@ pub fn tool(tenant: TenantId, name: &str) -> Tool {
         },
         created_at: at,
         updated_at: at,
+        archived_at: None,
     }
 }
 

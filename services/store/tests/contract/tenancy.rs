@@ -3,7 +3,7 @@
 use crate::support::*;
 use baton_core::StoreError;
 use baton_core::model::RunStatus;
-use baton_core::ports::RunListQuery;
+use baton_core::ports::{RunFilter, RunListQuery};
 use baton_events::{
     MessageRole, RunCancelRequested, RunCancelled, RunCompleted, RunEvent, RunId, TenantId,
     TurnStarted,
@@ -49,7 +49,7 @@ pub async fn another_tenants_data_is_invisible<S: Store>(s: &S) {
     );
     assert_eq!(s.get_agent(other, agent.id).await.expect("agent"), None);
     assert!(
-        s.list_agents(other, None, 100)
+        s.list_agents(other, false, None, 100)
             .await
             .expect("agents")
             .is_empty()
@@ -98,7 +98,7 @@ pub async fn list_runs_filters_by_status_and_pages_with_a_cursor<S: Store>(s: &S
     let mut before = None;
     loop {
         let q = RunListQuery {
-            status: None,
+            filter: RunFilter::default(),
             before,
             limit: 2,
         };
@@ -113,7 +113,10 @@ pub async fn list_runs_filters_by_status_and_pages_with_a_cursor<S: Store>(s: &S
     assert_eq!(pages, newest_first);
 
     let queued = RunListQuery {
-        status: Some(RunStatus::Queued),
+        filter: RunFilter {
+            status: Some(RunStatus::Queued),
+            ..RunFilter::default()
+        },
         before: None,
         limit: 100,
     };
@@ -139,7 +142,10 @@ pub async fn list_runs_filters_by_status_and_pages_with_a_cursor<S: Store>(s: &S
         .collect();
     assert_eq!(next, vec![ids[2]]);
     let waiting = RunListQuery {
-        status: Some(RunStatus::Waiting),
+        filter: RunFilter {
+            status: Some(RunStatus::Waiting),
+            ..RunFilter::default()
+        },
         before: None,
         limit: 100,
     };

@@ -168,6 +168,27 @@ impl TestApp {
         self.send_json(Method::PUT, path, auth, body).await
     }
 
+    pub async fn patch(&self, path: &str, auth: &(impl Auth + ?Sized), body: Value) -> Reply {
+        self.send_json(Method::PATCH, path, auth, body).await
+    }
+
+    /// `GET /v1/runs/{run}/events` as an event stream, resumed after `last_event_id` when
+    /// given; [`TestApp::open`] holds it open, [`TestApp::send`] reads it to its end.
+    pub fn events_request(
+        &self,
+        run: &str,
+        auth: &(impl Auth + ?Sized),
+        last_event_id: Option<&str>,
+    ) -> Request<Body> {
+        let mut req = self
+            .request(Method::GET, &format!("/v1/runs/{run}/events"), auth)
+            .header(header::ACCEPT, "text/event-stream");
+        if let Some(id) = last_event_id {
+            req = req.header("last-event-id", id);
+        }
+        req.body(Body::empty()).expect("a request")
+    }
+
     /// `method path` with `body` as JSON.
     pub async fn send_json(
         &self,
@@ -211,6 +232,19 @@ impl TestApp {
         let r = self.post("/v1/runs", auth, body).await;
         assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
         r.str("/run/id")
+    }
+
+    /// `POST /v1/runs` of `agent` with a first `message`, waiting up to `wait` seconds for
+    /// its first turn; the answer unchecked.
+    pub async fn run_waiting(
+        &self,
+        auth: &(impl Auth + ?Sized),
+        agent: &str,
+        message: &str,
+        wait: u32,
+    ) -> Reply {
+        let body = json!({"agent_id": agent, "message": message, "wait": wait});
+        self.post("/v1/runs", auth, body).await
     }
 
     /// `email` joins the tenant of `admin` with `role` as a user would: invited by the

@@ -68,6 +68,11 @@ pub struct Tenant {
 }
 
 impl TestApp {
+    /// The app's store, for what no route does (rows changed behind the API's back).
+    pub fn store(&self) -> &SqliteStore {
+        &self.store
+    }
+
     /// Authentication required: every request needs an API key or a session token.
     pub async fn new() -> Self {
         Self::build(false).await.0

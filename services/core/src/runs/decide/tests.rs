@@ -40,6 +40,7 @@ fn created() -> RunEvent {
         agent_id: AgentId::new(),
         agent_version: 1,
         title: None,
+        metadata: Default::default(),
     })
 }
 
@@ -64,6 +65,7 @@ fn model_called(turn: i64, call: &str) -> RunEvent {
         step: 1,
         message_id: MessageId::new(),
         content: None,
+        reasoning: None,
         tool_calls: vec![baton_events::ToolCallRequest {
             id: call.into(),
             name: "refund".into(),
@@ -124,25 +126,36 @@ fn types(events: &[RunEvent]) -> Vec<&'static str> {
 
 // --- post a message -------------------------------------------------------------------
 
+/// Posts `content` with `strategy` and the default queue cap.
+fn post(g: &Given, strategy: MessageStrategy) -> Result<Posting, CoreError> {
+    post_message(&g.run, MessageId::new(), "more", strategy, 100)
+}
+
+fn running(turn: i64) -> Vec<RunEvent> {
+    let mut e = asked(turn);
+    e.push(started(turn));
+    e
+}
+
 #[test]
-fn a_message_to_an_idle_run_starts_the_next_turn() {
-    let mut events = asked(1);
-    events.extend([started(1), completed(1)]);
+fn a_message_to_an_idle_run_starts_the_next_turn_whatever_the_strategy() {
+    let mut events = running(1);
+    events.push(completed(1));
     let g = given(events);
-    let (events, turn) = post_message(&g.run, MessageId::new(), "again").expect("accepted");
-    assert_eq!(turn, 2);
-    assert_eq!(types(&events), ["message.appended", "turn.requested"]);
+    for strategy in [MessageStrategy::Reject, MessageStrategy::Enqueue] {
+        let Ok(Posting::Turn { events, turn }) = post(&g, strategy) else {
+            panic!("not a turn");
+        };
+        assert_eq!(turn, 2);
+        assert_eq!(types(&events), ["message.appended", "turn.requested"]);
+    }
 }
 
 #[test]
 fn a_message_while_a_turn_is_queued_or_running_is_refused_as_busy() {
-    for busy in [asked(1), {
-        let mut e = asked(1);
-        e.push(started(1));
-        e
-    }] {
+    for busy in [asked(1), running(1)] {
         let g = given(busy);
-        let refused = post_message(&g.run, MessageId::new(), "more");
+        let refused = post(&g, MessageStrategy::Reject);
         assert!(matches!(refused, Err(CoreError::RunBusy)), "{refused:?}");
     }
 }
@@ -155,18 +168,125 @@ fn a_message_while_a_call_waits_for_a_member_is_refused_as_busy() {
         uncertain(r),
     ]));
     assert_eq!(g.run.status, RunStatus::RequiresAction);
-    let refused = post_message(&g.run, MessageId::new(), "more");
+    let refused = post(&g, MessageStrategy::Reject);
     assert!(matches!(refused, Err(CoreError::RunBusy)), "{refused:?}");
+}
+
+#[test]
+fn a_message_to_enqueue_during_a_turn_waits_in_line_behind_the_queued_ones() {
+    let r = ReceiptId::new();
+    let waiting = turn_waiting_on(vec![intent(r, ToolKind::Http), uncertain(r)]);
+    for busy in [asked(1), running(1), waiting] {
+        let mut g = given(busy);
+        for place in 1..=3 {
+            let Ok(Posting::Queued { events, position }) = post(&g, MessageStrategy::Enqueue)
+            else {
+                panic!("not queued");
+            };
+            assert_eq!(position, place);
+            assert_eq!(types(&events), ["message.queued"]);
+            let version = g.run.version + 1;
+            g.run.apply(&events[0], version, Utc::now());
+            assert_eq!(g.run.queued_messages, place);
+        }
+    }
+}
+
+#[test]
+fn an_interrupting_message_goes_first_and_asks_the_engine_to_end_the_turn() {
+    for (strategy, how) in [
+        (
+            MessageStrategy::Interrupt,
+            baton_events::TurnInterrupt::Interrupt,
+        ),
+        (
+            MessageStrategy::Rollback,
+            baton_events::TurnInterrupt::Rollback,
+        ),
+    ] {
+        let mut g = given(running(1));
+        g.run.queued_messages = 2;
+        let Ok(Posting::Queued { events, position }) = post(&g, strategy) else {
+            panic!("not queued");
+        };
+        assert_eq!(position, 1, "ahead of the two queued before it");
+        let [RunEvent::MessageQueued(m)] = events.as_slice() else {
+            panic!("{events:?}");
+        };
+        assert_eq!(m.interrupts, Some(how));
+        g.run.apply(&events[0], g.run.version + 1, Utc::now());
+        assert!(g.run.interrupt_requested);
+        assert_eq!(g.run.status, RunStatus::Running);
+    }
+}
+
+#[test]
+fn an_interrupt_gives_a_turn_waiting_for_a_member_work_and_its_end_settles_the_run() {
+    let r = ReceiptId::new();
+    let mut g = given(turn_waiting_on(vec![
+        intent(r, ToolKind::Http),
+        uncertain(r),
+    ]));
+    let Ok(Posting::Queued { events, .. }) = post(&g, MessageStrategy::Interrupt) else {
+        panic!("not queued");
+    };
+    g.run.apply(&events[0], g.run.version + 1, Utc::now());
+    assert_eq!(g.run.status, RunStatus::Running, "the engine has work");
+    let RunEvent::MessageQueued(m) = &events[0] else {
+        panic!("{events:?}");
+    };
+    let ended = RunEvent::TurnInterrupted(baton_events::TurnInterrupted {
+        turn: 1,
+        message_id: m.message_id,
+        rollback: false,
+    });
+    g.run.apply(&ended, g.run.version + 1, Utc::now());
+    assert_eq!(g.run.status, RunStatus::Waiting);
+    assert!(!g.run.interrupt_requested);
+    assert_eq!(g.run.pending_actions, 0);
+    assert_eq!(
+        g.run.last_turn_outcome,
+        Some(crate::model::TurnEnd::Interrupted)
+    );
+}
+
+#[test]
+fn a_run_being_cancelled_queues_nothing() {
+    let mut events = running(1);
+    events.push(RunEvent::RunCancelRequested(
+        baton_events::RunCancelRequested { reason: None },
+    ));
+    let g = given(events);
+    for strategy in [MessageStrategy::Enqueue, MessageStrategy::Interrupt] {
+        let refused = post(&g, strategy);
+        assert!(
+            matches!(refused, Err(CoreError::WrongState(_))),
+            "{refused:?}"
+        );
+    }
+}
+
+#[test]
+fn a_full_queue_refuses_one_more_with_its_cap() {
+    let mut g = given(running(1));
+    g.run.queued_messages = 2;
+    let refused = post_message(&g.run, MessageId::new(), "x", MessageStrategy::Enqueue, 2);
+    assert!(
+        matches!(refused, Err(CoreError::QueueFull(2))),
+        "{refused:?}"
+    );
 }
 
 #[test]
 fn a_message_to_an_ended_run_is_refused_with_how_it_ended() {
     let g = given([RunEvent::RunCompleted(RunCompleted {})]);
-    let refused = post_message(&g.run, MessageId::new(), "hello?");
-    assert!(
-        matches!(refused, Err(CoreError::RunEnded("completed"))),
-        "{refused:?}"
-    );
+    for strategy in [MessageStrategy::Reject, MessageStrategy::Enqueue] {
+        let refused = post(&g, strategy);
+        assert!(
+            matches!(refused, Err(CoreError::RunEnded("completed"))),
+            "{refused:?}"
+        );
+    }
 }
 
 // --- cancel ---------------------------------------------------------------------------
@@ -303,6 +423,56 @@ fn client_outputs_are_all_or_nothing() {
     assert!(
         matches!(&refused, Err(CoreError::WrongState(m)) if m.contains("does not await")),
         "{refused:?}"
+    );
+}
+
+#[test]
+fn resolving_a_call_an_ended_turn_left_uncertain_leaves_the_next_turn_waiting() {
+    let (old, asked) = (ReceiptId::new(), ReceiptId::new());
+    // Turn 1 is interrupted while its call is uncertain; the call stays so.
+    let mut events = turn_waiting_on(vec![intent(old, ToolKind::Http), uncertain(old)]);
+    let stop = MessageId::new();
+    events.extend([
+        RunEvent::MessageQueued(baton_events::MessageQueued {
+            message_id: stop,
+            content: "stop".into(),
+            interrupts: Some(baton_events::TurnInterrupt::Interrupt),
+        }),
+        RunEvent::TurnInterrupted(baton_events::TurnInterrupted {
+            turn: 1,
+            message_id: stop,
+            rollback: false,
+        }),
+    ]);
+    events.extend(user_turn(stop, "stop", 2));
+    // Turn 2 waits for an approval.
+    events.extend([
+        started(2),
+        model_called(2, "call-2"),
+        RunEvent::ApprovalRequested(ApprovalRequested {
+            turn: 2,
+            call_id: "call-2".into(),
+            ..match approval_asked(ApprovalId::new(), asked) {
+                RunEvent::ApprovalRequested(a) => a,
+                _ => unreachable!(),
+            }
+        }),
+    ]);
+    let mut g = given(events);
+    assert_eq!(
+        (g.run.status, g.run.pending_actions),
+        (RunStatus::RequiresAction, 1)
+    );
+    let skip = ReceiptResolution {
+        resolution: Resolution::Skip,
+        output: None,
+    };
+    let (resolved, _) = resolve_receipt(&g.receipts, old, &skip).expect("resolved");
+    g.run.apply(&resolved[0], g.run.version + 1, Utc::now());
+    assert_eq!(
+        (g.run.status, g.run.pending_actions),
+        (RunStatus::RequiresAction, 1),
+        "turn 2 still waits for its approval"
     );
 }
 

@@ -1,0 +1,69 @@
+//! Deleting a run: every row recorded of it — its events, messages, receipts,
+//! checkpoints, idempotency records and the run row itself — in one transaction with its
+//! audit entry, on the `app` pool scoped to the run's tenant. The run must be where the
+//! caller saw it (`expected_version`) and free of any lease: a replica driving it (or
+//! saving the checkpoint of the turn that just settled) makes the delete a `Conflict`.
+
+use super::Result;
+use crate::backend::Backend;
+use crate::query::Query;
+use crate::store::Store;
+use baton_core::StoreError;
+use baton_core::model::AuditEntry;
+use baton_events::{RunId, TenantId};
+
+/// The rows of a run in the tables that hold them, each bound `$1` the run and `$2` the
+/// tenant; the run row goes last.
+const DELETES: [&str; 5] = [
+    "DELETE FROM events WHERE stream_id = $1 AND tenant_id = $2",
+    "DELETE FROM messages WHERE run_id = $1 AND tenant_id = $2",
+    "DELETE FROM receipts WHERE run_id = $1 AND tenant_id = $2",
+    "DELETE FROM checkpoints WHERE run_id = $1 AND tenant_id = $2",
+    "DELETE FROM idempotency WHERE run_id = $1 AND tenant_id = $2",
+];
+
+impl<B: Backend> Store<B> {
+    pub(crate) async fn delete_run_rows(
+        &self,
+        tenant: TenantId,
+        run: RunId,
+        expected_version: i64,
+        audit: &AuditEntry,
+    ) -> Result<()> {
+        let mut change = self.audited(tenant, audit).await?;
+        let found: Option<(i64, Option<String>)> =
+            Query::new("SELECT version, lease_owner FROM runs WHERE id = $1 AND tenant_id = $2")
+                .suffix(B::LOCK_ROWS)
+                .bind(run.as_uuid())
+                .bind(tenant.as_uuid())
+                .fetch_optional(&mut change.tx)
+                .await?;
+        let refusal = match found {
+            None => Some(StoreError::NotFound),
+            Some((actual, owner)) if actual != expected_version || owner.is_some() => {
+                Some(StoreError::Conflict {
+                    expected: expected_version,
+                    actual,
+                })
+            }
+            Some(_) => None,
+        };
+        if let Some(refusal) = refusal {
+            change.rollback().await;
+            return Err(refusal);
+        }
+        for sql in DELETES {
+            Query::new(sql)
+                .bind(run.as_uuid())
+                .bind(tenant.as_uuid())
+                .execute(&mut change.tx)
+                .await?;
+        }
+        Query::new("DELETE FROM runs WHERE id = $1 AND tenant_id = $2")
+            .bind(run.as_uuid())
+            .bind(tenant.as_uuid())
+            .execute(&mut change.tx)
+            .await?;
+        change.commit().await
+    }
+}
