@@ -14,6 +14,10 @@ const SETUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often [`Client::wait_settled`] polls.
 const SETTLE_POLL: Duration = Duration::from_millis(100);
 
+/// How long a settled run's version must stay put to count as final when no
+/// `checkpoint.saved` follows its turn (the engine saves one best effort).
+const QUIET: Duration = Duration::from_secs(2);
+
 /// Largest page the API serves.
 const PAGE: usize = 500;
 
@@ -153,8 +157,11 @@ impl Client {
             .await
     }
 
-    /// Polls the runs (spread over `bases`) until none is `queued` or `running`; returns
-    /// their projections. Fails after `deadline`.
+    /// Polls the runs (spread over `bases`) until each has settled for good: its status is
+    /// neither `queued` nor `running`, and it has either ended or announced the settled
+    /// turn's checkpoint (the engine appends `checkpoint.saved` just after a turn settles,
+    /// best effort, so a version that stays put for [`QUIET`] counts too). Returns their
+    /// projections. Fails after `deadline`.
     pub async fn wait_settled(
         &self,
         bases: &[String],
@@ -164,13 +171,33 @@ impl Client {
         let until = Instant::now() + deadline;
         let mut pending: Vec<(usize, uuid::Uuid)> = runs.iter().copied().enumerate().collect();
         let mut settled: Vec<Value> = vec![Value::Null; runs.len()];
+        // A run seen settled but not yet checkpointed: its version and since when.
+        let mut resting: Vec<Option<(i64, Instant)>> = vec![None; runs.len()];
         while !pending.is_empty() {
             let mut still = Vec::new();
             for (i, run) in pending {
-                let body = self.run(&bases[i % bases.len()], run).await?;
-                match body["status"].as_str() {
-                    Some("queued" | "running") => still.push((i, run)),
-                    _ => settled[i] = body,
+                let base = &bases[i % bases.len()];
+                let body = self.run(base, run).await?;
+                let version = body["version"].as_i64().unwrap_or(-1);
+                let done = match body["status"].as_str() {
+                    Some("queued" | "running") => false,
+                    Some("completed" | "failed" | "cancelled") => true,
+                    _ => {
+                        let last = self.last_event_type(base, run, version).await?;
+                        match resting[i] {
+                            _ if last.as_deref() == Some("checkpoint.saved") => true,
+                            Some((v, since)) if v == version => since.elapsed() >= QUIET,
+                            _ => {
+                                resting[i] = Some((version, Instant::now()));
+                                false
+                            }
+                        }
+                    }
+                };
+                if done {
+                    settled[i] = body;
+                } else {
+                    still.push((i, run));
                 }
             }
             pending = still;
@@ -187,6 +214,27 @@ impl Client {
             tokio::time::sleep(SETTLE_POLL).await;
         }
         Ok(settled)
+    }
+
+    /// The type of the run's event at `version` (`None` for a run with no events).
+    async fn last_event_type(
+        &self,
+        base: &str,
+        run: uuid::Uuid,
+        version: i64,
+    ) -> anyhow::Result<Option<String>> {
+        if version < 1 {
+            return Ok(None);
+        }
+        let after = version - 1;
+        let page = self
+            .expect(
+                &format!("{base}/v1/runs/{run}/events?after={after}&limit=1"),
+                None,
+                200,
+            )
+            .await?;
+        Ok(page["events"][0]["type"].as_str().map(str::to_string))
     }
 
     /// Every event of the run, page after page (bounded by the run's version as read
