@@ -67,6 +67,7 @@ fn api() -> (Router<AppState>, serde_json::Value) {
         .routes(routes!(routes::invitations::decline))
         .routes(routes!(routes::audit::list))
         .routes(routes!(routes::egress::get, routes::egress::put))
+        .routes(routes!(routes::retention::get, routes::retention::put))
         .routes(routes!(routes::sessions::login))
         .routes(routes!(routes::sessions::logout))
         .routes(routes!(routes::sessions::me))

@@ -9,6 +9,7 @@ use baton_core::egress_allowlists::EgressAllowlists;
 use baton_core::encryption_keys::EncryptionKeys;
 use baton_core::invitations::Invitations;
 use baton_core::members::Members;
+use baton_core::retention::Retention;
 use baton_core::runs::{Checkpoints, Runs};
 use baton_core::secrets::Secrets;
 use baton_core::tools::Tools;
@@ -57,6 +58,8 @@ pub struct AppState {
     pub tools: Tools,
     /// The tenant's egress allowlist, for its admins.
     pub egress_allowlists: EgressAllowlists,
+    /// The tenant's retention policy and the job's progress on it, for its admins.
+    pub retention: Retention,
     pub checkpoints: Checkpoints,
     /// Write-only for clients; the engine reads values through its own `SecretReader`.
     pub secrets: Secrets,

@@ -334,6 +334,7 @@ fn validate_limits(l: &AgentLimits) -> Result<(), CoreError> {
         l.max_queued_messages.into(),
         MAX_QUEUED_MESSAGES.into(),
     )?;
+    crate::retention::check_days("limits.retention_days", l.retention_days)?;
     if l.max_failed_turns > MAX_FAILED_TURNS {
         return Err(CoreError::invalid(format!(
             "limits.max_failed_turns must be between 0 and {MAX_FAILED_TURNS}, got {}",

@@ -4,7 +4,8 @@
 //!   entries) and who may do what;
 //! - [`ports`]: the traits the store, bus and engine implement, one file per port;
 //! - the use cases, one module each: [`runs`], [`agents`], [`tools`], [`secrets`],
-//!   [`api_keys`], [`users`], [`members`], [`invitations`], [`auth`], [`encryption_keys`], [`audit`];
+//!   [`api_keys`], [`users`], [`members`], [`invitations`], [`auth`], [`encryption_keys`],
+//!   [`audit`], [`retention`];
 //! - [`crypto`]: the encryption keys that seal records at rest, password hashing and bearer
 //!   tokens;
 //! - [`egress`]: which addresses and hosts an outbound call a tenant chose may reach, and
@@ -28,6 +29,7 @@ pub mod members;
 pub mod model;
 pub mod page;
 pub mod ports;
+pub mod retention;
 pub mod runs;
 pub mod secrets;
 pub mod tools;

@@ -21,9 +21,10 @@ use baton_core::members::Members;
 use baton_core::model::Tenant;
 use baton_core::ports::{
     AgentStore, ApiKeyStore, AuditStore, CheckpointStore, Clock, EgressAllowlistStore, EventBus,
-    EventLog, InvitationStore, LeaseStore, RunReader, SealedStore, SecretStore, StatsStore,
-    SystemClock, TenantStore, ToolStore, UserStore,
+    EventLog, InvitationStore, LeaseStore, RetentionStore, RunReader, SealedStore, SecretStore,
+    StatsStore, SystemClock, TenantStore, ToolStore, UserStore,
 };
+use baton_core::retention::Retention;
 use baton_core::runs::{Checkpoints, Recorder, Runs};
 use baton_core::secrets::Secrets;
 use baton_core::tools::Tools;
@@ -58,6 +59,8 @@ pub struct Stores {
     pub users: Arc<dyn UserStore>,
     pub invitations: Arc<dyn InvitationStore>,
     pub egress_allowlists: Arc<dyn EgressAllowlistStore>,
+    /// Retention policies, the runs past them, and the retention job's lease.
+    pub retention: Arc<dyn RetentionStore>,
     /// Counts over every tenant, for `/metrics`.
     pub stats: Arc<dyn StatsStore>,
     /// The per-tenant audit stream.
@@ -80,6 +83,7 @@ trait AllPorts:
     + UserStore
     + InvitationStore
     + EgressAllowlistStore
+    + RetentionStore
     + StatsStore
     + AuditStore
     + 'static
@@ -100,6 +104,7 @@ impl<T> AllPorts for T where
         + UserStore
         + InvitationStore
         + EgressAllowlistStore
+        + RetentionStore
         + StatsStore
         + AuditStore
         + 'static
@@ -130,6 +135,7 @@ impl Stores {
             audit: s.clone(),
             invitations: s.clone(),
             egress_allowlists: s.clone(),
+            retention: s.clone(),
             stats: s.clone(),
             users: s,
             closer,
@@ -504,6 +510,8 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
         shutdown.clone(),
         tasks.clone(),
     )?;
+    // Every replica offers to run the retention job; its lease lets one at a time.
+    tasks.spawn(wiring.retention().run(shutdown.clone()));
     let router = baton_api::router(state, metrics_route(&stores));
     let server = tokio::spawn(crate::serve::serve(
         listener,
@@ -567,6 +575,17 @@ impl Wiring<'_> {
             store: self.stores.egress_allowlists.clone(),
             policy: self.egress.clone(),
             clock: self.clock.clone(),
+        }
+    }
+
+    /// The retention use cases and job, on this replica.
+    fn retention(&self) -> Retention {
+        Retention {
+            store: self.stores.retention.clone(),
+            bus: self.recorder.bus.clone(),
+            clock: self.clock.clone(),
+            replica: self.replica.clone(),
+            options: self.config.retention.clone(),
         }
     }
 
@@ -636,6 +655,7 @@ impl Wiring<'_> {
                 egress: self.egress_allowlists(),
             },
             egress_allowlists: self.egress_allowlists(),
+            retention: self.retention(),
             secrets: self.secrets(),
             audit: Audit {
                 store: stores.audit.clone(),

@@ -39,6 +39,7 @@ use utoipa::OpenApi;
         (name = "invitations", description = "Invitations to join a tenant"),
         (name = "audit", description = "The tenant's audit stream"),
         (name = "egress", description = "The hosts the tenant's tools and providers may call"),
+        (name = "retention", description = "How long the tenant's ended runs are kept"),
         (name = "sessions", description = "Logging in and out; who the caller is"),
         (name = "health", description = "Probes")
     ),

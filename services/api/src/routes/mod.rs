@@ -10,6 +10,7 @@ pub mod events;
 pub mod health;
 pub mod invitations;
 pub mod members;
+pub mod retention;
 pub mod runs;
 pub mod secrets;
 pub mod sessions;

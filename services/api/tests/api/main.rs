@@ -13,6 +13,7 @@ mod invitations;
 mod lifecycle;
 mod openapi;
 mod queue;
+mod retention;
 mod runs;
 mod search;
 mod streams;

@@ -73,6 +73,8 @@ pub enum Action {
     ReadAudit,
     /// Read and set the tenant's egress allowlist (the hosts its calls may reach).
     ManageEgress,
+    /// Read and set the tenant's retention policy (how long ended runs are kept).
+    ManageRetention,
 }
 
 impl Action {
@@ -93,7 +95,8 @@ impl Action {
             | Action::ManageApiKeys
             | Action::ManageMembers
             | Action::ReadAudit
-            | Action::ManageEgress => Role::Admin,
+            | Action::ManageEgress
+            | Action::ManageRetention => Role::Admin,
             Action::ManageOwners => Role::Owner,
         }
     }
@@ -118,6 +121,7 @@ impl Action {
             Action::ManageOwners => "manage owners",
             Action::ReadAudit => "read the audit stream",
             Action::ManageEgress => "manage the egress allowlist",
+            Action::ManageRetention => "manage the retention policy",
         }
     }
 }

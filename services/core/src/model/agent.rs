@@ -116,6 +116,10 @@ pub struct AgentLimits {
     /// 409 `queue_full`.
     #[serde(default = "defaults::max_queued_messages")]
     pub max_queued_messages: u32,
+    /// Days this agent's ended runs are kept after their last change, 1 to 36500, in
+    /// place of the tenant's retention default; absent: the tenant's default applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_days: Option<u32>,
 }
 
 impl Default for AgentLimits {
@@ -128,6 +132,7 @@ impl Default for AgentLimits {
             max_failed_turns: defaults::max_failed_turns(),
             message_strategy: super::MessageStrategy::default(),
             max_queued_messages: defaults::max_queued_messages(),
+            retention_days: None,
         }
     }
 }

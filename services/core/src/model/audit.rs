@@ -24,6 +24,9 @@ pub const OPERATOR: &str = "operator";
 /// The actor of what a run's engine records on its own (a call it refused to make).
 pub const ENGINE: &str = "engine";
 
+/// The actor of what the retention job deletes.
+pub const RETENTION: &str = "retention";
+
 /// What changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 pub enum AuditAction {
@@ -85,10 +88,13 @@ pub enum AuditAction {
     /// A run deleted with everything recorded of it.
     #[serde(rename = "run.deleted")]
     RunDeleted,
+    /// The tenant's retention policy was set.
+    #[serde(rename = "retention.set")]
+    RetentionSet,
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 22] = [
+    pub const ALL: [AuditAction; 23] = [
         AuditAction::MemberAdded,
         AuditAction::MemberRoleChanged,
         AuditAction::MemberRemoved,
@@ -111,6 +117,7 @@ impl AuditAction {
         AuditAction::EgressDenied,
         AuditAction::EgressAllowlistSet,
         AuditAction::RunDeleted,
+        AuditAction::RetentionSet,
     ];
 
     /// The name stored and shown (`member.added`).
@@ -138,6 +145,7 @@ impl AuditAction {
             AuditAction::EgressDenied => "egress.denied",
             AuditAction::EgressAllowlistSet => "egress.allowlist_set",
             AuditAction::RunDeleted => "run.deleted",
+            AuditAction::RetentionSet => "retention.set",
         }
     }
 
@@ -192,6 +200,16 @@ impl AuditEntry {
         details: serde_json::Value,
     ) -> AuditEntry {
         Self::unattended(ENGINE, at, action, target, details)
+    }
+
+    /// Something the retention job did: a run deleted past its tenant's or agent's policy.
+    pub fn retention(
+        at: DateTime<Utc>,
+        action: AuditAction,
+        target: impl Into<String>,
+        details: serde_json::Value,
+    ) -> AuditEntry {
+        Self::unattended(RETENTION, at, action, target, details)
     }
 
     /// A change made with the `baton` command line.

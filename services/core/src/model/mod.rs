@@ -1,8 +1,8 @@
 //! Baton's domain types: runs and their messages, tool-call receipts, agents, tools,
 //! tenants and API keys, users, members, invitations and sessions, the audit stream's
-//! entries, egress allowlists, what may be shown of secrets and checkpoints, and who may
-//! do what (`access.rs`). Pure data and pure functions; every port and use case speaks in
-//! these types.
+//! entries, egress allowlists, retention policies, what may be shown of secrets and
+//! checkpoints, and who may do what (`access.rs`). Pure data and pure functions; every
+//! port and use case speaks in these types.
 
 mod access;
 mod agent;
@@ -11,6 +11,7 @@ mod checkpoint;
 mod egress_allowlist;
 mod invitation;
 mod receipt;
+mod retention;
 mod run;
 mod secret;
 mod tenant;
@@ -24,6 +25,7 @@ pub use checkpoint::*;
 pub use egress_allowlist::*;
 pub use invitation::*;
 pub use receipt::*;
+pub use retention::*;
 pub use run::*;
 pub use secret::*;
 pub use tenant::*;

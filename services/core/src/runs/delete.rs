@@ -6,8 +6,8 @@
 
 use super::commands::{MAX_ATTEMPTS, Runs};
 use crate::error::{CoreError, StoreError};
-use crate::model::{Action, AuditAction, AuditEntry, Principal, RunSummary};
-use baton_events::{Envelope, EventId, EventMeta, RunDeleted, RunEvent, RunId};
+use crate::model::{Action, AuditAction, AuditEntry, Principal};
+use baton_events::{Envelope, EventId, EventMeta, RunDeleted, RunEvent, RunId, TenantId};
 
 impl Runs {
     /// Deletes `run_id` as `p` (an admin).
@@ -33,7 +33,8 @@ impl Runs {
             match deleted.await {
                 Ok(()) => {
                     let at = self.clock.now();
-                    let last = tombstone(&run, &self.replica, &p.actor, at);
+                    let last =
+                        tombstone(p.tenant, run_id, run.version, &self.replica, &p.actor, at);
                     self.bus().publish(&[last]).await;
                     return Ok(());
                 }
@@ -47,22 +48,24 @@ impl Runs {
     }
 }
 
-/// The `run.deleted` envelope that ends `run`'s stream, after its last event, written by
-/// `replica` for `actor` (empty: not known, and left out).
+/// The `run.deleted` envelope that ends `run`'s stream after its last event (`version`),
+/// written by `replica` for `actor` (empty: not known, and left out).
 pub(crate) fn tombstone(
-    run: &RunSummary,
+    tenant: TenantId,
+    run: RunId,
+    version: i64,
     replica: &str,
     actor: &str,
     at: chrono::DateTime<chrono::Utc>,
 ) -> Envelope {
-    let mut meta = EventMeta::new(run.tenant);
+    let mut meta = EventMeta::new(tenant);
     meta.actor = (!actor.is_empty()).then(|| actor.to_string());
     meta.replica = (!replica.is_empty()).then(|| replica.to_string());
     let event = RunEvent::RunDeleted(RunDeleted {});
     Envelope {
         id: EventId::new(),
-        stream: run.id,
-        version: run.version + 1,
+        stream: run,
+        version: version + 1,
         position: 0,
         event_type: event.event_type().to_string(),
         schema: event.schema(),

@@ -19,7 +19,7 @@
 
 use super::commands::Runs;
 use crate::error::CoreError;
-use crate::model::{Action, Principal, RunSummary};
+use crate::model::{Action, Principal};
 use crate::ports::{RunReader, Subscription};
 use baton_events::{Decoded, Envelope, MessageDelta, RunEvent, RunId, TenantId};
 use futures::{Stream, StreamExt};
@@ -243,11 +243,15 @@ impl Follower {
             // Silence may be a deletion whose `run.deleted` the bus lost: the run's row
             // is gone with its events. End as that event would have.
             if self.store.get_run(self.tenant, self.run).await?.is_none() {
-                let mut gone = RunSummary::empty(self.tenant, self.run, chrono::Utc::now());
-                gone.version = self.cursor;
-                let at = gone.updated_at;
-                self.pending
-                    .push_back(super::delete::tombstone(&gone, "", "", at));
+                let last = super::delete::tombstone(
+                    self.tenant,
+                    self.run,
+                    self.cursor,
+                    "",
+                    "",
+                    chrono::Utc::now(),
+                );
+                self.pending.push_back(last);
             }
         } else if !page.is_empty() {
             self.idle = self.resync;

@@ -1,6 +1,7 @@
 //! Run use cases: the commands and queries clients call ([`Runs`]: `commands.rs`, and the
 //! actions on a waiting turn in `actions.rs`), decided by the pure functions of [`decide`];
-//! following a run's events live ([`follow`]) and waiting for a turn to settle (`wait.rs`); a run's checkpoints; and the [`Recorder`]
+//! following a run's events live ([`follow`]) and waiting for a turn to settle
+//! (`wait.rs`); deleting a run (`delete.rs`); a run's checkpoints; and the [`Recorder`]
 //! every writer appends and publishes through.
 
 mod actions;
@@ -14,6 +15,8 @@ pub mod metadata;
 mod recorder;
 mod requests;
 mod wait;
+
+pub(crate) use delete::tombstone;
 
 pub use checkpoints::Checkpoints;
 pub use commands::Runs;

@@ -65,6 +65,9 @@ const KEY_ORDER: &[&str] = &[
     "egress.allow",
     "egress.deny",
     "egress.allow_loopback",
+    "retention.interval_ms",
+    "retention.batch",
+    "retention.idempotency_window_hours",
 ];
 
 /// Shown for keys without a value.

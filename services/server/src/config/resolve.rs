@@ -10,12 +10,13 @@ use baton_bus::{NatsAuth, NatsTls, Subjects};
 use baton_core::crypto::Keyring;
 use baton_core::crypto::PasswordParams;
 use baton_core::egress::{EgressPolicy, HostRule};
+use baton_core::retention::RetentionOptions;
 use secrecy::{ExposeSecret, SecretString};
 
 use super::ConfigError;
 use super::schema::{
     AuthSection, BusSection, ClusterSection, CryptoSection, EgressSection, HttpSection, LogFormat,
-    RawConfig, Tier,
+    RawConfig, RetentionSection, Tier,
 };
 use super::urls::{DatabaseUrl, check_nats_url, parse_database_url};
 
@@ -58,6 +59,8 @@ pub struct Config {
     pub crypto: Crypto,
     /// The egress policy (without the replica's own addresses, found at start-up).
     pub egress: EgressPolicy,
+    /// The retention job.
+    pub retention: RetentionOptions,
 }
 
 /// Id of the key the embedded tier generates when none is configured.
@@ -323,6 +326,7 @@ impl RawConfig {
     pub fn validate(&self) -> Result<Config, ConfigError> {
         let http = validate_http(&self.http)?;
         let cluster = validate_cluster(&self.cluster)?;
+        let retention = validate_retention(&self.retention)?;
         let login = validate_login(&self.auth)?;
         validate_replica_name(&self.replica_name)?;
         let log = self.validate_log()?;
@@ -422,6 +426,7 @@ impl RawConfig {
             cluster,
             crypto,
             egress,
+            retention,
         })
     }
 }
@@ -653,6 +658,30 @@ fn validate_cluster(c: &ClusterSection) -> Result<ClusterConfig, ConfigError> {
         renew_every: Duration::from_millis(c.renew_interval_ms),
         adopt_every: Duration::from_millis(c.adopt_interval_ms),
         adopt_batch: c.adopt_batch,
+    })
+}
+
+fn validate_retention(r: &RetentionSection) -> Result<RetentionOptions, ConfigError> {
+    if r.interval_ms == 0 {
+        return Err(invalid("retention.interval_ms", "must be greater than 0"));
+    }
+    if !(1..=10_000).contains(&r.batch) {
+        return Err(invalid("retention.batch", "must be between 1 and 10000"));
+    }
+    if !(1..=87_600).contains(&r.idempotency_window_hours) {
+        return Err(invalid(
+            "retention.idempotency_window_hours",
+            "must be between 1 and 87600",
+        ));
+    }
+    let interval = Duration::from_millis(r.interval_ms);
+    Ok(RetentionOptions {
+        interval,
+        batch: r.batch,
+        idempotency_window: Duration::from_secs(r.idempotency_window_hours * 3600),
+        // A round deletes a batch in well under a minute; a replica killed mid-round
+        // holds the job no longer than this.
+        lease_ttl: interval.max(Duration::from_secs(60)),
     })
 }
 

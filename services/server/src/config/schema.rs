@@ -98,6 +98,9 @@ pub struct RawConfig {
     pub crypto: CryptoSection,
     /// Where outbound calls to URLs tenants choose (tools, model providers) may go.
     pub egress: EgressSection,
+    /// The background job that deletes ended runs past their tenant's or agent's
+    /// retention and prunes old idempotency records.
+    pub retention: RetentionSection,
 }
 
 impl Default for RawConfig {
@@ -114,6 +117,7 @@ impl Default for RawConfig {
             cluster: ClusterSection::default(),
             crypto: CryptoSection::default(),
             egress: EgressSection::default(),
+            retention: RetentionSection::default(),
         }
     }
 }
@@ -410,6 +414,31 @@ impl Default for ClusterSection {
             renew_interval_ms: 5_000,
             adopt_interval_ms: 2_000,
             adopt_batch: 100,
+        }
+    }
+}
+
+/// `[retention]`: the job that deletes what tenants' retention policies no longer keep.
+/// Every replica offers to run it; one at a time does, under a lease in the database.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetentionSection {
+    /// Milliseconds between rounds across the installation (a round that hit `batch` is
+    /// followed by the next at once). Greater than 0.
+    pub interval_ms: u64,
+    /// Most runs one round deletes, and most idempotency records it prunes. 1 to 10000.
+    pub batch: u32,
+    /// Hours a `request_id` is remembered: a retried request within it gets the original
+    /// answer, and its record is pruned after it. 1 to 87600.
+    pub idempotency_window_hours: u64,
+}
+
+impl Default for RetentionSection {
+    fn default() -> Self {
+        Self {
+            interval_ms: 60_000,
+            batch: 100,
+            idempotency_window_hours: 168,
         }
     }
 }

@@ -205,6 +205,9 @@ const ROUTES: &[Row] = &[
     // An empty list: the tenant's later calls keep the installation's policy alone.
     row("GET", "/v1/egress-allowlist", key(ManageEgress, Role::Admin), &[200], Scoped),
     row("PUT", "/v1/egress-allowlist", key(ManageEgress, Role::Admin), &[200], Scoped),
+    // Null: the tenant keeps its ended runs, as when it never set a policy.
+    row("GET", "/v1/retention", key(ManageRetention, Role::Admin), &[200], Scoped),
+    row("PUT", "/v1/retention", key(ManageRetention, Role::Admin), &[200], Scoped),
 ];
 
 const ROLES: [Role; 4] = [Role::Viewer, Role::Member, Role::Admin, Role::Owner];
@@ -231,13 +234,14 @@ fn all_actions() -> Vec<Action> {
         ManageOwners,
         ReadAudit,
         ManageEgress,
+        ManageRetention,
     ];
     for a in all {
         match a {
             ReadAgents | ManageAgents | ReadRuns | CreateRuns | PostMessages | UpdateRuns
             | CancelRuns | DeleteRuns | ResolveActions | ReadTools | ManageTools
             | ManageSecrets | ManageEncryptionKeys | ManageApiKeys | ManageMembers
-            | ManageOwners | ReadAudit | ManageEgress => {}
+            | ManageOwners | ReadAudit | ManageEgress | ManageRetention => {}
         }
     }
     all.to_vec()
@@ -859,10 +863,11 @@ fn request(row: &Row, src: Src, nonce: &str) -> Req {
             row.path.to_string(),
             Some(json!({"name": format!("{nonce} key"), "role": "viewer"})),
         ),
-        ("GET", "/v1/api-keys" | "/v1/audit" | "/v1/egress-allowlist") => {
+        ("GET", "/v1/api-keys" | "/v1/audit" | "/v1/egress-allowlist" | "/v1/retention") => {
             (row.path.to_string(), None)
         }
         ("PUT", "/v1/egress-allowlist") => (row.path.to_string(), Some(json!({"hosts": []}))),
+        ("PUT", "/v1/retention") => (row.path.to_string(), Some(json!({"run_days": null}))),
         ("POST", "/v1/login") => (
             row.path.to_string(),
             Some(json!({"email": format!("{nonce}@nobody.example"), "password": "matrix"})),

@@ -34,6 +34,11 @@ const ARCHIVE_AGENT: &str = "UPDATE agents SET archived_at = $1 \
 /// The `SELECT` of every column an [`AgentRow`] reads, from `agents`.
 const SELECT_AGENTS: &str = concat!("SELECT ", agent_columns!(), " FROM agents");
 
+/// The agent's own retention, kept in its column for the retention job's query.
+fn retention_days(agent: &Agent) -> Option<i64> {
+    agent.limits.retention_days.map(i64::from)
+}
+
 #[async_trait]
 impl<B: Backend> AgentStore for Store<B> {
     /// A duplicate id is `Conflict { expected: 0, actual: 0 }` ("already exists").
@@ -49,7 +54,7 @@ impl<B: Backend> AgentStore for Store<B> {
         Query::new(concat!(
             "INSERT INTO agents (",
             agent_columns!(),
-            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULL)"
+            ", run_retention_days) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULL, $11)"
         ))
         .bind(tenant.as_uuid())
         .bind(agent.id.as_uuid())
@@ -61,6 +66,7 @@ impl<B: Backend> AgentStore for Store<B> {
         .bind(agent.version)
         .bind(micros(agent.created_at))
         .bind(micros(agent.updated_at))
+        .bind(retention_days(agent))
         .execute(&mut change.tx)
         .await?;
         keep_version(&mut change.tx, tenant, agent.id).await?;
@@ -83,7 +89,8 @@ impl<B: Backend> AgentStore for Store<B> {
         let mut change = self.audited(tenant, audit).await?;
         let updated = Query::new(
             "UPDATE agents SET name = $1, instructions = $2, provider = $3, \
-             tools = $4, limits = $5, version = $6, updated_at = $7 \
+             tools = $4, limits = $5, version = $6, updated_at = $7, \
+             run_retention_days = $11 \
              WHERE tenant_id = $8 AND id = $9 AND version = $10 AND archived_at IS NULL",
         )
         .bind(&agent.name)
@@ -96,6 +103,7 @@ impl<B: Backend> AgentStore for Store<B> {
         .bind(tenant.as_uuid())
         .bind(agent.id.as_uuid())
         .bind(expected)
+        .bind(retention_days(agent))
         .execute(&mut change.tx)
         .await?;
         if updated != 1 {

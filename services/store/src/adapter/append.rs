@@ -42,8 +42,14 @@ impl<B: Backend> EventLog for Store<B> {
         expected_version: i64,
         audit: &AuditEntry,
     ) -> Result<()> {
-        self.delete_run_rows(tenant, run, expected_version, audit)
-            .await
+        self.delete_run_rows(
+            tenant,
+            run,
+            expected_version,
+            audit,
+            super::deletion::Counted::ByCaller,
+        )
+        .await
     }
 
     #[tracing::instrument(name = "store.append", skip_all)]

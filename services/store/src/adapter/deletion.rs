@@ -1,11 +1,14 @@
 //! Deleting a run: every row recorded of it — its events, messages, receipts,
 //! checkpoints, idempotency records and the run row itself — in one transaction with its
-//! audit entry, on the `app` pool scoped to the run's tenant. The run must be where the
-//! caller saw it (`expected_version`) and free of any lease: a replica driving it (or
-//! saving the checkpoint of the turn that just settled) makes the delete a `Conflict`.
+//! audit entry, on the `app` pool scoped to the run's tenant (the retention job's
+//! deletion also counts the run in its tenant's retention progress, in that transaction).
+//! The run must be where the caller saw it (`expected_version`) and free of any lease: a
+//! replica driving it (or saving the checkpoint of the turn that just settled) makes the
+//! delete a `Conflict`.
 
 use super::Result;
 use crate::backend::Backend;
+use crate::plan::micros;
 use crate::query::Query;
 use crate::store::Store;
 use baton_core::StoreError;
@@ -22,6 +25,14 @@ const DELETES: [&str; 5] = [
     "DELETE FROM idempotency WHERE run_id = $1 AND tenant_id = $2",
 ];
 
+/// Whose deletion it is: a caller's, or the retention job's, which counts it in the
+/// tenant's retention progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Counted {
+    ByCaller,
+    ByRetention,
+}
+
 impl<B: Backend> Store<B> {
     pub(crate) async fn delete_run_rows(
         &self,
@@ -29,6 +40,7 @@ impl<B: Backend> Store<B> {
         run: RunId,
         expected_version: i64,
         audit: &AuditEntry,
+        counted: Counted,
     ) -> Result<()> {
         let mut change = self.audited(tenant, audit).await?;
         let found: Option<(i64, Option<String>)> =
@@ -64,6 +76,19 @@ impl<B: Backend> Store<B> {
             .bind(tenant.as_uuid())
             .execute(&mut change.tx)
             .await?;
+        if counted == Counted::ByRetention {
+            // A tenant whose agents alone set retention has no policy row yet.
+            Query::new(
+                "INSERT INTO retention_policies (tenant_id, deleted_runs, last_deleted_at) \
+                 VALUES ($2, 1, $1) ON CONFLICT (tenant_id) DO UPDATE SET \
+                 deleted_runs = retention_policies.deleted_runs + 1, \
+                 last_deleted_at = excluded.last_deleted_at",
+            )
+            .bind(micros(audit.at))
+            .bind(tenant.as_uuid())
+            .execute(&mut change.tx)
+            .await?;
+        }
         change.commit().await
     }
 }

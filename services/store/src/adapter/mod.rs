@@ -2,7 +2,8 @@
 //! <Port> for Store<B>` in the file named after the port's in `baton_core::ports`
 //! (`runs.rs` is `RunReader`, `append.rs` `EventLog`, `leases.rs`, `agents.rs`,
 //! `tools.rs`, `secrets.rs`, `checkpoints.rs`, `sealed.rs`, `tenants.rs`, `api_keys.rs`,
-//! `users.rs`, `invitations.rs`, `egress_allowlists.rs`, `audit.rs`), with its row types in the same-named module of `crate::rows`.
+//! `users.rs`, `invitations.rs`, `egress_allowlists.rs`, `retention.rs`, `audit.rs`),
+//! with its row types in the same-named module of `crate::rows` where it has any.
 //! Two helpers have files of their own: `reads.rs`, the skeletons the methods share (read
 //! on a scoped connection, a row by id, a page newest first or in key order, a page of a
 //! run's rows, a statement alone in a write, the commit), and `receipts.rs`, the receipts
@@ -21,9 +22,9 @@
 //! names the pool and the [`Scope`](crate::Scope) it works in: `Scope::Tenant` wherever a
 //! tenant is known, `Scope::CrossTenant` only on the paths that are cross-tenant by nature
 //! (lease claims across tenants and renewal, key lookups by hash, a user's memberships
-//! and invitations, key rotation over all tenants), `Scope::NoTenant` where only tables of no tenant are
-//! touched. No other way to a connection exists here: the pools are private to
-//! `crate::pools`.
+//! and invitations, key rotation over all tenants, the retention job), `Scope::NoTenant`
+//! where only tables of no tenant are touched. No other way to a connection exists here:
+//! the pools are private to `crate::pools`.
 
 mod agents;
 mod api_keys;
@@ -36,6 +37,7 @@ mod invitations;
 mod leases;
 mod reads;
 mod receipts;
+mod retention;
 mod runs;
 mod sealed;
 mod secrets;

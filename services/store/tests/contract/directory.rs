@@ -132,6 +132,7 @@ pub async fn agent_versions_are_kept_and_updates_must_follow_the_current_one<S: 
             max_failed_turns: 0,
             message_strategy: baton_core::model::MessageStrategy::Enqueue,
             max_queued_messages: 7,
+            retention_days: Some(9),
         },
         ..agent(t, "helper")
     };

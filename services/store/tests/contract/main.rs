@@ -15,6 +15,7 @@ mod idempotency;
 mod invitations;
 mod leases;
 mod receipts;
+mod retention;
 mod rls;
 mod sealed;
 mod search;
@@ -64,6 +65,10 @@ contract!(
     deletion::a_deleted_run_leaves_no_row_and_the_tenants_other_runs_keep_theirs,
     deletion::a_run_under_a_lease_is_not_deleted,
     deletion::a_checkpoint_of_a_deleted_run_is_not_saved,
+    retention::ended_runs_past_the_agents_days_else_the_tenants_are_expired,
+    retention::an_expired_run_is_deleted_once_and_counted_in_its_tenants_progress,
+    retention::idempotency_records_past_their_window_are_pruned_a_batch_at_a_time,
+    retention::a_job_is_held_by_one_claimer_until_it_finishes_or_its_lease_expires,
     audit::changes_and_their_entries_commit_together,
     audit::the_stream_pages_filters_and_stays_in_its_tenant,
     audit::entries_are_never_rewritten_or_deleted,

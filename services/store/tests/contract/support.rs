@@ -33,6 +33,7 @@ pub trait Store:
     + TenantStore
     + ApiKeyStore
     + baton_core::ports::AuditStore
+    + baton_core::ports::RetentionStore
     + Raw
     + Clone
     + 'static
@@ -49,6 +50,7 @@ impl<
         + TenantStore
         + ApiKeyStore
         + baton_core::ports::AuditStore
+        + baton_core::ports::RetentionStore
         + Raw
         + Clone
         + 'static,

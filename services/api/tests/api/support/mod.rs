@@ -27,6 +27,7 @@ use baton_core::invitations::Invitations;
 use baton_core::members::Members;
 use baton_core::model::{ApiKey, AuditAction, AuditEntry, Tenant as TenantRecord};
 use baton_core::ports::{ApiKeyStore, Clock, SystemClock, TenantStore};
+use baton_core::retention::{Retention, RetentionOptions};
 use baton_core::runs::{Checkpoints, Recorder, Runs};
 use baton_core::secrets::Secrets;
 use baton_core::tools::Tools;
@@ -59,6 +60,7 @@ pub struct TestApp {
     router: Router,
     store: SqliteStore,
     users: Users,
+    retention: Retention,
 }
 
 /// A tenant made for one test, and its owner's API key.
@@ -71,6 +73,11 @@ impl TestApp {
     /// The app's store, for what no route does (rows changed behind the API's back).
     pub fn store(&self) -> &SqliteStore {
         &self.store
+    }
+
+    /// The retention job of the app's replica, whose rounds a test runs when it wants.
+    pub fn retention(&self) -> &Retention {
+        &self.retention
     }
 
     /// Authentication required: every request needs an API key or a session token.
@@ -146,6 +153,13 @@ impl TestApp {
             .listen(recorder.bus.as_ref(), &tasks, CancellationToken::new())
             .await
             .expect("listening for ended credentials");
+        let retention = Retention {
+            store: db.clone(),
+            bus: recorder.bus.clone(),
+            clock: clock.clone(),
+            replica: "api-tests".into(),
+            options: RetentionOptions::default(),
+        };
         let state = AppState {
             runs: Runs {
                 reader: db.clone(),
@@ -167,6 +181,7 @@ impl TestApp {
                 egress: allowlists.clone(),
             },
             egress_allowlists: allowlists,
+            retention: retention.clone(),
             checkpoints: Checkpoints {
                 store: db.clone(),
                 runs: db.clone(),
@@ -221,6 +236,7 @@ impl TestApp {
             router: baton_api::router(state, Router::new()),
             store,
             users,
+            retention,
         };
         (app, local)
     }

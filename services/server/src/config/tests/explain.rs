@@ -19,63 +19,66 @@ fn row<'a>(loaded: &'a Loaded, key: &str) -> &'a ExplainRow {
 fn explain_of_defaults_lists_every_key_in_schema_order() {
     let text = load_ok(Sources::default()).explain();
     let expected = "\
-KEY                            VALUE           SOURCE
-tier                           embedded        default
-data_dir                       ./baton-data    default
-replica_name                   baton           default
-http.listen                    127.0.0.1:8080  default
-http.body_limit_bytes          1048576         default
-http.sse_buffer                256             default
-http.sse_keepalive_secs        15              default
-http.sse_resync_ms             2000            default
-http.shutdown_grace_secs       30              default
-http.header_limit_bytes        16384           default
-http.allowed_hosts             []              default
-http.allowed_origins           []              default
-http.key_rate_limit            100             default
-http.tenant_rate_limit         500             default
-http.header_read_timeout_ms    10000           default
-http.request_timeout_ms        30000           default
-http.sse_streams_per_key       100             default
-http.sse_streams_per_tenant    1000            default
-database.url                   (unset)         default
-database.app_pool              16              default
-database.control_pool          2               default
-database.checkpoint_pool       2               default
-database.max_connections       32              default
-database.statement_timeout_ms  10000           default
-database.acquire_timeout_ms    5000            default
-database.migrate_on_start      true            default
-bus.nats_url                   (unset)         default
-bus.subject_prefix             baton           default
-bus.nats_user                  (unset)         default
-bus.nats_password              (unset)         default
-bus.nats_token                 (unset)         default
-bus.nats_nkey_seed             (unset)         default
-bus.nats_creds_file            (unset)         default
-bus.nats_tls_required          false           default
-bus.nats_tls_ca_file           (unset)         default
-bus.nats_tls_cert_file         (unset)         default
-bus.nats_tls_key_file          (unset)         default
-auth.required                  false           default
-auth.argon2_memory_kib         19456           default
-auth.argon2_iterations         2               default
-auth.argon2_parallelism        1               default
-auth.session_lifetime_secs     43200           default
-auth.login_account_rate_limit  10              default
-auth.login_address_rate_limit  30              default
-log.format                     pretty          default
-log.filter                     info            default
-cluster.lease_ttl_ms           15000           default
-cluster.renew_interval_ms      5000            default
-cluster.adopt_interval_ms      2000            default
-cluster.adopt_batch            100             default
-crypto.keys                    (unset)         default
-crypto.keys_dir                (unset)         default
-crypto.active_key              (unset)         default
-egress.allow                   []              default
-egress.deny                    []              default
-egress.allow_loopback          (unset)         default
+KEY                                 VALUE           SOURCE
+tier                                embedded        default
+data_dir                            ./baton-data    default
+replica_name                        baton           default
+http.listen                         127.0.0.1:8080  default
+http.body_limit_bytes               1048576         default
+http.sse_buffer                     256             default
+http.sse_keepalive_secs             15              default
+http.sse_resync_ms                  2000            default
+http.shutdown_grace_secs            30              default
+http.header_limit_bytes             16384           default
+http.allowed_hosts                  []              default
+http.allowed_origins                []              default
+http.key_rate_limit                 100             default
+http.tenant_rate_limit              500             default
+http.header_read_timeout_ms         10000           default
+http.request_timeout_ms             30000           default
+http.sse_streams_per_key            100             default
+http.sse_streams_per_tenant         1000            default
+database.url                        (unset)         default
+database.app_pool                   16              default
+database.control_pool               2               default
+database.checkpoint_pool            2               default
+database.max_connections            32              default
+database.statement_timeout_ms       10000           default
+database.acquire_timeout_ms         5000            default
+database.migrate_on_start           true            default
+bus.nats_url                        (unset)         default
+bus.subject_prefix                  baton           default
+bus.nats_user                       (unset)         default
+bus.nats_password                   (unset)         default
+bus.nats_token                      (unset)         default
+bus.nats_nkey_seed                  (unset)         default
+bus.nats_creds_file                 (unset)         default
+bus.nats_tls_required               false           default
+bus.nats_tls_ca_file                (unset)         default
+bus.nats_tls_cert_file              (unset)         default
+bus.nats_tls_key_file               (unset)         default
+auth.required                       false           default
+auth.argon2_memory_kib              19456           default
+auth.argon2_iterations              2               default
+auth.argon2_parallelism             1               default
+auth.session_lifetime_secs          43200           default
+auth.login_account_rate_limit       10              default
+auth.login_address_rate_limit       30              default
+log.format                          pretty          default
+log.filter                          info            default
+cluster.lease_ttl_ms                15000           default
+cluster.renew_interval_ms           5000            default
+cluster.adopt_interval_ms           2000            default
+cluster.adopt_batch                 100             default
+crypto.keys                         (unset)         default
+crypto.keys_dir                     (unset)         default
+crypto.active_key                   (unset)         default
+egress.allow                        []              default
+egress.deny                         []              default
+egress.allow_loopback               (unset)         default
+retention.interval_ms               60000           default
+retention.batch                     100             default
+retention.idempotency_window_hours  168             default
 ";
     assert_eq!(text, expected);
 }
@@ -119,7 +122,7 @@ fn explain_covers_every_schema_key_exactly_once() {
     unique.sort_unstable();
     unique.dedup();
     assert_eq!(unique.len(), keys.len());
-    assert_eq!(keys.len(), 56);
+    assert_eq!(keys.len(), 59);
 }
 
 #[test]
