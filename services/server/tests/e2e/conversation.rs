@@ -404,9 +404,7 @@ async fn wait_answers_with_the_turns_reply_or_202_in_both_tiers() {
 }
 
 async fn deletion(api: Api) {
-    let agent = api
-        .agent(&[("hello", 0, false), ("slow", 60_000, false)])
-        .await;
+    let agent = api.agent(&[("hello", 0, false)]).await;
     let run = api.run(&agent, Some("hi")).await;
     // Settled, with the checkpoint the engine saves after the turn.
     let deadline = tokio::time::Instant::now() + DEADLINE;
@@ -446,8 +444,11 @@ async fn deletion(api: Api) {
     let runs = api.get("/v1/runs").await;
     assert!(!runs.body.to_string().contains(&run), "{}", runs.body);
 
-    // A run within a turn is refused: cancel it first.
-    let busy = api.run(&agent, Some("again")).await;
+    // A run within a turn is refused: cancel it first. (A run's first reply is the
+    // script's first, so the busy run is another agent's, whose first reply takes a
+    // minute.)
+    let slow = api.agent(&[("slow", 60_000, false)]).await;
+    let busy = api.run(&slow, Some("again")).await;
     let refused = api
         .send(api.req(reqwest::Method::DELETE, &format!("/v1/runs/{busy}")))
         .await;
