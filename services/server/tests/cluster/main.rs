@@ -6,7 +6,8 @@
 //! and from the lease columns of the runs table, and prints what it measured. Also
 //! ([`traces`]) one turn's trace across the replica that took its message and the one
 //! that drove it, and ([`queue`]) queued messages across a SIGKILL of the owner and a
-//! `wait` answered by a replica that does not drive the run.
+//! `wait` answered by a replica that does not drive the run; ([`retention`]) the retention
+//! job on two replicas deleting each expired run once.
 //! Needs Postgres (`BATON_TEST_DATABASE_URL`), NATS (`BATON_TEST_NATS_URL`) and, for the
 //! private NATS, `nats-server`.
 
@@ -17,5 +18,6 @@ mod handoff;
 mod nats;
 mod queue;
 mod receipts;
+mod retention;
 mod support;
 mod traces;
