@@ -56,6 +56,9 @@ fn start_at_zero() {
         "baton_checkpoints_skipped_total",
         "baton_turns_started_total",
         "baton_turns_completed_total",
+        "baton_retention_rounds_total",
+        "baton_retention_runs_deleted_total",
+        "baton_retention_idempotency_pruned_total",
     ] {
         metrics::counter!(name).increment(0);
     }
@@ -207,6 +210,18 @@ fn describe() {
     describe_counter!(
         "baton_runs_parked_total",
         "Runs this replica could not drive (data it cannot read) and left alone."
+    );
+    describe_counter!(
+        "baton_retention_rounds_total",
+        "Rounds of the retention job this replica ran."
+    );
+    describe_counter!(
+        "baton_retention_runs_deleted_total",
+        "Ended runs the retention job deleted on this replica, past their retention."
+    );
+    describe_counter!(
+        "baton_retention_idempotency_pruned_total",
+        "Idempotency records the retention job pruned on this replica, past their window."
     );
     describe_gauge!("baton_sse_subscribers", "Open SSE event streams.");
     describe_counter!(
