@@ -59,7 +59,16 @@ pub struct RunCreated {
     #[serde(default, skip_serializing_if = "Metadata::is_empty")]
     #[schema(value_type = std::collections::BTreeMap<String, String>)]
     pub metadata: Metadata,
+    /// The version of each of the agent's tools current when the run was created; the
+    /// run keeps calling those (absent in runs created before tools had versions, which
+    /// call each tool's current version).
+    #[serde(default, skip_serializing_if = "ToolVersions::is_empty")]
+    #[schema(value_type = std::collections::BTreeMap<String, i64>)]
+    pub tool_versions: ToolVersions,
 }
+
+/// Tool ids to the version a run calls.
+pub type ToolVersions = std::collections::BTreeMap<crate::ToolId, i64>;
 
 /// A run's labels: string keys to string values, set by clients to find runs by.
 pub type Metadata = std::collections::BTreeMap<String, String>;

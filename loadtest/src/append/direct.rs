@@ -63,6 +63,7 @@ fn created(tenant: TenantId, agent: AgentId) -> NewEvent {
         agent_version: 1,
         title: None,
         metadata: Default::default(),
+        tool_versions: Default::default(),
     });
     NewEvent::new(e, meta(tenant))
 }

@@ -59,6 +59,7 @@ error_codes! {
     Conflict => (CONFLICT, "conflict"),
     WrongState => (CONFLICT, "wrong_state"),
     AlreadyExists => (CONFLICT, "already_exists"),
+    InUse => (CONFLICT, "in_use"),
     IdempotencyKeyReused => (UNPROCESSABLE_ENTITY, "idempotency_key_reused"),
     EgressDenied => (UNPROCESSABLE_ENTITY, "egress_denied"),
     RateLimited => (TOO_MANY_REQUESTS, "rate_limited"),
@@ -145,6 +146,7 @@ impl From<CoreError> for ApiError {
             CoreError::Conflict => ApiError::new(Code::Conflict, detail),
             CoreError::WrongState(_) => ApiError::new(Code::WrongState, detail),
             CoreError::AlreadyExists(_) => ApiError::new(Code::AlreadyExists, detail),
+            CoreError::InUse(_) => ApiError::new(Code::InUse, detail),
             CoreError::EgressDenied(_) => ApiError::new(Code::EgressDenied, detail),
             CoreError::Unavailable(cause) => ApiError {
                 code: Code::Unavailable,

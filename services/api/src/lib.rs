@@ -32,11 +32,11 @@ use utoipa_axum::routes;
 fn api() -> (Router<AppState>, serde_json::Value) {
     let (routes, doc) = OpenApiRouter::with_openapi(openapi::base())
         .routes(routes!(agents::create, agents::list))
-        .routes(routes!(agents::get, agents::update))
+        .routes(routes!(agents::get, agents::update, agents::delete))
         .routes(routes!(agents::archive))
         .routes(routes!(agents::restore))
         .routes(routes!(tools::create, tools::list))
-        .routes(routes!(tools::get))
+        .routes(routes!(tools::get, tools::update, tools::delete))
         .routes(routes!(tools::archive))
         .routes(routes!(tools::restore))
         .routes(routes!(runs::create, runs::list))

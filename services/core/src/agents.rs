@@ -158,6 +158,44 @@ impl Agents {
             .ok_or(CoreError::NotFound("agent"))
     }
 
+    /// Deletes an archived agent with every version of it. Refused for an agent not
+    /// archived (`wrong_state`: archiving first stops new runs) and while a run not ended
+    /// yet uses it (`in_use`). Ended runs of it stay, readable as before.
+    #[tracing::instrument(name = "agents.delete", skip_all)]
+    pub async fn delete(&self, p: &Principal, id: AgentId) -> Result<(), CoreError> {
+        p.require(Action::ManageAgents)?;
+        let agent = self.get(p, id).await?;
+        if agent.archived_at.is_none() {
+            return Err(CoreError::WrongState(format!(
+                "agent {id} is not archived: archive it first, so it takes no new runs"
+            )));
+        }
+        let audit = AuditEntry::by(
+            p,
+            self.clock.now(),
+            AuditAction::AgentDeleted,
+            id.to_string(),
+            json!({"name": agent.name, "version": agent.version}),
+        );
+        if self.store.delete_agent(p.tenant, id, &audit).await? {
+            return Ok(());
+        }
+        let live: u64 = self
+            .store
+            .versions_in_use(p.tenant)
+            .await?
+            .iter()
+            .filter(|(agent, _, _)| *agent == id)
+            .map(|(_, _, n)| n)
+            .sum();
+        match live {
+            0 => Err(CoreError::Conflict),
+            n => Err(CoreError::InUse(format!(
+                "agent {id} has {n} runs not ended yet: let them end or cancel them first"
+            ))),
+        }
+    }
+
     /// A page of the agents in use, or of the archived ones.
     #[tracing::instrument(name = "agents.list", skip_all)]
     pub async fn list(

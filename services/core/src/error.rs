@@ -58,6 +58,9 @@ pub enum CoreError {
     WrongState(String),
     #[error("{0}")]
     AlreadyExists(String),
+    /// A deletion of something a live run (or an agent in use) still uses.
+    #[error("{0}")]
+    InUse(String),
     /// An outbound URL the egress policy refuses: the field and the rule, never an
     /// address a name resolved to.
     #[error("{0}")]

@@ -1,4 +1,5 @@
-//! Tool use cases: define, get, list, archive and restore a tenant's tools. A definition is checked
+//! Tool use cases: define, update (a new version), get, list, archive, restore and delete
+//! a tenant's tools. A definition is checked
 //! whole before it is stored: its name, its input schema (it must compile as a JSON
 //! schema), its timeout and how it is carried out.
 
@@ -8,7 +9,7 @@ use crate::model::{Action, Principal};
 use crate::model::{AuditAction, AuditEntry};
 use crate::model::{SecretHeader, Tool, ToolKindSpec};
 use crate::page::{self, Page};
-use crate::ports::{Clock, ToolStore};
+use crate::ports::{AgentStore, Clock, ToolStore};
 use crate::validate;
 use baton_events::{ToolEffect, ToolId};
 use serde::Deserialize;
@@ -45,6 +46,13 @@ pub struct NewTool {
     pub kind: ToolKindSpec,
 }
 
+/// What changing an archived tool answers.
+fn archived(id: ToolId) -> CoreError {
+    CoreError::WrongState(format!(
+        "tool {id} is archived: it takes no new versions (restore it first)"
+    ))
+}
+
 fn default_timeout() -> u64 {
     DEFAULT_TIMEOUT_MS
 }
@@ -52,6 +60,8 @@ fn default_timeout() -> u64 {
 #[derive(Clone)]
 pub struct Tools {
     pub store: Arc<dyn ToolStore>,
+    /// The agents that may name a tool, and the versions runs use (a deletion checks).
+    pub agents: Arc<dyn AgentStore>,
     pub clock: Arc<dyn Clock>,
     /// What an http tool's URL may reach: the installation's policy and the tenant's
     /// allowlist.
@@ -81,6 +91,7 @@ impl Tools {
             requires_approval: new.requires_approval,
             timeout_ms: new.timeout_ms,
             kind: new.kind,
+            version: 1,
             created_at: now,
             updated_at: now,
             archived_at: None,
@@ -98,6 +109,146 @@ impl Tools {
                 tool.name
             ))),
             other => other.map(|()| tool).map_err(CoreError::from),
+        }
+    }
+
+    /// Stores `new` as the tool's next version (the name may change, to one no other tool
+    /// has). Runs created from now on call it; runs created before keep the version they
+    /// started with.
+    #[tracing::instrument(name = "tools.update", skip_all)]
+    pub async fn update(&self, p: &Principal, id: ToolId, new: NewTool) -> Result<Tool, CoreError> {
+        p.require(Action::ManageTools)?;
+        validate(&new)?;
+        if let ToolKindSpec::Http { url, .. } = &new.kind {
+            let url = validate::http_url("kind.url", url)?;
+            self.egress
+                .check_definition(p.tenant, "kind.url", &url)
+                .await?;
+        }
+        let current = self.get(p, id).await?;
+        if current.archived_at.is_some() {
+            return Err(archived(id));
+        }
+        let tool = Tool {
+            name: new.name,
+            description: new.description,
+            input_schema: new.input_schema,
+            effect: new.effect,
+            idempotent: new.idempotent,
+            requires_approval: new.requires_approval,
+            timeout_ms: new.timeout_ms,
+            kind: new.kind,
+            version: current.version + 1,
+            updated_at: self.clock.now(),
+            ..current
+        };
+        let audit = AuditEntry::by(
+            p,
+            tool.updated_at,
+            AuditAction::ToolUpdated,
+            tool.id.to_string(),
+            serde_json::json!({"name": tool.name, "version": tool.version}),
+        );
+        match self.store.update_tool(p.tenant, &tool, &audit).await {
+            Ok(()) => Ok(tool),
+            Err(crate::StoreError::Conflict {
+                expected: 0,
+                actual: 0,
+            }) => Err(CoreError::AlreadyExists(format!(
+                "a tool named {:?} already exists",
+                tool.name
+            ))),
+            // Archived or updated since it was read.
+            Err(crate::StoreError::Conflict { .. }) => match self.get(p, id).await? {
+                t if t.archived_at.is_some() => Err(archived(id)),
+                _ => Err(CoreError::Conflict),
+            },
+            Err(crate::StoreError::NotFound) => Err(CoreError::NotFound("tool")),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Deletes an archived tool with every version of it. Refused while a run not ended
+    /// yet, or an agent not archived, names it (`in_use`, saying which), and for a tool
+    /// not archived (`wrong_state`: archiving first stops new agent versions naming it).
+    #[tracing::instrument(name = "tools.delete", skip_all)]
+    pub async fn delete(&self, p: &Principal, id: ToolId) -> Result<(), CoreError> {
+        p.require(Action::ManageTools)?;
+        let tool = self.get(p, id).await?;
+        if tool.archived_at.is_none() {
+            return Err(CoreError::WrongState(format!(
+                "tool {id} ({}) is not archived: archive it first, so no new agent version \
+                 names it",
+                tool.name
+            )));
+        }
+        let mut runs = 0;
+        for (agent, version, n) in self.agents.versions_in_use(p.tenant).await? {
+            let names = self
+                .agents
+                .get_agent_version(p.tenant, agent, version)
+                .await?
+                .is_some_and(|a| a.tools.contains(&id));
+            if names {
+                runs += n;
+            }
+        }
+        let agents = self.agents_naming(p, id).await?;
+        if runs > 0 || !agents.is_empty() {
+            let mut why = Vec::new();
+            if runs > 0 {
+                why.push(format!("{runs} runs not ended yet call it"));
+            }
+            if !agents.is_empty() {
+                let ids: Vec<String> = agents.iter().map(ToString::to_string).collect();
+                why.push(format!(
+                    "agents not archived name it ({}): update or archive them",
+                    ids.join(", ")
+                ));
+            }
+            return Err(CoreError::InUse(format!(
+                "tool {id} ({}) is in use: {}",
+                tool.name,
+                why.join("; ")
+            )));
+        }
+        let audit = AuditEntry::by(
+            p,
+            self.clock.now(),
+            AuditAction::ToolDeleted,
+            id.to_string(),
+            serde_json::json!({"name": tool.name, "version": tool.version}),
+        );
+        match self.store.delete_tool(p.tenant, id, &audit).await? {
+            true => Ok(()),
+            // Restored or deleted since it was read.
+            false => Err(CoreError::Conflict),
+        }
+    }
+
+    /// The tenant's agents not archived whose current version names tool `id`.
+    async fn agents_naming(
+        &self,
+        p: &Principal,
+        id: ToolId,
+    ) -> Result<Vec<baton_events::AgentId>, CoreError> {
+        let mut naming = Vec::new();
+        let mut before = None;
+        loop {
+            let agents = self
+                .agents
+                .list_agents(p.tenant, false, before, page::MAX_LIMIT)
+                .await?;
+            naming.extend(
+                agents
+                    .iter()
+                    .filter(|a| a.tools.contains(&id))
+                    .map(|a| a.id),
+            );
+            match agents.last() {
+                Some(last) if agents.len() == page::MAX_LIMIT as usize => before = Some(last.id),
+                _ => return Ok(naming),
+            }
         }
     }
 

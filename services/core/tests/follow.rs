@@ -83,6 +83,7 @@ async fn world(buffer: usize, bus_publishes: bool) -> (World, RunId) {
         recorder,
         replica: "test".into(),
         agents: Arc::new(store.clone()),
+        tools: Arc::new(store.clone()),
         driver: Arc::new(Nobody),
         clock: Arc::new(SystemClock),
     };

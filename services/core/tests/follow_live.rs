@@ -83,7 +83,8 @@ async fn world(lossy: bool) -> World {
             },
         },
         replica: "test".into(),
-        agents: Arc::new(store),
+        agents: Arc::new(store.clone()),
+        tools: Arc::new(store),
         driver: Arc::new(Nobody),
         clock: Arc::new(SystemClock),
     };
@@ -93,6 +94,7 @@ async fn world(lossy: bool) -> World {
         agent_version: 1,
         title: None,
         metadata: Default::default(),
+        tool_versions: Default::default(),
     });
     let w = World {
         runs,

@@ -117,6 +117,7 @@ impl Bench {
             recorder,
             replica: "bench".into(),
             agents: Arc::new(store.clone()),
+            tools: Arc::new(store.clone()),
             driver: Arc::new(engine.clone()),
             clock,
         };
@@ -139,6 +140,7 @@ impl Bench {
         if let Some(url) = tool_url {
             let t = Tools {
                 store: Arc::new(store.clone()),
+                agents: Arc::new(store.clone()),
                 clock: clock.clone(),
                 egress: egress(store),
             };

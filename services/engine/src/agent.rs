@@ -7,7 +7,7 @@ use crate::provider::{self, Provider};
 use crate::shared::Shared;
 use baton_core::model::{Agent, RunSummary, Tool};
 use baton_egress::TenantEgress;
-use baton_events::ToolId;
+use baton_events::{ToolId, ToolVersions};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -66,9 +66,15 @@ impl TurnContext {
     }
 }
 
-/// Loads the run's agent version, its tools and its provider. A missing agent version
-/// or API key secret fails the turn.
-pub(crate) async fn load(shared: &Shared, run: &RunSummary) -> Result<TurnContext, StepError> {
+/// Loads the run's agent version, its tools at the versions the run keeps (`pins`, from
+/// its `run.created`; a tool it names no version of, in a run created before tools had
+/// versions, at its current one) and its provider. A missing agent version or API key
+/// secret fails the turn; a tool deleted since is left out.
+pub(crate) async fn load(
+    shared: &Shared,
+    run: &RunSummary,
+    pins: &ToolVersions,
+) -> Result<TurnContext, StepError> {
     let Some(agent) = shared
         .ports
         .agents
@@ -82,7 +88,17 @@ pub(crate) async fn load(shared: &Shared, run: &RunSummary) -> Result<TurnContex
     };
     let mut tools = Vec::with_capacity(agent.tools.len());
     for id in &agent.tools {
-        if let Some(t) = shared.ports.tools.get_tool(run.tenant, *id).await? {
+        let tool = match pins.get(id) {
+            Some(v) => {
+                shared
+                    .ports
+                    .tools
+                    .get_tool_version(run.tenant, *id, *v)
+                    .await?
+            }
+            None => shared.ports.tools.get_tool(run.tenant, *id).await?,
+        };
+        if let Some(t) = tool {
             tools.push(t);
         }
     }

@@ -28,7 +28,7 @@ struct Snapshot {
     state: RunState,
 }
 
-const FORMAT: u32 = 2;
+const FORMAT: u32 = 3;
 
 /// Seals `state` (which must be folded up to a committed version) and saves it;
 /// returns the event that announces it.

@@ -228,7 +228,8 @@ impl Driver {
                     self.stream.append(&run, vec![started], None).await
                 }
                 Step::LoadAgent => {
-                    match agent::load(&self.shared, &run)
+                    let pins = &self.stream.state.tool_versions;
+                    match agent::load(&self.shared, &run, pins)
                         .instrument(span.clone())
                         .await
                     {

@@ -47,6 +47,7 @@ pub(crate) fn http_tool(name: &str, effect: ToolEffect) -> Tool {
         created_at: t0(),
         updated_at: t0(),
         archived_at: None,
+        version: 1,
     }
 }
 
@@ -132,6 +133,7 @@ pub(crate) fn turn_requested() -> Vec<RunEvent> {
             agent_version: 1,
             title: None,
             metadata: Default::default(),
+            tool_versions: Default::default(),
         }),
         RunEvent::MessageAppended(MessageAppended {
             message_id: message,

@@ -27,7 +27,7 @@
 use crate::provider::{ChatMessage, ChatRole};
 use baton_events::{
     Decoded, Envelope, MessageId, MessageRole, ReceiptId, Resolution, RunEvent, ToolCallRequest,
-    ToolIntent, ToolKind, TurnInterrupt,
+    ToolIntent, ToolKind, ToolVersions, TurnInterrupt,
 };
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -96,6 +96,9 @@ pub(crate) struct RunState {
     /// included): a rolled-back turn cuts it back to this.
     #[serde(default)]
     pub turn_began: usize,
+    /// The tool versions the run keeps, from its `run.created`.
+    #[serde(default)]
+    pub tool_versions: ToolVersions,
 }
 
 /// A message waiting in the run's queue.
@@ -129,6 +132,7 @@ impl RunState {
 
     fn apply(&mut self, event: &RunEvent, at: DateTime<Utc>) {
         match event {
+            RunEvent::RunCreated(c) => self.tool_versions = c.tool_versions.clone(),
             RunEvent::MessageAppended(m) => {
                 let role = match m.role {
                     MessageRole::User => ChatRole::User,

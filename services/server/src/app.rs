@@ -640,6 +640,7 @@ impl Wiring<'_> {
                 recorder: self.recorder.clone(),
                 replica: self.replica.clone(),
                 agents: stores.agents.clone(),
+                tools: stores.tools.clone(),
                 driver: Arc::new(engine.clone()),
                 clock: clock.clone(),
             },
@@ -651,6 +652,7 @@ impl Wiring<'_> {
             },
             tools: Tools {
                 store: stores.tools.clone(),
+                agents: stores.agents.clone(),
                 clock: clock.clone(),
                 egress: self.egress_allowlists(),
             },

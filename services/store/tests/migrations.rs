@@ -36,6 +36,7 @@ async fn smoke<S: RunReader + EventLog + TenantStore>(s: &S) {
         agent_version: 1,
         title: None,
         metadata: Default::default(),
+        tool_versions: Default::default(),
     });
     let req = AppendRequest {
         run,

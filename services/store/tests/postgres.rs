@@ -249,6 +249,7 @@ async fn reads_cancelled_at_any_point_leave_no_connection_in_a_transaction() {
             agent_version: 1,
             title: None,
             metadata: Default::default(),
+            tool_versions: Default::default(),
         });
         AppendRequest::new(
             run,

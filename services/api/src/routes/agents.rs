@@ -1,4 +1,4 @@
-//! `/v1/agents`: create, update (a new version), get, list, archive and restore.
+//! `/v1/agents`: create, update (a new version), get, list, archive, restore and delete.
 
 use super::{AgentPage, parse_cursor};
 use crate::auth::Caller;
@@ -135,4 +135,18 @@ pub async fn get(
     ApiPath(id): ApiPath<AgentId>,
 ) -> ApiResult<axum::Json<Agent>> {
     Ok(axum::Json(st.agents.get(&p, id).await?))
+}
+
+/// Delete an archived agent with every version of it (admin); its ended runs stay. 409
+/// `wrong_state` for an agent not archived; 409 `in_use` while a run of it has not ended.
+#[utoipa::path(delete, path = "/v1/agents/{agent_id}", operation_id = "deleteAgent", tag = "agents",
+    params(("agent_id" = AgentId, Path, description = "Agent id")),
+    responses((status = 204), (status = "4XX", body = Problem)))]
+pub async fn delete(
+    State(st): State<AppState>,
+    Caller(p): Caller,
+    ApiPath(id): ApiPath<AgentId>,
+) -> ApiResult<StatusCode> {
+    st.agents.delete(&p, id).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

@@ -1,5 +1,5 @@
-//! `/v1/tools`: define, get, list, archive and restore the tenant's tools (admins define
-//! and archive, everyone reads).
+//! `/v1/tools`: define, update, get, list, archive, restore and delete the tenant's tools
+//! (admins change them, everyone reads).
 
 use super::{ToolPage, parse_cursor};
 use crate::auth::Caller;
@@ -75,4 +75,35 @@ pub async fn get(
     ApiPath(id): ApiPath<ToolId>,
 ) -> ApiResult<axum::Json<Tool>> {
     Ok(axum::Json(st.tools.get(&p, id).await?))
+}
+
+/// Replace a tool's definition (admin): stores a new version. Runs created from now on
+/// call it; runs created before keep the version they started with. An archived tool
+/// answers 409 `wrong_state`; a name another tool has, 409 `already_exists`.
+#[utoipa::path(put, path = "/v1/tools/{tool_id}", operation_id = "updateTool", tag = "tools",
+    request_body = NewTool,
+    params(("tool_id" = ToolId, Path, description = "Tool id")),
+    responses((status = 200, body = Tool), (status = "4XX", body = Problem)))]
+pub async fn update(
+    State(st): State<AppState>,
+    Caller(p): Caller,
+    ApiPath(id): ApiPath<ToolId>,
+    ApiJson(new): ApiJson<NewTool>,
+) -> ApiResult<axum::Json<Tool>> {
+    Ok(axum::Json(st.tools.update(&p, id, new).await?))
+}
+
+/// Delete an archived tool with every version of it (admin). 409 `wrong_state` for a tool
+/// not archived; 409 `in_use` while a run not ended yet calls it or an agent not archived
+/// names it.
+#[utoipa::path(delete, path = "/v1/tools/{tool_id}", operation_id = "deleteTool", tag = "tools",
+    params(("tool_id" = ToolId, Path, description = "Tool id")),
+    responses((status = 204), (status = "4XX", body = Problem)))]
+pub async fn delete(
+    State(st): State<AppState>,
+    Caller(p): Caller,
+    ApiPath(id): ApiPath<ToolId>,
+) -> ApiResult<StatusCode> {
+    st.tools.delete(&p, id).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

@@ -91,10 +91,19 @@ pub enum AuditAction {
     /// The tenant's retention policy was set.
     #[serde(rename = "retention.set")]
     RetentionSet,
+    /// A tool's new version stored.
+    #[serde(rename = "tool.updated")]
+    ToolUpdated,
+    /// An archived tool deleted with every version of it.
+    #[serde(rename = "tool.deleted")]
+    ToolDeleted,
+    /// An archived agent deleted with every version of it.
+    #[serde(rename = "agent.deleted")]
+    AgentDeleted,
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 23] = [
+    pub const ALL: [AuditAction; 26] = [
         AuditAction::MemberAdded,
         AuditAction::MemberRoleChanged,
         AuditAction::MemberRemoved,
@@ -118,6 +127,9 @@ impl AuditAction {
         AuditAction::EgressAllowlistSet,
         AuditAction::RunDeleted,
         AuditAction::RetentionSet,
+        AuditAction::ToolUpdated,
+        AuditAction::ToolDeleted,
+        AuditAction::AgentDeleted,
     ];
 
     /// The name stored and shown (`member.added`).
@@ -146,6 +158,9 @@ impl AuditAction {
             AuditAction::EgressAllowlistSet => "egress.allowlist_set",
             AuditAction::RunDeleted => "run.deleted",
             AuditAction::RetentionSet => "retention.set",
+            AuditAction::ToolUpdated => "tool.updated",
+            AuditAction::ToolDeleted => "tool.deleted",
+            AuditAction::AgentDeleted => "agent.deleted",
         }
     }
 

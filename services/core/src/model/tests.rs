@@ -19,6 +19,7 @@ fn created() -> RunEvent {
         agent_version: 3,
         title: Some("t".into()),
         metadata: Default::default(),
+        tool_versions: Default::default(),
     })
 }
 

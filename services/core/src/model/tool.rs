@@ -26,12 +26,20 @@ pub struct Tool {
     /// One call may take this long.
     pub timeout_ms: u64,
     pub kind: ToolKindSpec,
+    /// 1 when created, one more at each update. A run calls the versions current when
+    /// it was created.
+    #[serde(default = "first_version")]
+    pub version: i64,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     /// When the tool was archived: no new agent version may name it; the versions that
     /// do keep calling it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub archived_at: Option<DateTime<Utc>>,
+}
+
+fn first_version() -> i64 {
+    1
 }
 
 /// How a tool is carried out.

@@ -46,6 +46,21 @@ pub trait AgentStore: Send + Sync {
         before: Option<AgentId>,
         limit: u32,
     ) -> Result<Vec<Agent>, StoreError>;
+    /// The agent versions the tenant's runs not ended yet (any status but `completed`,
+    /// `failed`, `cancelled`) use, with how many runs use each.
+    async fn versions_in_use(
+        &self,
+        tenant: TenantId,
+    ) -> Result<Vec<(AgentId, i64, u64)>, StoreError>;
+    /// Deletes an archived agent and every version of it, with its audit entry, unless a
+    /// run not ended yet uses it; `false` when there is no such archived agent idle in
+    /// the tenant.
+    async fn delete_agent(
+        &self,
+        tenant: TenantId,
+        id: AgentId,
+        audit: &AuditEntry,
+    ) -> Result<bool, StoreError>;
     /// Archives the agent at `archived_at`, or restores it with `None`; writes (and
     /// audits) only a change. The agent as it is after, `None` when it does not exist.
     async fn set_agent_archived(

@@ -16,7 +16,33 @@ pub trait ToolStore: Send + Sync {
         tool: &Tool,
         audit: &AuditEntry,
     ) -> Result<(), StoreError>;
+    /// Stores `tool` as its new current version, which must be exactly one above the
+    /// current one and the tool not archived (`Conflict { expected, actual }` otherwise;
+    /// a name another tool has is `Conflict { expected: 0, actual: 0 }`); `NotFound` for
+    /// a tool that does not exist in this tenant.
+    async fn update_tool(
+        &self,
+        tenant: TenantId,
+        tool: &Tool,
+        audit: &AuditEntry,
+    ) -> Result<(), StoreError>;
+    /// The current version.
     async fn get_tool(&self, tenant: TenantId, id: ToolId) -> Result<Option<Tool>, StoreError>;
+    /// One stored version (`archived_at` is the tool's).
+    async fn get_tool_version(
+        &self,
+        tenant: TenantId,
+        id: ToolId,
+        version: i64,
+    ) -> Result<Option<Tool>, StoreError>;
+    /// Deletes an archived tool and every version of it, with its audit entry; `false`
+    /// when there is no archived tool `id` in the tenant.
+    async fn delete_tool(
+        &self,
+        tenant: TenantId,
+        id: ToolId,
+        audit: &AuditEntry,
+    ) -> Result<bool, StoreError>;
     /// Tools newest first, older than `before` when given: the archived ones, or the
     /// others.
     async fn list_tools(

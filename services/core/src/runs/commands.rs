@@ -20,12 +20,12 @@ use crate::model::{Message, RunSummary};
 use crate::page::{self, Page};
 use crate::ports::{
     AgentStore, AppendOutcome, AppendRequest, Clock, EventBus, RunDriver, RunFilter, RunListQuery,
-    RunReader,
+    RunReader, ToolStore,
 };
 use crate::validate;
 use baton_events::{
     Envelope, EventMeta, MessageId, MessageRole, NewEvent, RunCreated, RunEvent, RunId, RunUpdated,
-    TenantId,
+    TenantId, ToolVersions,
 };
 use serde::Deserialize;
 use std::sync::Arc;
@@ -50,6 +50,8 @@ pub struct Runs {
     /// The replica taking the commands, recorded in their events' metadata.
     pub replica: String,
     pub agents: Arc<dyn AgentStore>,
+    /// The agent's tools, whose current versions a new run keeps.
+    pub tools: Arc<dyn ToolStore>,
     pub driver: Arc<dyn RunDriver>,
     pub clock: Arc<dyn Clock>,
 }
@@ -86,6 +88,12 @@ impl Runs {
         if agent.archived_at.is_some() {
             return Err(crate::agents::archived(agent.id));
         }
+        let mut tool_versions = ToolVersions::new();
+        for id in &agent.tools {
+            if let Some(tool) = self.tools.get_tool(p.tenant, *id).await? {
+                tool_versions.insert(*id, tool.version);
+            }
+        }
 
         let at = self.clock.now();
         let run_id = RunId::new();
@@ -96,6 +104,7 @@ impl Runs {
                 agent_version: agent.version,
                 title: cmd.title.clone(),
                 metadata: cmd.metadata.clone(),
+                tool_versions,
             }),
             meta.clone(),
         )];

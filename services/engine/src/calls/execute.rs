@@ -253,10 +253,14 @@ async fn permitted(
     if !ctx.agent.tools.contains(&intent.tool_id) {
         return Ok(None);
     }
+    // The version the turn loaded: the run's own, unless it is gone since.
+    let Some(loaded) = ctx.tools.iter().find(|t| t.id == intent.tool_id) else {
+        return Ok(None);
+    };
     Ok(shared
         .ports
         .tools
-        .get_tool(ctx.agent.tenant, intent.tool_id)
+        .get_tool_version(ctx.agent.tenant, intent.tool_id, loaded.version)
         .await?)
 }
 

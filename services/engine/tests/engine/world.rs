@@ -104,6 +104,7 @@ pub async fn world_with(opts: EngineOptions) -> World {
         recorder,
         replica: "test".into(),
         agents,
+        tools: Arc::new(store.clone()),
         driver: Arc::new(engine.clone()),
         clock,
     };
@@ -143,6 +144,7 @@ impl World {
     pub async fn tool(&self, new: NewTool) -> ToolId {
         let tools = Tools {
             store: Arc::new(self.store.clone()),
+            agents: Arc::new(self.store.clone()),
             clock: Arc::new(SystemClock),
             egress: self.egress(),
         };

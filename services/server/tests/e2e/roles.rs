@@ -150,11 +150,17 @@ const ROUTES: &[Row] = &[
     row("PUT", "/v1/agents/{agent_id}", key(ManageAgents, Role::Admin), &[200], NotFound),
     row("POST", "/v1/agents/{agent_id}/archive", key(ManageAgents, Role::Admin), &[200], NotFound),
     row("POST", "/v1/agents/{agent_id}/restore", key(ManageAgents, Role::Admin), &[200], NotFound),
+    // The set's agent is not archived: a deletion reaches the use case and is refused.
+    row("DELETE", "/v1/agents/{agent_id}", key(ManageAgents, Role::Admin), &[409], NotFound),
     row("POST", "/v1/tools", key(ManageTools, Role::Admin), &[201], Scoped),
     row("GET", "/v1/tools", key(ReadTools, Role::Viewer), &[200], Scoped),
     row("GET", "/v1/tools/{tool_id}", key(ReadTools, Role::Viewer), &[200], NotFound),
     row("POST", "/v1/tools/{tool_id}/archive", key(ManageTools, Role::Admin), &[200], NotFound),
     row("POST", "/v1/tools/{tool_id}/restore", key(ManageTools, Role::Admin), &[200], NotFound),
+    // A new version of the archivable tool, restored by the row above.
+    row("PUT", "/v1/tools/{tool_id}", key(ManageTools, Role::Admin), &[200], NotFound),
+    // The set's tool is not archived: a deletion reaches the use case and is refused.
+    row("DELETE", "/v1/tools/{tool_id}", key(ManageTools, Role::Admin), &[409], NotFound),
     row("POST", "/v1/runs", key(CreateRuns, Role::Member), &[201], Scoped),
     with_bugs(row("GET", "/v1/runs", key(ReadRuns, Role::Viewer), &[200], Scoped), &[Bug {
         cell: Cell::HugeHeader,
@@ -809,6 +815,15 @@ fn request(row: &Row, src: Src, nonce: &str) -> Req {
         ("POST", "/v1/tools/{tool_id}/restore") => {
             (format!("/v1/tools/{}/restore", outer.archivable_tool), None)
         }
+        ("PUT", "/v1/tools/{tool_id}") => (
+            format!("/v1/tools/{}", outer.archivable_tool),
+            Some(
+                json!({"name": format!("{nonce}_tool_v"), "input_schema": {"type": "object"},
+                        "effect": "read", "kind": {"kind": "client"}}),
+            ),
+        ),
+        ("DELETE", "/v1/tools/{tool_id}") => (format!("/v1/tools/{}", outer.tool), None),
+        ("DELETE", "/v1/agents/{agent_id}") => (format!("/v1/agents/{}", outer.agent), None),
         ("POST", "/v1/runs") => (
             row.path.to_string(),
             Some(json!({"agent_id": refs.agent, "title": "matrix"})),

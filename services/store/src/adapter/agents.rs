@@ -7,6 +7,7 @@
 use super::Result;
 use crate::backend::Backend;
 use crate::plan::micros;
+use crate::pools::{PoolKind, Scope};
 use crate::query::Query;
 use crate::rows::agents::{AgentJson, AgentRow, agent_columns, agent_version_columns};
 use crate::store::Store;
@@ -160,6 +161,57 @@ impl<B: Backend> AgentStore for Store<B> {
             limit,
         )
         .await
+    }
+
+    #[tracing::instrument(name = "store.versions_in_use", skip_all)]
+    async fn versions_in_use(&self, tenant: TenantId) -> Result<Vec<(AgentId, i64, u64)>> {
+        let mut conn = self
+            .pools
+            .read(PoolKind::App, Scope::Tenant(tenant))
+            .await?;
+        let rows: Vec<(uuid::Uuid, i64, i64)> = Query::new(
+            "SELECT agent_id, agent_version, COUNT(*) FROM runs \
+             WHERE tenant_id = $1 AND status NOT IN ('completed', 'failed', 'cancelled') \
+             GROUP BY agent_id, agent_version ORDER BY agent_id, agent_version",
+        )
+        .bind(tenant.as_uuid())
+        .fetch_all(&mut conn)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, version, n)| (AgentId(id), version, u64::try_from(n).unwrap_or(0)))
+            .collect())
+    }
+
+    /// One transaction: the agent's row goes only when it is archived and no run not
+    /// ended yet names it, then its versions, with the audit entry.
+    #[tracing::instrument(name = "store.delete_agent", skip_all)]
+    async fn delete_agent(
+        &self,
+        tenant: TenantId,
+        id: AgentId,
+        audit: &AuditEntry,
+    ) -> Result<bool> {
+        let mut change = self.audited(tenant, audit).await?;
+        let deleted = Query::new(
+            "DELETE FROM agents WHERE tenant_id = $1 AND id = $2 AND archived_at IS NOT NULL \
+             AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.tenant_id = $1 \
+               AND runs.agent_id = $2 \
+               AND runs.status NOT IN ('completed', 'failed', 'cancelled'))",
+        )
+        .bind(tenant.as_uuid())
+        .bind(id.as_uuid())
+        .execute(&mut change.tx)
+        .await?;
+        if deleted == 1 {
+            Query::new("DELETE FROM agent_versions WHERE tenant_id = $1 AND agent_id = $2")
+                .bind(tenant.as_uuid())
+                .bind(id.as_uuid())
+                .execute(&mut change.tx)
+                .await?;
+        }
+        change.commit_if(deleted == 1).await?;
+        Ok(deleted == 1)
     }
 
     /// Writes nothing (and no audit entry) when the agent is already as asked.

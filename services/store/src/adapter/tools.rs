@@ -1,5 +1,6 @@
 //! `ToolStore`: tool rows keyed by (tenant, id), their names unique within the tenant,
-//! each tool's definition kept whole in one JSON column. Every statement runs on the `app`
+//! each tool's definition kept whole in one JSON column, and every version of each kept
+//! in `tool_versions` (copied from the current row in the transaction that writes it). Every statement runs on the `app`
 //! pool, scoped to the caller's tenant.
 
 use super::Result;
@@ -7,16 +8,26 @@ use super::agents::archived_condition;
 use crate::backend::Backend;
 use crate::plan::micros;
 use crate::query::Query;
-use crate::rows::tools::{ToolRow, tool_columns, tool_json};
+use crate::rows::tools::{ToolRow, tool_columns, tool_json, tool_version_columns};
 use crate::store::Store;
 use async_trait::async_trait;
+use baton_core::StoreError;
 use baton_core::model::{AuditEntry, Tool};
 use baton_core::ports::ToolStore;
 use baton_events::{TenantId, ToolId};
+use sqlx::Transaction;
 use sqlx::types::Json;
 
 /// The `SELECT` of every column a [`ToolRow`] reads, from `tools`.
 const SELECT_TOOLS: &str = concat!("SELECT ", tool_columns!(), " FROM tools");
+
+/// One version of a tenant's tool, with the tool's archive time.
+const TOOL_VERSION: &str = concat!(
+    "SELECT ",
+    tool_version_columns!(),
+    " FROM tool_versions v JOIN tools t ON t.tenant_id = v.tenant_id AND t.id = v.tool_id \
+     WHERE v.tenant_id = $1 AND v.tool_id = $2 AND v.version = $3"
+);
 
 /// Archives (`$1` a time) or restores (`$1` null) a tool, `$2` the tenant, `$3` the id,
 /// when it is not so already (`$4`: whether to archive).
@@ -33,7 +44,7 @@ impl<B: Backend> ToolStore for Store<B> {
         Query::new(concat!(
             "INSERT INTO tools (",
             tool_columns!(),
-            ") VALUES ($1, $2, $3, $4, $5, $6, NULL)"
+            ") VALUES ($1, $2, $3, $4, 1, $5, $6, NULL)"
         ))
         .bind(tenant.as_uuid())
         .bind(tool.id.as_uuid())
@@ -43,6 +54,51 @@ impl<B: Backend> ToolStore for Store<B> {
         .bind(micros(tool.updated_at))
         .execute(&mut change.tx)
         .await?;
+        keep_version(&mut change.tx, tenant, tool.id).await?;
+        change.commit().await
+    }
+
+    /// `Conflict { expected: tool.version - 1, actual }` when the current version is not
+    /// the one below `tool`'s or the tool is archived; a taken name is `Conflict { 0, 0 }`
+    /// (the unique key); `NotFound` for a tool that does not exist in this tenant.
+    #[tracing::instrument(name = "store.update_tool", skip_all)]
+    async fn update_tool(&self, tenant: TenantId, tool: &Tool, audit: &AuditEntry) -> Result<()> {
+        let expected = tool.version - 1;
+        let mut change = self.audited(tenant, audit).await?;
+        let updated = Query::new(
+            "UPDATE tools SET name = $1, definition = $2, version = $3, updated_at = $4 \
+             WHERE tenant_id = $5 AND id = $6 AND version = $7 AND archived_at IS NULL",
+        )
+        .bind(&tool.name)
+        .bind(Json(tool_json(tool)?))
+        .bind(tool.version)
+        .bind(micros(tool.updated_at))
+        .bind(tenant.as_uuid())
+        .bind(tool.id.as_uuid())
+        .bind(expected)
+        .execute(&mut change.tx)
+        .await;
+        let updated = match updated {
+            Ok(n) => n,
+            Err(e) => {
+                change.rollback().await;
+                return Err(e);
+            }
+        };
+        if updated != 1 {
+            let actual: Option<(i64,)> =
+                Query::new("SELECT version FROM tools WHERE tenant_id = $1 AND id = $2")
+                    .bind(tenant.as_uuid())
+                    .bind(tool.id.as_uuid())
+                    .fetch_optional(&mut change.tx)
+                    .await?;
+            change.rollback().await;
+            return Err(match actual {
+                Some((actual,)) => StoreError::Conflict { expected, actual },
+                None => StoreError::NotFound,
+            });
+        }
+        keep_version(&mut change.tx, tenant, tool.id).await?;
         change.commit().await
     }
 
@@ -50,6 +106,43 @@ impl<B: Backend> ToolStore for Store<B> {
     async fn get_tool(&self, tenant: TenantId, id: ToolId) -> Result<Option<Tool>> {
         self.one_by_id::<ToolRow, _>(tenant, SELECT_TOOLS, id.as_uuid())
             .await
+    }
+
+    #[tracing::instrument(name = "store.get_tool_version", skip_all)]
+    async fn get_tool_version(
+        &self,
+        tenant: TenantId,
+        id: ToolId,
+        version: i64,
+    ) -> Result<Option<Tool>> {
+        let q = Query::new(TOOL_VERSION)
+            .bind(tenant.as_uuid())
+            .bind(id.as_uuid())
+            .bind(version);
+        self.tenant_row::<ToolRow, _>(tenant, q).await
+    }
+
+    /// One transaction: the tool's row goes only when it is archived, then its versions,
+    /// with the audit entry.
+    #[tracing::instrument(name = "store.delete_tool", skip_all)]
+    async fn delete_tool(&self, tenant: TenantId, id: ToolId, audit: &AuditEntry) -> Result<bool> {
+        let mut change = self.audited(tenant, audit).await?;
+        let deleted = Query::new(
+            "DELETE FROM tools WHERE tenant_id = $1 AND id = $2 AND archived_at IS NOT NULL",
+        )
+        .bind(tenant.as_uuid())
+        .bind(id.as_uuid())
+        .execute(&mut change.tx)
+        .await?;
+        if deleted == 1 {
+            Query::new("DELETE FROM tool_versions WHERE tenant_id = $1 AND tool_id = $2")
+                .bind(tenant.as_uuid())
+                .bind(id.as_uuid())
+                .execute(&mut change.tx)
+                .await?;
+        }
+        change.commit_if(deleted == 1).await?;
+        Ok(deleted == 1)
     }
 
     #[tracing::instrument(name = "store.list_tools", skip_all)]
@@ -84,4 +177,23 @@ impl<B: Backend> ToolStore for Store<B> {
             .await?;
         self.get_tool(tenant, id).await
     }
+}
+
+/// Copies the tool's current row, just written, into `tool_versions`.
+async fn keep_version<B: Backend>(
+    tx: &mut Transaction<'static, B>,
+    tenant: TenantId,
+    id: ToolId,
+) -> Result<()> {
+    Query::new(
+        "INSERT INTO tool_versions \
+         (tenant_id, tool_id, version, name, definition, created_at, updated_at) \
+         SELECT tenant_id, id, version, name, definition, created_at, updated_at \
+         FROM tools WHERE tenant_id = $1 AND id = $2",
+    )
+    .bind(tenant.as_uuid())
+    .bind(id.as_uuid())
+    .execute(tx)
+    .await?;
+    Ok(())
 }

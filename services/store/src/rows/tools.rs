@@ -1,4 +1,5 @@
-//! The rows of `tools`: each tool's definition kept whole in one JSON column.
+//! The rows of `tools` and `tool_versions`: each tool's definition kept whole in one JSON
+//! column.
 
 use super::{corrupt, to_json};
 use baton_core::StoreError;
@@ -10,10 +11,20 @@ use uuid::Uuid;
 /// Expands to the columns of `tools`, in the order its row type reads them.
 macro_rules! tool_columns {
     () => {
-        "tenant_id, id, name, definition, created_at, updated_at, archived_at"
+        "tenant_id, id, name, definition, version, created_at, updated_at, archived_at"
     };
 }
 pub(crate) use tool_columns;
+
+/// Expands to the columns of `tool_versions` as a [`ToolRow`] reads them, joined with
+/// `tools` (as `t`) for the tool's archive time.
+macro_rules! tool_version_columns {
+    () => {
+        "v.tenant_id, v.tool_id AS id, v.name, v.definition, v.version, v.created_at, \
+         v.updated_at, t.archived_at"
+    };
+}
+pub(crate) use tool_version_columns;
 
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct ToolRow {
@@ -21,6 +32,7 @@ pub(crate) struct ToolRow {
     pub id: Uuid,
     pub name: String,
     pub definition: Json<serde_json::Value>,
+    pub version: i64,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub archived_at: Option<DateTime<Utc>>,
@@ -38,6 +50,7 @@ impl TryFrom<ToolRow> for Tool {
             id: r.id.into(),
             tenant: r.tenant_id.into(),
             name: r.name,
+            version: r.version,
             created_at: r.created_at,
             updated_at: r.updated_at,
             archived_at: r.archived_at,

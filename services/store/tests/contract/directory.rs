@@ -5,7 +5,7 @@ use baton_core::model::{
     Agent, AgentLimits, ApiKey, OpenAiSpec, ProviderSpec, SecretHeader, Tenant, Tool, ToolKindSpec,
 };
 use baton_core::{Role, StoreError};
-use baton_events::{TenantId, ToolEffect, ToolId};
+use baton_events::{RunId, TenantId, ToolEffect, ToolId};
 
 pub async fn agents_round_trip_and_list_newest_first<S: Store>(s: &S) {
     let t = tenant(s).await;
@@ -522,4 +522,159 @@ pub async fn a_tool_is_archived_and_restored<S: Store>(s: &S) {
         s.list_tools(t, false, None, 10).await.expect("list").len(),
         2
     );
+}
+
+pub async fn tool_versions_are_kept_and_updates_must_follow_the_current_one<S: Store>(s: &S) {
+    let t = tenant(s).await;
+    let v1 = tool(t, "lookup");
+    s.create_tool(t, &v1, &audited()).await.expect("create");
+    let v2 = Tool {
+        name: "search".into(),
+        description: "the second".into(),
+        version: 2,
+        updated_at: now(),
+        ..v1.clone()
+    };
+    s.update_tool(t, &v2, &audited()).await.expect("update");
+    let current = s.get_tool(t, v1.id).await.expect("get").expect("found");
+    assert_eq!((current.version, current.name.as_str()), (2, "search"));
+    let first = s
+        .get_tool_version(t, v1.id, 1)
+        .await
+        .expect("get")
+        .expect("version 1 kept");
+    assert_eq!((first.version, first.name.as_str()), (1, "lookup"));
+    assert_eq!(first.description, v1.description);
+    let second = s.get_tool_version(t, v1.id, 2).await.expect("get");
+    assert_eq!(second.map(|x| x.description), Some("the second".into()));
+    assert_eq!(s.get_tool_version(t, v1.id, 3).await.expect("get"), None);
+
+    // Not after the current version: a conflict naming it; nothing written.
+    let stale = Tool {
+        version: 2,
+        ..v2.clone()
+    };
+    let r = s.update_tool(t, &stale, &audited()).await;
+    assert!(
+        matches!(
+            r,
+            Err(StoreError::Conflict {
+                expected: 1,
+                actual: 2
+            })
+        ),
+        "{r:?}"
+    );
+    // Another tool's name: the unique key.
+    let other = tool(t, "other");
+    s.create_tool(t, &other, &audited()).await.expect("create");
+    let taken = Tool {
+        name: "other".into(),
+        version: 3,
+        ..v2.clone()
+    };
+    let r = s.update_tool(t, &taken, &audited()).await;
+    assert!(
+        matches!(
+            r,
+            Err(StoreError::Conflict {
+                expected: 0,
+                actual: 0
+            })
+        ),
+        "{r:?}"
+    );
+    // Another tenant's tool is not found, by id or by version.
+    let elsewhere = tenant(s).await;
+    let r = s.update_tool(elsewhere, &taken, &audited()).await;
+    assert!(matches!(r, Err(StoreError::NotFound)), "{r:?}");
+    assert_eq!(
+        s.get_tool_version(elsewhere, v1.id, 1).await.expect("get"),
+        None
+    );
+    // An archived tool takes no new version.
+    s.set_tool_archived(t, v1.id, Some(now()), &audited())
+        .await
+        .expect("archive");
+    let next = Tool {
+        version: 3,
+        ..v2.clone()
+    };
+    let r = s.update_tool(t, &next, &audited()).await;
+    assert!(matches!(r, Err(StoreError::Conflict { .. })), "{r:?}");
+    assert_eq!(
+        s.get_tool(t, v1.id).await.expect("get").map(|x| x.version),
+        Some(2)
+    );
+}
+
+pub async fn archived_agents_and_tools_are_deleted_with_their_versions_unless_a_live_run_uses_them<
+    S: Store,
+>(
+    s: &S,
+) {
+    let t = tenant(s).await;
+    let x = tool(t, "lookup");
+    s.create_tool(t, &x, &audited()).await.expect("tool");
+    let a = agent(t, "helper");
+    s.create_agent(t, &a, &audited()).await.expect("agent");
+    let run = RunId::new();
+    let mut first = created(t);
+    if let baton_events::RunEvent::RunCreated(c) = &mut first.event {
+        c.agent_id = a.id;
+    }
+    append_ok(s, t, request(run, 0, vec![first])).await;
+    assert_eq!(
+        s.versions_in_use(t).await.expect("in use"),
+        vec![(a.id, 1, 1)]
+    );
+
+    // Not archived: nothing goes.
+    assert!(!s.delete_tool(t, x.id, &audited()).await.expect("delete"));
+    assert!(!s.delete_agent(t, a.id, &audited()).await.expect("delete"));
+    s.set_tool_archived(t, x.id, Some(now()), &audited())
+        .await
+        .expect("archive");
+    s.set_agent_archived(t, a.id, Some(now()), &audited())
+        .await
+        .expect("archive");
+    // The run has not ended: the agent stays.
+    assert!(!s.delete_agent(t, a.id, &audited()).await.expect("delete"));
+    assert!(s.get_agent(t, a.id).await.expect("get").is_some());
+    // Another tenant deletes nothing.
+    let elsewhere = tenant(s).await;
+    assert!(
+        !s.delete_tool(elsewhere, x.id, &audited())
+            .await
+            .expect("delete")
+    );
+
+    append_ok(
+        s,
+        t,
+        request(
+            run,
+            1,
+            vec![event(
+                t,
+                baton_events::RunEvent::RunCompleted(baton_events::RunCompleted {}),
+            )],
+        ),
+    )
+    .await;
+    assert_eq!(s.versions_in_use(t).await.expect("in use"), vec![]);
+    assert!(s.delete_agent(t, a.id, &audited()).await.expect("delete"));
+    assert!(s.delete_tool(t, x.id, &audited()).await.expect("delete"));
+    assert!(s.get_agent(t, a.id).await.expect("get").is_none());
+    assert!(
+        s.get_agent_version(t, a.id, 1)
+            .await
+            .expect("get")
+            .is_none()
+    );
+    assert!(s.get_tool(t, x.id).await.expect("get").is_none());
+    assert!(s.get_tool_version(t, x.id, 1).await.expect("get").is_none());
+    // Once only, and the ended run stays.
+    assert!(!s.delete_agent(t, a.id, &audited()).await.expect("delete"));
+    assert!(s.get_run(t, run).await.expect("get").is_some());
 }

@@ -95,6 +95,8 @@ contract!(
     directory::concurrent_agent_updates_have_exactly_one_winner,
     directory::an_agent_is_archived_and_restored_once_each,
     directory::a_tool_is_archived_and_restored,
+    directory::tool_versions_are_kept_and_updates_must_follow_the_current_one,
+    directory::archived_agents_and_tools_are_deleted_with_their_versions_unless_a_live_run_uses_them,
     directory::tools_round_trip_list_newest_first_and_are_unique_by_name,
     directory::another_tenants_tools_are_invisible_and_their_names_free,
     receipts::an_approved_call_moves_through_approval_intent_and_result,

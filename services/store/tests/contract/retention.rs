@@ -42,6 +42,7 @@ async fn run_at<S: Store>(
             agent_version: 1,
             title: None,
             metadata: Default::default(),
+            tool_versions: Default::default(),
         }),
     );
     let mut events = vec![

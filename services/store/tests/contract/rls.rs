@@ -30,7 +30,7 @@ use uuid::Uuid;
 
 /// Every table that holds tenant rows. `every_table_with_a_tenant_column_is_covered`
 /// keeps this list complete.
-const TENANT_TABLES: [&str; 15] = [
+const TENANT_TABLES: [&str; 17] = [
     "api_keys",
     "agents",
     "agent_versions",
@@ -45,6 +45,8 @@ const TENANT_TABLES: [&str; 15] = [
     "memberships",
     "invitations",
     "egress_allowlists",
+    "retention_policies",
+    "tool_versions",
     "audit_log",
 ];
 
@@ -141,6 +143,9 @@ async fn populate(s: &PgStore, tenant: TenantId) {
     s.put_egress_allowlist(tenant, &allowlist, &audited())
         .await
         .expect("egress allowlist");
+    baton_core::ports::RetentionStore::put_retention(s, tenant, Some(30), now(), &audited())
+        .await
+        .expect("retention policy");
 }
 
 /// Two tenants with rows everywhere, checked on a connection that bypasses row-level

@@ -150,6 +150,7 @@ pub async fn list_runs_answers_exactly_the_runs_each_filter_matches<S: Store>(s:
                 agent_version: 1,
                 title: title.clone(),
                 metadata: metadata.clone(),
+                tool_versions: Default::default(),
             }),
         );
         let mut req = request(run, 0, vec![created]);

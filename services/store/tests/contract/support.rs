@@ -359,6 +359,7 @@ pub fn created(tenant: TenantId) -> NewEvent {
             agent_version: 1,
             title: Some("a run".into()),
             metadata: Default::default(),
+            tool_versions: Default::default(),
         }),
     )
 }
@@ -482,6 +483,7 @@ pub fn tool(tenant: TenantId, name: &str) -> Tool {
         created_at: at,
         updated_at: at,
         archived_at: None,
+        version: 1,
     }
 }
 

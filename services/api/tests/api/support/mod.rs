@@ -166,6 +166,7 @@ impl TestApp {
                 recorder,
                 replica: "api-tests".into(),
                 agents: db.clone(),
+                tools: db.clone(),
                 driver: Arc::new(engine),
                 clock: clock.clone(),
             },
@@ -177,6 +178,7 @@ impl TestApp {
             },
             tools: Tools {
                 store: db.clone(),
+                agents: db.clone(),
                 clock: clock.clone(),
                 egress: allowlists.clone(),
             },

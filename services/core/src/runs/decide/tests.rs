@@ -41,6 +41,7 @@ fn created() -> RunEvent {
         agent_version: 1,
         title: None,
         metadata: Default::default(),
+        tool_versions: Default::default(),
     })
 }
 
