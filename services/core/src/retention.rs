@@ -87,7 +87,8 @@ pub struct RoundReport {
     /// Found but not deleted: moved since (a new message, a lease), or already gone.
     pub skipped_runs: u32,
     pub idempotency_pruned: u64,
-    /// The batch was full: more may be due, and the next round is due at once.
+    /// A batch was full (of runs deleted, or of records pruned): more may be due, and the
+    /// next round is due at once.
     pub more: bool,
     /// Why the round stopped early, if it did.
     pub error: Option<String>,
@@ -178,6 +179,11 @@ impl Retention {
                 Err(e) => report.error = Some(e.to_string()),
             }
         }
+        // A full batch of either may leave more due. Runs found but all skipped (moved
+        // since) are no reason to go again at once: they would be found again.
+        report.more = report.error.is_none()
+            && ((report.found >= o.batch && report.deleted_runs > 0)
+                || report.idempotency_pruned >= u64::from(o.batch));
         let done = self.clock.now();
         let next = if report.more {
             done
@@ -212,7 +218,6 @@ impl Retention {
         let batch = self.options.batch;
         let expired = self.store.expired_runs(None, now, batch).await?;
         report.found = u32::try_from(expired.len()).unwrap_or(batch);
-        report.more = report.found >= batch;
         for run in expired {
             let at = self.clock.now();
             let audit = AuditEntry::retention(

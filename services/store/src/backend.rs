@@ -72,6 +72,15 @@ pub trait Backend: Scoped + Sync {
     /// Appends ` AND` conditions that the row's `metadata` holds every pair of `labels`.
     fn push_labels(q: &mut Query<Self>, labels: &[(String, String)]);
 
+    /// Appends ` AND` the condition that timestamp `column` is more than `days` days
+    /// before `now`; `column` and `days` are SQL of the caller's (columns, never input).
+    fn push_older_than_days(
+        q: &mut Query<Self>,
+        column: &'static str,
+        days: &'static str,
+        now: chrono::DateTime<chrono::Utc>,
+    );
+
     /// The one place this backend's driver errors become [`StoreError`]s.
     fn classify(e: sqlx::Error) -> StoreError;
 
@@ -124,6 +133,21 @@ impl Backend for Postgres {
             q.push(" AND metadata @> ")
                 .push_bind(sqlx::types::Json(pair));
         }
+    }
+
+    fn push_older_than_days(
+        q: &mut Query<Self>,
+        column: &'static str,
+        days: &'static str,
+        now: chrono::DateTime<chrono::Utc>,
+    ) {
+        q.push(" AND ")
+            .push(column)
+            .push(" < ")
+            .push_bind(now)
+            .push(" - (")
+            .push(days)
+            .push(") * INTERVAL '1 day'");
     }
 
     fn classify(e: sqlx::Error) -> StoreError {
@@ -180,6 +204,22 @@ impl Backend for Sqlite {
                 .push(") = ")
                 .push_bind(value.clone());
         }
+    }
+
+    // Timestamps are RFC 3339 text, which `julianday` reads (a day is 1.0).
+    fn push_older_than_days(
+        q: &mut Query<Self>,
+        column: &'static str,
+        days: &'static str,
+        now: chrono::DateTime<chrono::Utc>,
+    ) {
+        q.push(" AND julianday(")
+            .push(column)
+            .push(") < julianday(")
+            .push_bind(now)
+            .push(") - (")
+            .push(days)
+            .push(")");
     }
 
     fn classify(e: sqlx::Error) -> StoreError {

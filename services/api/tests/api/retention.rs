@@ -242,3 +242,40 @@ async fn a_request_id_is_remembered_for_its_window_and_forgotten_after() {
         .await
         .expect_status(200);
 }
+
+#[tokio::test]
+async fn a_full_batch_of_old_request_ids_makes_the_next_round_due_at_once() {
+    let (app, t) = TestApp::with_tenant().await;
+    let agent = ending_agent(&app, &t.owner, None).await;
+    for id in ["one", "two", "three"] {
+        let body = json!({"agent_id": agent, "request_id": id});
+        app.post("/v1/runs", &t.owner, body)
+            .await
+            .expect_status(201);
+    }
+    sqlx::query("UPDATE idempotency SET created_at = $1")
+        .bind(Utc::now() - TimeDelta::days(8))
+        .execute(app.store().pool())
+        .await
+        .expect("age the records");
+    let mut small = app.retention().clone();
+    small.options.batch = 2;
+    let first = small.round().await.expect("a round").expect("due");
+    assert_eq!(
+        (first.idempotency_pruned, first.more),
+        (2, true),
+        "{first:?}"
+    );
+    // Due again at once, not a minute later: the rest goes.
+    let second = small.round().await.expect("a round").expect("due at once");
+    assert_eq!(
+        (second.idempotency_pruned, second.more),
+        (1, false),
+        "{second:?}"
+    );
+    assert_eq!(
+        small.round().await.expect("asked"),
+        None,
+        "then a minute away"
+    );
+}

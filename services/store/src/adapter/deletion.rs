@@ -2,9 +2,9 @@
 //! checkpoints, idempotency records and the run row itself — in one transaction with its
 //! audit entry, on the `app` pool scoped to the run's tenant (the retention job's
 //! deletion also counts the run in its tenant's retention progress, in that transaction).
-//! The run must be where the caller saw it (`expected_version`) and free of any lease: a
-//! replica driving it (or saving the checkpoint of the turn that just settled) makes the
-//! delete a `Conflict`.
+//! The run must be where the caller saw it (`expected_version`) and free of any live
+//! lease: a replica driving it (or saving the checkpoint of the turn that just settled)
+//! makes the delete a `Conflict`; a lease that lapsed does not.
 
 use super::Result;
 use crate::backend::Backend;
@@ -43,16 +43,24 @@ impl<B: Backend> Store<B> {
         counted: Counted,
     ) -> Result<()> {
         let mut change = self.audited(tenant, audit).await?;
-        let found: Option<(i64, Option<String>)> =
-            Query::new("SELECT version, lease_owner FROM runs WHERE id = $1 AND tenant_id = $2")
-                .suffix(B::LOCK_ROWS)
-                .bind(run.as_uuid())
-                .bind(tenant.as_uuid())
-                .fetch_optional(&mut change.tx)
-                .await?;
+        let found: Option<(i64, Option<String>, Option<i64>)> = Query::new(
+            "SELECT version, lease_owner, lease_expires_ms FROM runs \
+             WHERE id = $1 AND tenant_id = $2",
+        )
+        .suffix(B::LOCK_ROWS)
+        .bind(run.as_uuid())
+        .bind(tenant.as_uuid())
+        .fetch_optional(&mut change.tx)
+        .await?;
+        // A lease that lapsed (its holder died after the run ended) holds nothing.
+        let leased = |owner: &Option<String>, expires: Option<i64>| {
+            owner.is_some() && expires.is_none_or(|e| e >= audit.at.timestamp_millis())
+        };
         let refusal = match found {
             None => Some(StoreError::NotFound),
-            Some((actual, owner)) if actual != expected_version || owner.is_some() => {
+            Some((actual, owner, expires))
+                if actual != expected_version || leased(&owner, expires) =>
+            {
                 Some(StoreError::Conflict {
                     expected: expected_version,
                     actual,

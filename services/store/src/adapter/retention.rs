@@ -1,10 +1,12 @@
 //! `RetentionStore`: the tenants' policies in `retention_policies`, the runs past them,
 //! idempotency pruning and the lease of background jobs in `jobs`.
 //!
-//! A policy's days are turned into a cutoff time here, one query per distinct number of
-//! days in force (a handful: the tenants' defaults and the agents' own), so both
-//! databases only compare timestamps. The job's cross-tenant reads and writes run on the
-//! `app` pool (`Scope::CrossTenant`), leaving the `control` pool to lease renewal.
+//! Runs past their policy are found by one query: the fewest days in force bounds it to
+//! runs at least that old (an index range), and each row's own days (the agent's, else
+//! the tenant's) decide, compared in the database ([`Backend::push_older_than_days`]), so
+//! the work does not grow with the number of distinct policies tenants set. The job's
+//! cross-tenant reads and writes run on the `app` pool (`Scope::CrossTenant`), leaving
+//! the `control` pool to lease renewal.
 
 use super::Result;
 use super::deletion::Counted;
@@ -28,17 +30,28 @@ use uuid::Uuid;
 const POLICY: &str = "SELECT run_days, deleted_runs, last_deleted_at, updated_at \
      FROM retention_policies WHERE tenant_id = $1";
 
-/// The numbers of days in force: tenants' defaults and agents' own.
-const DAYS_IN_FORCE: &str = "SELECT run_days FROM retention_policies WHERE run_days IS NOT NULL \
-     UNION SELECT run_retention_days FROM agents WHERE run_retention_days IS NOT NULL";
+/// The fewest days in force: tenants' defaults and agents' own.
+const FEWEST_DAYS: &str = "SELECT MIN(d) FROM (\
+     SELECT run_days AS d FROM retention_policies WHERE run_days IS NOT NULL \
+     UNION ALL SELECT run_retention_days FROM agents WHERE run_retention_days IS NOT NULL\
+     ) AS days";
 
-/// Ended runs kept for `$1` days (the agent's own, else the tenant's) whose last change
-/// is before `$2`.
-const EXPIRED: &str = "SELECT r.tenant_id, r.id, r.version, r.updated_at FROM runs r \
+/// The same in one tenant (`$1`).
+const FEWEST_DAYS_OF: &str = "SELECT MIN(d) FROM (\
+     SELECT run_days AS d FROM retention_policies \
+     WHERE run_days IS NOT NULL AND tenant_id = $1 \
+     UNION ALL SELECT run_retention_days FROM agents \
+     WHERE run_retention_days IS NOT NULL AND tenant_id = $1\
+     ) AS days";
+
+/// Ended runs free of a live lease (the caller binds the time in Unix milliseconds,
+/// closes the parenthesis and adds the age conditions), with the policy that keeps each:
+/// the agent's own days, else the tenant's.
+const EXPIRED: &str = "SELECT r.tenant_id, r.id, r.version FROM runs r \
      LEFT JOIN agents a ON a.tenant_id = r.tenant_id AND a.id = r.agent_id \
      LEFT JOIN retention_policies p ON p.tenant_id = r.tenant_id \
-     WHERE r.status IN ('completed', 'failed', 'cancelled') AND r.updated_at < $2 \
-       AND COALESCE(a.run_retention_days, p.run_days) = $1";
+     WHERE r.status IN ('completed', 'failed', 'cancelled') \
+       AND (r.lease_owner IS NULL OR r.lease_expires_ms < ";
 
 /// A job's row.
 const JOB: &str = "SELECT owner, epoch, rounds, next_round_ms, last_round, updated_at \
@@ -50,7 +63,7 @@ type PolicyRow = (
     Option<DateTime<Utc>>,
     Option<DateTime<Utc>>,
 );
-type ExpiredRow = (Uuid, Uuid, i64, DateTime<Utc>);
+type ExpiredRow = (Uuid, Uuid, i64);
 type JobRow = (
     Option<String>,
     i64,
@@ -125,40 +138,39 @@ impl<B: Backend> RetentionStore for Store<B> {
         limit: u32,
     ) -> Result<Vec<ExpiredRun>> {
         let mut conn = self.pools.read(PoolKind::App, scope(tenant)).await?;
-        let mut days_q = Query::new(DAYS_IN_FORCE);
+        let mut fewest = Query::new(FEWEST_DAYS);
         if let Some(t) = tenant {
-            // The same tenant twice: each arm of the union filters its own table.
-            days_q = Query::new(
-                "SELECT run_days FROM retention_policies \
-                 WHERE run_days IS NOT NULL AND tenant_id = $1 \
-                 UNION SELECT run_retention_days FROM agents \
-                 WHERE run_retention_days IS NOT NULL AND tenant_id = $1",
-            )
-            .bind(t.as_uuid());
+            fewest = Query::new(FEWEST_DAYS_OF).bind(t.as_uuid());
         }
-        let days: Vec<(i64,)> = days_q.fetch_all(&mut conn).await?;
-        let mut found: Vec<ExpiredRow> = Vec::new();
-        for (d,) in days {
-            let Some(cutoff) = TimeDelta::try_days(d).and_then(|d| now.checked_sub_signed(d))
-            else {
-                continue;
-            };
-            let mut q = Query::new(EXPIRED);
-            if tenant.is_some() {
-                q.push(" AND r.tenant_id = $4");
-            }
-            q.push(" ORDER BY r.updated_at LIMIT $3");
-            let mut q = q.bind(d).bind(micros(cutoff)).bind(i64::from(limit));
-            if let Some(t) = tenant {
-                q = q.bind(t.as_uuid());
-            }
-            found.extend(q.fetch_all::<ExpiredRow>(&mut conn).await?);
+        let (fewest,): (Option<i64>,) = fewest.fetch_one(&mut conn).await?;
+        // No policy in force, or one so long nothing can be past it.
+        let Some(cutoff) = fewest
+            .and_then(TimeDelta::try_days)
+            .and_then(|d| now.checked_sub_signed(d))
+        else {
+            return Ok(Vec::new());
+        };
+        // Only runs older than the fewest days in force can be past their own: the
+        // index on ended runs by age bounds the scan; each row's policy decides.
+        let mut q = Query::new(EXPIRED);
+        q.push_bind(now.timestamp_millis())
+            .push(") AND r.updated_at < ")
+            .push_bind(micros(cutoff));
+        if let Some(t) = tenant {
+            q.push(" AND r.tenant_id = ").push_bind(t.as_uuid());
         }
-        found.sort_by_key(|r| (r.3, r.1));
-        found.truncate(limit as usize);
+        B::push_older_than_days(
+            &mut q,
+            "r.updated_at",
+            "COALESCE(a.run_retention_days, p.run_days)",
+            micros(now),
+        );
+        q.push(" ORDER BY r.updated_at, r.id LIMIT ")
+            .push_bind(i64::from(limit));
+        let found: Vec<ExpiredRow> = q.fetch_all(&mut conn).await?;
         Ok(found
             .into_iter()
-            .map(|(tenant, run, version, _)| ExpiredRun {
+            .map(|(tenant, run, version)| ExpiredRun {
                 tenant: TenantId(tenant),
                 run: RunId(run),
                 version,

@@ -286,3 +286,39 @@ pub async fn a_job_is_held_by_one_claimer_until_it_finishes_or_its_lease_expires
     );
     assert_eq!(s.job_status("no-such-job").await.expect("status"), None);
 }
+
+pub async fn a_run_under_a_live_lease_waits_and_one_whose_lease_lapsed_goes<S: Store>(s: &S) {
+    let t = tenant(s).await;
+    set_default(s, t, Some(7)).await;
+    let plain = agent_keeping(s, t, None).await;
+    let held = run_at(s, t, plain, days_ago(9), true).await;
+    let lapsed = run_at(s, t, plain, days_ago(8), true).await;
+    // A replica holding the one, and a dead one's lease left on the other.
+    let live = s
+        .raw_write(
+            t,
+            "UPDATE runs SET lease_owner = 'alive', lease_expires_ms = 9000000000000 \
+             WHERE tenant_id = $1 AND id = $2",
+            held.run.as_uuid(),
+        )
+        .await;
+    let dead = s
+        .raw_write(
+            t,
+            "UPDATE runs SET lease_owner = 'gone', lease_expires_ms = 1 \
+             WHERE tenant_id = $1 AND id = $2",
+            lapsed.run.as_uuid(),
+        )
+        .await;
+    assert_eq!((live, dead), (1, 1));
+    let due = s.expired_runs(None, now(), 10).await.expect("expired");
+    assert_eq!(due, vec![lapsed], "the live lease's run is not due yet");
+    s.delete_expired_run(&lapsed, &by_retention(&lapsed))
+        .await
+        .expect("a lapsed lease holds nothing");
+    let refused = s.delete_expired_run(&held, &by_retention(&held)).await;
+    assert!(
+        matches!(refused, Err(StoreError::Conflict { .. })),
+        "{refused:?}"
+    );
+}

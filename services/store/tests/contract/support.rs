@@ -80,6 +80,11 @@ pub trait Raw: Send + Sync {
 
     /// The rows of `run` in each table that holds any, read from the tables themselves.
     async fn rows_of_run(&self, tenant: TenantId, run: RunId) -> Vec<(&'static str, i64)>;
+
+    /// Runs `sql` (`$1` the tenant, `$2` the id) as a statement of the application
+    /// could, in the tenant's scope: rows as another build, or a dead replica, left them.
+    /// The rows it changed.
+    async fn raw_write(&self, tenant: TenantId, sql: &'static str, id: uuid::Uuid) -> u64;
 }
 
 /// Each table that holds rows of a run, with the count of them (`$1` the run).
@@ -227,6 +232,18 @@ impl Raw for PgStore {
         let mut tx = scoped(self, tenant).await;
         rows_of_run!(tx, run)
     }
+
+    async fn raw_write(&self, tenant: TenantId, sql: &'static str, id: uuid::Uuid) -> u64 {
+        let mut tx = scoped(self, tenant).await;
+        let done = sqlx::query(sql)
+            .bind(tenant.as_uuid())
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .expect("raw write");
+        tx.commit().await.expect("commit raw write");
+        done.rows_affected()
+    }
 }
 
 async fn scoped(s: &PgStore, tenant: TenantId) -> sqlx::Transaction<'static, sqlx::Postgres> {
@@ -267,6 +284,16 @@ impl Raw for SqliteStore {
     async fn rows_of_run(&self, _tenant: TenantId, run: RunId) -> Vec<(&'static str, i64)> {
         let mut conn = self.pool().acquire().await.expect("connection");
         rows_of_run!(conn, run)
+    }
+
+    async fn raw_write(&self, tenant: TenantId, sql: &'static str, id: uuid::Uuid) -> u64 {
+        sqlx::query(sql)
+            .bind(tenant.as_uuid())
+            .bind(id)
+            .execute(self.pool())
+            .await
+            .expect("raw write")
+            .rows_affected()
     }
 }
 
