@@ -169,8 +169,9 @@ impl Tools {
     }
 
     /// Deletes an archived tool with every version of it. Refused while a run not ended
-    /// yet, or an agent not archived, names it (`in_use`, saying which), and for a tool
-    /// not archived (`wrong_state`: archiving first stops new agent versions naming it).
+    /// yet calls it or an agent's current version names it (`in_use`, saying which), and
+    /// for a tool not archived (`wrong_state`: archiving first stops new agent versions
+    /// naming it).
     #[tracing::instrument(name = "tools.delete", skip_all)]
     pub async fn delete(&self, p: &Principal, id: ToolId) -> Result<(), CoreError> {
         p.require(Action::ManageTools)?;
@@ -202,7 +203,7 @@ impl Tools {
             if !agents.is_empty() {
                 let ids: Vec<String> = agents.iter().map(ToString::to_string).collect();
                 why.push(format!(
-                    "agents not archived name it ({}): update or archive them",
+                    "agents name it ({}): update them, or delete them if archived",
                     ids.join(", ")
                 ));
             }
@@ -226,30 +227,36 @@ impl Tools {
         }
     }
 
-    /// The tenant's agents not archived whose current version names tool `id`.
+    /// The tenant's agents, archived or not, whose current version names tool `id` (an
+    /// archived agent may be restored: its tool must still be there).
     async fn agents_naming(
         &self,
         p: &Principal,
         id: ToolId,
     ) -> Result<Vec<baton_events::AgentId>, CoreError> {
         let mut naming = Vec::new();
-        let mut before = None;
-        loop {
-            let agents = self
-                .agents
-                .list_agents(p.tenant, false, before, page::MAX_LIMIT)
-                .await?;
-            naming.extend(
-                agents
-                    .iter()
-                    .filter(|a| a.tools.contains(&id))
-                    .map(|a| a.id),
-            );
-            match agents.last() {
-                Some(last) if agents.len() == page::MAX_LIMIT as usize => before = Some(last.id),
-                _ => return Ok(naming),
+        for archived in [false, true] {
+            let mut before = None;
+            loop {
+                let agents = self
+                    .agents
+                    .list_agents(p.tenant, archived, before, page::MAX_LIMIT)
+                    .await?;
+                naming.extend(
+                    agents
+                        .iter()
+                        .filter(|a| a.tools.contains(&id))
+                        .map(|a| a.id),
+                );
+                match agents.last() {
+                    Some(last) if agents.len() == page::MAX_LIMIT as usize => {
+                        before = Some(last.id)
+                    }
+                    _ => break,
+                }
             }
         }
+        Ok(naming)
     }
 
     #[tracing::instrument(name = "tools.get", skip_all)]

@@ -65,6 +65,8 @@ impl<B: Backend> ToolStore for Store<B> {
     async fn update_tool(&self, tenant: TenantId, tool: &Tool, audit: &AuditEntry) -> Result<()> {
         let expected = tool.version - 1;
         let mut change = self.audited(tenant, audit).await?;
+        // The version being replaced, if a replica older than tool versions wrote it.
+        keep_version(&mut change.tx, tenant, tool.id).await?;
         let updated = Query::new(
             "UPDATE tools SET name = $1, definition = $2, version = $3, updated_at = $4 \
              WHERE tenant_id = $5 AND id = $6 AND version = $7 AND archived_at IS NULL",
@@ -119,6 +121,17 @@ impl<B: Backend> ToolStore for Store<B> {
             .bind(tenant.as_uuid())
             .bind(id.as_uuid())
             .bind(version);
+        if let Some(kept) = self.tenant_row::<ToolRow, _>(tenant, q).await? {
+            return Ok(Some(kept));
+        }
+        // A tool written by a replica older than tool versions has its current row alone.
+        let mut q = Query::new(SELECT_TOOLS);
+        q.push(" WHERE tenant_id = ")
+            .push_bind(tenant.as_uuid())
+            .push(" AND id = ")
+            .push_bind(id.as_uuid())
+            .push(" AND version = ")
+            .push_bind(version);
         self.tenant_row::<ToolRow, _>(tenant, q).await
     }
 
@@ -179,7 +192,7 @@ impl<B: Backend> ToolStore for Store<B> {
     }
 }
 
-/// Copies the tool's current row, just written, into `tool_versions`.
+/// Copies the tool's current row into `tool_versions`, unless that version is there.
 async fn keep_version<B: Backend>(
     tx: &mut Transaction<'static, B>,
     tenant: TenantId,
@@ -189,7 +202,8 @@ async fn keep_version<B: Backend>(
         "INSERT INTO tool_versions \
          (tenant_id, tool_id, version, name, definition, created_at, updated_at) \
          SELECT tenant_id, id, version, name, definition, created_at, updated_at \
-         FROM tools WHERE tenant_id = $1 AND id = $2",
+         FROM tools WHERE tenant_id = $1 AND id = $2 \
+         ON CONFLICT (tenant_id, tool_id, version) DO NOTHING",
     )
     .bind(tenant.as_uuid())
     .bind(id.as_uuid())

@@ -678,3 +678,33 @@ pub async fn archived_agents_and_tools_are_deleted_with_their_versions_unless_a_
     assert!(!s.delete_agent(t, a.id, &audited()).await.expect("delete"));
     assert!(s.get_run(t, run).await.expect("get").is_some());
 }
+
+pub async fn a_tool_an_older_replica_wrote_is_found_at_its_version_and_kept_on_update<S: Store>(
+    s: &S,
+) {
+    let t = tenant(s).await;
+    let old = tool(t, "lookup");
+    s.create_tool(t, &old, &audited()).await.expect("create");
+    // As a replica older than tool versions left it: the current row alone.
+    let dropped = s
+        .raw_write(
+            t,
+            "DELETE FROM tool_versions WHERE tenant_id = $1 AND tool_id = $2",
+            old.id.as_uuid(),
+        )
+        .await;
+    assert_eq!(dropped, 1);
+    let found = s.get_tool_version(t, old.id, 1).await.expect("get");
+    assert_eq!(found.map(|x| x.name), Some("lookup".to_string()));
+    let next = Tool {
+        name: "search".into(),
+        version: 2,
+        updated_at: now(),
+        ..old.clone()
+    };
+    s.update_tool(t, &next, &audited()).await.expect("update");
+    let first = s.get_tool_version(t, old.id, 1).await.expect("get");
+    assert_eq!(first.map(|x| x.name), Some("lookup".to_string()), "kept");
+    let second = s.get_tool_version(t, old.id, 2).await.expect("get");
+    assert_eq!(second.map(|x| x.name), Some("search".to_string()));
+}
