@@ -8,7 +8,12 @@ use serde_json::{Value, json};
 
 /// A first turn slow enough for a test to queue behind it, then quick replies.
 fn replies(quick: usize) -> Value {
-    let mut replies = vec![json!({"content": "first", "delay_ms": 800})];
+    replies_after(800, quick)
+}
+
+/// A first turn of `first_ms`, then quick replies.
+fn replies_after(first_ms: u64, quick: usize) -> Value {
+    let mut replies = vec![json!({"content": "first", "delay_ms": first_ms})];
     replies.extend((1..=quick).map(|i| json!({"content": format!("reply {i}")})));
     Value::Array(replies)
 }
@@ -16,7 +21,8 @@ fn replies(quick: usize) -> Value {
 #[tokio::test]
 async fn an_enqueued_message_answers_202_queued_and_a_retry_queues_it_once() {
     let (app, t) = TestApp::with_tenant().await;
-    let agent = app.agent(&t.owner, replies(1)).await;
+    // The first turn outlasts every request below, however loaded the machine.
+    let agent = app.agent(&t.owner, replies_after(60_000, 1)).await;
     let run = app.run(&t.owner, &agent, Some("go")).await;
     let path = format!("/v1/runs/{run}/messages");
     let body = json!({"content": "next", "strategy": "enqueue", "request_id": "next-1"});
@@ -61,7 +67,7 @@ async fn the_agents_strategy_applies_and_a_full_queue_refuses_one_more() {
         .post(
             "/v1/agents",
             &t.owner,
-            json!({"name": "queues", "provider": {"kind": "scripted", "replies": replies(2)},
+            json!({"name": "queues", "provider": {"kind": "scripted", "replies": replies_after(60_000, 2)},
                    "limits": {"message_strategy": "enqueue", "max_queued_messages": 2}}),
         )
         .await

@@ -56,7 +56,8 @@ async fn said(w: &World, run: RunId) -> Vec<(MessageRole, String)> {
 #[tokio::test]
 async fn queued_messages_each_take_a_turn_in_order_and_the_model_is_asked_once_per_turn() {
     let (w, chat, agent) = chatting(false).await;
-    chat.push(ChatResponse::text("one").delayed(500));
+    // The model call outlasts the posts below on a loaded machine.
+    chat.push(ChatResponse::text("one").delayed(3_000));
     chat.push(ChatResponse::text("two"));
     chat.push(ChatResponse::text("three"));
     let run = w.start(&w.runs, agent, "go").await;
@@ -175,7 +176,7 @@ async fn a_cancelled_run_drops_its_queue_and_takes_no_further_turn() {
 #[tokio::test]
 async fn labels_changed_during_a_turn_cost_it_nothing() {
     let (w, chat, agent) = chatting(false).await;
-    chat.push(ChatResponse::text("done").delayed(300));
+    chat.push(ChatResponse::text("done").delayed(3_000));
     let run = w.start(&w.runs, agent, "go").await;
     asked(&chat, 1).await;
     let patch: baton_core::runs::metadata::RunPatch =
@@ -307,7 +308,7 @@ async fn a_mutation_in_flight_finishes_and_is_recorded_before_the_turn_is_interr
     tools.set(
         "pay",
         Behaviour {
-            delay: Duration::from_millis(800),
+            delay: Duration::from_millis(3_000),
             ..Behaviour::default()
         },
     );
@@ -324,7 +325,7 @@ async fn a_mutation_in_flight_finishes_and_is_recorded_before_the_turn_is_interr
     chat.push(ChatResponse::Reply(call));
     chat.push(ChatResponse::text("stopped"));
     let run = w.start(&w.runs, agent, "pay the bill").await;
-    // The call is in flight: its intent is recorded (the endpoint takes 800 ms).
+    // The call is in flight: its intent is recorded (the endpoint takes 3 s).
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while !w.types(run).await.iter().any(|t| t == "tool.intent") {
         assert!(

@@ -120,7 +120,8 @@ async fn a_run_whose_wake_up_was_lost_is_driven_by_the_next_sweep() {
 #[tokio::test]
 async fn a_turn_interrupted_by_shutdown_writes_nothing_and_is_taken_again_after_restart() {
     let w = world().await;
-    let agent = w.agent(&[("after restart", 300, false)]).await;
+    // Slow enough that the shutdown comes within the turn on a loaded machine.
+    let agent = w.agent(&[("after restart", 3_000, false)]).await;
     let run = w.start(&w.runs, agent, "go").await;
     w.wait_status(run, RunStatus::Running).await;
     w.engine.shutdown().await;

@@ -2,8 +2,8 @@
 //! plus one adoption interval, announces it at once, and completes the turn alone.
 
 use crate::support::{
-    FAST_LEASES, SCHEDULING_MARGIN, claimed_from, event_type, index_of, lease, ms_between,
-    recorded_at, start_cluster, turn_owner, uuid, version, writer,
+    DEADLINE, FAST_LEASES, SCHEDULING_MARGIN, claimed_from, event_type, index_of, lease,
+    ms_between, recorded_at, start_cluster, turn_owner, until, uuid, version, writer,
 };
 use chrono::Utc;
 use serde_json::Value;
@@ -71,6 +71,12 @@ async fn sigkill_of_the_owner_mid_turn_is_adopted_within_ttl_plus_an_adoption_in
 
     let survivor = &apis[adopter_index];
     survivor.wait_status(&run, "waiting").await;
+    // The settled turn's checkpoint is appended just after: count once it is in.
+    until("the turn's checkpoint", DEADLINE, || async {
+        let events = survivor.events(&run).await;
+        (events.last().map(event_type) == Some("checkpoint.saved")).then_some(())
+    })
+    .await;
     eprintln!(
         "SIGKILL adoption: the turn completed {:?} after the kill",
         killed.elapsed()
