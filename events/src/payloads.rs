@@ -65,6 +65,20 @@ pub struct RunCreated {
     #[serde(default, skip_serializing_if = "ToolVersions::is_empty")]
     #[schema(value_type = std::collections::BTreeMap<String, i64>)]
     pub tool_versions: ToolVersions,
+    /// The run whose `delegate` tool call started this one (absent for runs a client
+    /// started).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ParentRun>,
+}
+
+/// Where a delegated run comes from: the parent run and its tool call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ParentRun {
+    pub run_id: crate::RunId,
+    /// The parent's call that started this run (the child's `request_id` too).
+    pub receipt_id: crate::ReceiptId,
+    /// 1 for a child of a run a client started, one more at each delegation below.
+    pub depth: u32,
 }
 
 /// Tool ids to the version a run calls.

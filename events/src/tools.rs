@@ -69,6 +69,8 @@ pub enum ToolKind {
     Http,
     /// The API client runs it and submits the output.
     Client,
+    /// Baton starts a child run of another agent and waits for its answer.
+    Delegate,
 }
 
 /// About to call a tool: committed before the call is made.
@@ -120,6 +122,9 @@ pub struct ToolResult {
     /// request was sent for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempts: Option<u32>,
+    /// For a `delegate` tool: the run the call started, whose answer the output is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegated_run: Option<crate::RunId>,
 }
 
 /// An intent without a result that must not be repeated blindly: the run waits in

@@ -64,6 +64,7 @@ fn created(tenant: TenantId, agent: AgentId) -> NewEvent {
         title: None,
         metadata: Default::default(),
         tool_versions: Default::default(),
+        parent: None,
     });
     NewEvent::new(e, meta(tenant))
 }

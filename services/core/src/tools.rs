@@ -73,12 +73,7 @@ impl Tools {
     pub async fn create(&self, p: &Principal, new: NewTool) -> Result<Tool, CoreError> {
         p.require(Action::ManageTools)?;
         validate(&new)?;
-        if let ToolKindSpec::Http { url, .. } = &new.kind {
-            let url = validate::http_url("kind.url", url)?;
-            self.egress
-                .check_definition(p.tenant, "kind.url", &url)
-                .await?;
-        }
+        let new = self.check_kind(p, new).await?;
         let now = self.clock.now();
         let tool = Tool {
             id: ToolId::new(),
@@ -119,12 +114,7 @@ impl Tools {
     pub async fn update(&self, p: &Principal, id: ToolId, new: NewTool) -> Result<Tool, CoreError> {
         p.require(Action::ManageTools)?;
         validate(&new)?;
-        if let ToolKindSpec::Http { url, .. } = &new.kind {
-            let url = validate::http_url("kind.url", url)?;
-            self.egress
-                .check_definition(p.tenant, "kind.url", &url)
-                .await?;
-        }
+        let new = self.check_kind(p, new).await?;
         let current = self.get(p, id).await?;
         if current.archived_at.is_some() {
             return Err(archived(id));
@@ -225,6 +215,36 @@ impl Tools {
             // Restored or deleted since it was read.
             false => Err(CoreError::Conflict),
         }
+    }
+
+    /// What the kind reaches: an `http` tool's URL passes the egress policy and the
+    /// tenant's allowlist; a `delegate` tool's agent is the tenant's and not archived,
+    /// and its calls are idempotent (the call's receipt id is the child run's
+    /// `request_id`, so a call run again finds the run it started).
+    async fn check_kind(&self, p: &Principal, mut new: NewTool) -> Result<NewTool, CoreError> {
+        match &new.kind {
+            ToolKindSpec::Http { url, .. } => {
+                let url = validate::http_url("kind.url", url)?;
+                self.egress
+                    .check_definition(p.tenant, "kind.url", &url)
+                    .await?;
+            }
+            ToolKindSpec::Delegate { agent_id } => {
+                match self.agents.get_agent(p.tenant, *agent_id).await? {
+                    None => {
+                        return Err(CoreError::invalid(format!(
+                            "kind.agent_id: no agent {agent_id}"
+                        )));
+                    }
+                    Some(a) if a.archived_at.is_some() => {
+                        return Err(crate::agents::archived(*agent_id));
+                    }
+                    Some(_) => new.idempotent = true,
+                }
+            }
+            ToolKindSpec::Client => {}
+        }
+        Ok(new)
     }
 
     /// The tenant's agents, archived or not, whose current version names tool `id` (an
@@ -346,7 +366,7 @@ fn validate(new: &NewTool) -> Result<(), CoreError> {
             validate::http_url("kind.url", url)?;
             check_headers(secret_headers)
         }
-        ToolKindSpec::Client => Ok(()),
+        ToolKindSpec::Client | ToolKindSpec::Delegate { .. } => Ok(()),
     }
 }
 

@@ -95,6 +95,7 @@ async fn world(lossy: bool) -> World {
         title: None,
         metadata: Default::default(),
         tool_versions: Default::default(),
+        parent: None,
     });
     let w = World {
         runs,

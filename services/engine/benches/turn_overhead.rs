@@ -108,6 +108,7 @@ impl Bench {
                     .expect("the client"),
                 allowlists: Arc::new(store.clone()),
                 audit: Arc::new(store.clone()),
+                delegator: Default::default(),
             },
             EngineOptions::new("bench"),
         );

@@ -134,6 +134,7 @@ pub(crate) fn turn_requested() -> Vec<RunEvent> {
             title: None,
             metadata: Default::default(),
             tool_versions: Default::default(),
+            parent: None,
         }),
         RunEvent::MessageAppended(MessageAppended {
             message_id: message,
@@ -199,6 +200,7 @@ pub(crate) fn result_of(intent: &ToolIntent) -> ToolResult {
         truncated: false,
         from_client: intent.kind == baton_events::ToolKind::Client,
         attempts: None,
+        delegated_run: None,
     }
 }
 

@@ -18,6 +18,7 @@ mod calls;
 mod checkpoint;
 mod cluster;
 mod decide;
+mod delegate;
 mod driver;
 #[cfg(test)]
 mod given;

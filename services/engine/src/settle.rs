@@ -109,6 +109,7 @@ pub(crate) fn settle(
                 truncated: false,
                 from_client: false,
                 attempts: None,
+                delegated_run: None,
             })),
         }
     }

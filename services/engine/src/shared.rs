@@ -64,6 +64,9 @@ pub struct EnginePorts {
     pub allowlists: Arc<dyn EgressAllowlistStore>,
     /// Where refused outbound calls are recorded.
     pub audit: Arc<dyn AuditStore>,
+    /// Starts the child runs of `delegate` tool calls (filled once the run use cases,
+    /// which drive runs through this engine, exist).
+    pub delegator: baton_core::ports::DelegatorSlot,
 }
 
 pub(crate) struct Shared {

@@ -99,6 +99,9 @@ pub(crate) struct RunState {
     /// The tool versions the run keeps, from its `run.created`.
     #[serde(default)]
     pub tool_versions: ToolVersions,
+    /// How deep in a chain of delegations the run is: 0 for a run a client started.
+    #[serde(default)]
+    pub depth: u32,
 }
 
 /// A message waiting in the run's queue.
@@ -132,7 +135,10 @@ impl RunState {
 
     fn apply(&mut self, event: &RunEvent, at: DateTime<Utc>) {
         match event {
-            RunEvent::RunCreated(c) => self.tool_versions = c.tool_versions.clone(),
+            RunEvent::RunCreated(c) => {
+                self.tool_versions = c.tool_versions.clone();
+                self.depth = c.parent.map_or(0, |p| p.depth);
+            }
             RunEvent::MessageAppended(m) => {
                 let role = match m.role {
                     MessageRole::User => ChatRole::User,
@@ -215,7 +221,9 @@ impl RunState {
                     let first = matches!(c.state, CallState::New | CallState::Approved);
                     c.receipt = Some(i.receipt_id);
                     c.state = match i.kind {
-                        ToolKind::Http => CallState::Running(Box::new(i.clone())),
+                        ToolKind::Http | ToolKind::Delegate => {
+                            CallState::Running(Box::new(i.clone()))
+                        }
                         ToolKind::Client => CallState::AwaitingClient,
                     };
                     self.tool_calls += u32::from(first);

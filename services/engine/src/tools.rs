@@ -167,6 +167,7 @@ fn result_of(intent: &ToolIntent, o: CallOutcome) -> ToolResult {
         truncated: o.truncated,
         from_client: false,
         attempts: Some(o.sent),
+        delegated_run: None,
     }
 }
 

@@ -20,9 +20,10 @@ use baton_core::invitations::Invitations;
 use baton_core::members::Members;
 use baton_core::model::Tenant;
 use baton_core::ports::{
-    AgentStore, ApiKeyStore, AuditStore, CheckpointStore, Clock, EgressAllowlistStore, EventBus,
-    EventLog, InvitationStore, LeaseStore, RetentionStore, RunReader, SealedStore, SecretStore,
-    StatsStore, SystemClock, TenantStore, ToolStore, UserStore,
+    AgentStore, ApiKeyStore, AuditStore, CheckpointStore, Clock, DelegatorSlot,
+    EgressAllowlistStore, EventBus, EventLog, InvitationStore, LeaseStore, RetentionStore,
+    RunReader, SealedStore, SecretStore, StatsStore, SystemClock, TenantStore, ToolStore,
+    UserStore,
 };
 use baton_core::retention::Retention;
 use baton_core::runs::{Checkpoints, Recorder, Runs};
@@ -493,6 +494,7 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
         },
         clock: Arc::new(SystemClock),
         replica,
+        delegator: DelegatorSlot::default(),
     };
     let engine = wiring.engine();
     engine.start().await.context("starting the engine")?;
@@ -510,6 +512,8 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
         shutdown.clone(),
         tasks.clone(),
     )?;
+    // The run use cases start the children of `delegate` calls, driven by this engine.
+    wiring.delegator.set(Arc::new(state.runs.clone()));
     // Every replica offers to run the retention job; its lease lets one at a time.
     tasks.spawn(wiring.retention().run(shutdown.clone()));
     let router = baton_api::router(state, metrics_route(&stores));
@@ -559,6 +563,8 @@ struct Wiring<'a> {
     recorder: Recorder,
     clock: Arc<dyn Clock>,
     replica: String,
+    /// The engine's way to start delegated runs, filled with the run use cases.
+    delegator: DelegatorSlot,
 }
 
 impl Wiring<'_> {
@@ -613,6 +619,7 @@ impl Wiring<'_> {
                 egress: self.egress_client.clone(),
                 allowlists: stores.egress_allowlists.clone(),
                 audit: stores.audit.clone(),
+                delegator: self.delegator.clone(),
             },
             EngineOptions {
                 replica: self.replica.clone(),

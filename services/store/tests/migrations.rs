@@ -37,6 +37,7 @@ async fn smoke<S: RunReader + EventLog + TenantStore>(s: &S) {
         title: None,
         metadata: Default::default(),
         tool_versions: Default::default(),
+        parent: None,
     });
     let req = AppendRequest {
         run,

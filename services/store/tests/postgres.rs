@@ -250,6 +250,7 @@ async fn reads_cancelled_at_any_point_leave_no_connection_in_a_transaction() {
             title: None,
             metadata: Default::default(),
             tool_versions: Default::default(),
+            parent: None,
         });
         AppendRequest::new(
             run,

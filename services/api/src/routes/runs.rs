@@ -99,6 +99,9 @@ pub struct RunListQuery {
     /// Only runs of this agent.
     #[param(value_type = Option<AgentId>)]
     pub agent_id: Option<String>,
+    /// Only runs a `delegate` tool call of this run started (its children).
+    #[param(value_type = Option<RunId>)]
+    pub parent_run_id: Option<String>,
     /// Only runs whose title contains this (1 to 200 characters), ignoring case.
     #[param(min_length = 1, max_length = 200)]
     pub q: Option<String>,
@@ -198,8 +201,21 @@ pub async fn list(
             })
         })
         .transpose()?;
+    let parent = q
+        .parent_run_id
+        .as_deref()
+        .map(|r| {
+            r.parse::<RunId>().map_err(|_| {
+                ApiError::new(
+                    Code::InvalidQuery,
+                    format!("parent_run_id {r:?} is not a UUID"),
+                )
+            })
+        })
+        .transpose()?;
     let filter = RunFilter {
         agent,
+        parent,
         status,
         metadata: metadata_filters(raw.as_deref().unwrap_or_default())?,
         title_contains: q.q,

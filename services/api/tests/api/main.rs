@@ -5,6 +5,7 @@
 
 mod admin;
 mod auth;
+mod delegation;
 mod deletion;
 mod egress;
 mod errors;

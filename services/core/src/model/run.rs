@@ -125,6 +125,10 @@ pub struct RunSummary {
     pub pending_actions: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<ErrorInfo>,
+    /// The run whose `delegate` tool call started this one; absent for runs a client
+    /// started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_run_id: Option<RunId>,
     /// How the last turn that ended, ended; absent before any did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_turn_outcome: Option<TurnEnd>,
@@ -201,6 +205,7 @@ impl RunSummary {
             interrupt_requested: false,
             created_at: at,
             updated_at: at,
+            parent_run_id: None,
         }
     }
 
@@ -223,6 +228,7 @@ impl RunSummary {
                 self.agent_version = e.agent_version;
                 self.title = e.title.clone();
                 self.metadata = e.metadata.clone();
+                self.parent_run_id = e.parent.map(|p| p.run_id);
                 self.status = RunStatus::Waiting;
                 self.created_at = at;
             }

@@ -20,6 +20,7 @@ fn created() -> RunEvent {
         title: Some("t".into()),
         metadata: Default::default(),
         tool_versions: Default::default(),
+        parent: None,
     })
 }
 

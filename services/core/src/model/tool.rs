@@ -60,6 +60,14 @@ pub enum ToolKindSpec {
     /// The run waits in `requires_action` until the API client submits the output.
     #[schema(title = "ClientToolKind")]
     Client,
+    /// Baton starts a run of `agent_id` (of the same tenant) with the call's `message`
+    /// argument as its first message (the arguments as JSON when there is none) and
+    /// waits for its answer: that run's last reply, in full, is the output.
+    #[schema(title = "DelegateToolKind")]
+    Delegate {
+        #[schema(value_type = String, format = Uuid)]
+        agent_id: baton_events::AgentId,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -75,6 +83,7 @@ impl Tool {
         match self.kind {
             ToolKindSpec::Http { .. } => baton_events::ToolKind::Http,
             ToolKindSpec::Client => baton_events::ToolKind::Client,
+            ToolKindSpec::Delegate { .. } => baton_events::ToolKind::Delegate,
         }
     }
 

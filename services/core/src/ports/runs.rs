@@ -31,6 +31,8 @@ pub struct RunListQuery {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RunFilter {
     pub agent: Option<AgentId>,
+    /// Runs a `delegate` tool call of this run started.
+    pub parent: Option<RunId>,
     pub status: Option<RunStatus>,
     /// Every pair must be one of the run's labels.
     pub metadata: Vec<(String, String)>,
@@ -54,6 +56,7 @@ impl RunFilter {
     pub fn matches(&self, run: &RunSummary) -> bool {
         let title = run.title.as_deref().map(fold_title);
         self.agent.is_none_or(|a| run.agent_id == a)
+            && self.parent.is_none_or(|p| run.parent_run_id == Some(p))
             && self.status.is_none_or(|s| run.status == s)
             && self
                 .metadata

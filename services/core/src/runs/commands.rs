@@ -24,8 +24,8 @@ use crate::ports::{
 };
 use crate::validate;
 use baton_events::{
-    Envelope, EventMeta, MessageId, MessageRole, NewEvent, RunCreated, RunEvent, RunId, RunUpdated,
-    TenantId, ToolVersions,
+    Envelope, EventMeta, MessageId, MessageRole, NewEvent, ParentRun, RunCreated, RunEvent, RunId,
+    RunUpdated, TenantId, ToolVersions,
 };
 use serde::Deserialize;
 use std::sync::Arc;
@@ -67,6 +67,16 @@ impl Runs {
 
     #[tracing::instrument(name = "runs.create_run", skip_all)]
     pub async fn create_run(&self, p: &Principal, cmd: CreateRun) -> Result<CreatedRun, CoreError> {
+        self.create_run_under(p, cmd, None).await
+    }
+
+    /// Creates a run, the child of `parent`'s delegate call when given.
+    pub(super) async fn create_run_under(
+        &self,
+        p: &Principal,
+        cmd: CreateRun,
+        parent: Option<ParentRun>,
+    ) -> Result<CreatedRun, CoreError> {
         p.require(Action::CreateRuns)?;
         validate::request_id(cmd.request_id.as_deref(), MAX_REQUEST_ID_CHARS)?;
         if let Some(title) = &cmd.title {
@@ -105,6 +115,7 @@ impl Runs {
                 title: cmd.title.clone(),
                 metadata: cmd.metadata.clone(),
                 tool_versions,
+                parent,
             }),
             meta.clone(),
         )];
@@ -331,7 +342,10 @@ impl Runs {
         for _ in 0..MAX_ATTEMPTS {
             let run = self.load(p.tenant, run_id).await?;
             let (events, busy) = match decide::cancel(&run, reason.as_deref())? {
-                decide::Cancel::Unchanged => return Ok(run),
+                decide::Cancel::Unchanged => {
+                    self.cancel_children(p, run_id).await;
+                    return Ok(run);
+                }
                 decide::Cancel::Append { events, wake } => (events, wake),
             };
             let events = with_meta(events, &meta(&self.replica, p, None));
@@ -341,6 +355,7 @@ impl Runs {
                     if busy {
                         self.driver.wake(p.tenant, run_id);
                     }
+                    self.cancel_children(p, run_id).await;
                     return Ok(*run);
                 }
                 Ok(AppendOutcome::Duplicate(_)) => {
@@ -351,6 +366,35 @@ impl Runs {
             }
         }
         Err(CoreError::Conflict)
+    }
+
+    /// Cancels the runs `run_id`'s `delegate` calls started that have not ended (and so
+    /// theirs, in turn): a parent waiting on a child then gets its answer, "cancelled",
+    /// and ends. A child that cannot be cancelled now is logged and left: a cancel of
+    /// the parent asked again tries again.
+    async fn cancel_children(&self, p: &Principal, run_id: RunId) {
+        let filter = RunFilter {
+            parent: Some(run_id),
+            ..RunFilter::default()
+        };
+        let query = RunListQuery {
+            filter,
+            before: None,
+            limit: crate::page::MAX_LIMIT,
+        };
+        let children = match self.store().list_runs(p.tenant, &query).await {
+            Ok(children) => children,
+            Err(e) => {
+                tracing::warn!(run = %run_id, error = %e, "could not list the run's delegated runs to cancel them");
+                return;
+            }
+        };
+        for child in children.iter().filter(|c| !c.status.is_terminal()) {
+            let reason = Some(format!("its parent run {run_id} was cancelled"));
+            if let Err(e) = Box::pin(self.cancel_run(p, child.id, reason)).await {
+                tracing::warn!(run = %run_id, child = %child.id, error = %e, "could not cancel a delegated run");
+            }
+        }
     }
 
     /// Changes the run's title and metadata (a merge patch), in any status (a finished

@@ -194,6 +194,7 @@ pub fn submit_tool_outputs(
             truncated: false,
             from_client: true,
             attempts: None,
+            delegated_run: None,
         }));
         touched.push(r.clone());
     }

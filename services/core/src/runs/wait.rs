@@ -59,6 +59,32 @@ impl Runs {
         turn: i64,
         resync: Duration,
     ) -> Result<TurnResult, CoreError> {
+        self.wait_until(p, message, turn, resync, settles).await
+    }
+
+    /// Waits until `turn`, asked for by `message`, ends: as [`Runs::wait_turn`], but a turn
+    /// that waits on someone (an approval, a client's output) waits on. Never returns on
+    /// its own while the turn runs: the caller bounds it.
+    pub(super) async fn wait_answer(
+        &self,
+        p: &Principal,
+        message: &Message,
+        turn: i64,
+        resync: Duration,
+    ) -> Result<TurnResult, CoreError> {
+        let ends =
+            |e: &RunEvent, turn| settles(e, turn).filter(|o| *o != TurnOutcome::RequiresAction);
+        self.wait_until(p, message, turn, resync, ends).await
+    }
+
+    async fn wait_until(
+        &self,
+        p: &Principal,
+        message: &Message,
+        turn: i64,
+        resync: Duration,
+        settles: impl Fn(&RunEvent, i64) -> Option<TurnOutcome>,
+    ) -> Result<TurnResult, CoreError> {
         let watched = self
             .watch(p, message.run_id, message.version, resync, |e| {
                 settles(e, turn)

@@ -1,7 +1,7 @@
 //! Read batching: the calls of one model step run in the model's order, but
-//! independent reads run together. An `http` read that needs no approval takes along
-//! the new calls right after it that are `http` reads needing no approval and pass
-//! their checks, up to the turn's call limit; anything else runs alone. No I/O.
+//! independent reads and delegations run together. An `http` read or a `delegate` call
+//! that needs no approval takes along the new calls right after it that are like it
+//! and pass their checks, up to the turn's call limit; anything else runs alone. No I/O.
 
 use super::check::check_call;
 use crate::agent::TurnContext;
@@ -18,13 +18,13 @@ pub(crate) fn batch(
     tool: &Tool,
 ) -> Vec<(Call, Tool)> {
     let mut batch = vec![(state.calls[i].clone(), tool.clone())];
-    if !is_plain_read(tool) {
+    if !runs_alongside(tool) {
         return batch;
     }
     for next in &state.calls[i + 1..] {
         let limit_left = state.tool_calls + (batch.len() as u32) < ctx.agent.limits.max_tool_calls;
         match check_call(ctx, state.tool_calls, next, true) {
-            Ok(t) if limit_left && next.state == CallState::New && is_plain_read(t) => {
+            Ok(t) if limit_left && next.state == CallState::New && runs_alongside(t) => {
                 batch.push((next.clone(), t.clone()));
             }
             _ => break,
@@ -33,9 +33,13 @@ pub(crate) fn batch(
     batch
 }
 
-/// An `http` read that needs no approval: it may run alongside others like it.
-fn is_plain_read(tool: &Tool) -> bool {
-    tool.effect == ToolEffect::Read
-        && !tool.requires_approval
-        && matches!(tool.kind, ToolKindSpec::Http { .. })
+/// An `http` read, or a delegation (each starts a run of its own), that needs no
+/// approval: it may run alongside others like it.
+fn runs_alongside(tool: &Tool) -> bool {
+    !tool.requires_approval
+        && match tool.kind {
+            ToolKindSpec::Http { .. } => tool.effect == ToolEffect::Read,
+            ToolKindSpec::Delegate { .. } => true,
+            ToolKindSpec::Client => false,
+        }
 }

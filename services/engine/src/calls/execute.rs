@@ -5,6 +5,7 @@
 
 use super::recovery::{self, Recovery};
 use crate::agent::TurnContext;
+use crate::delegate;
 use crate::interrupt::Interrupts;
 use crate::outcome::{Next, StepError};
 use crate::settle;
@@ -18,6 +19,7 @@ use baton_events::{
     ApprovalId, ApprovalRequested, ErrorInfo, ReceiptId, RunEvent, ToolCallRequest, ToolIntent,
     ToolOutcome, ToolResult, ToolUncertain,
 };
+use futures::future::BoxFuture;
 
 /// One step's calls of the run, carried out on its stream.
 pub(crate) struct Calls<'a> {
@@ -29,7 +31,7 @@ pub(crate) struct Calls<'a> {
     pub(crate) egress: &'a TenantEgress,
 }
 
-impl Calls<'_> {
+impl<'a> Calls<'a> {
     /// Asks a member to approve `call` of `tool` before it runs.
     pub(crate) async fn ask_approval(
         &mut self,
@@ -100,6 +102,7 @@ impl Calls<'_> {
             truncated: false,
             from_client: false,
             attempts: None,
+            delegated_run: None,
         });
         self.stream.append(self.run, vec![result], None).await
     }
@@ -166,16 +169,32 @@ impl Calls<'_> {
         let Some(after_intents) = self.stream.commit(self.run.version, intents, None).await? else {
             return Ok(Next::Continue);
         };
-        let egress = self.egress;
         let calls = planned
             .iter()
-            .map(|p| tools::call(egress, p, p.tool.safe_to_repeat()));
+            .map(|p| self.call(p, p.tool.safe_to_repeat()));
         let all = futures::future::join_all(calls);
         let called: Vec<Called> = match self.waits.interruptible_by_cancel(all).await {
             Some(called) => called,
             None => return settle::cancel(self.stream, &after_intents).await,
         };
         self.record(&after_intents, &planned, called).await
+    }
+
+    /// Makes planned call `p` (`retry`: it is safe to repeat): a `delegate` tool starts
+    /// its child run and waits for it; an `http` tool is called through the egress
+    /// client.
+    fn call<'p>(&self, p: &'p Planned, retry: bool) -> BoxFuture<'p, Called>
+    where
+        'a: 'p,
+    {
+        match p.tool.kind {
+            ToolKindSpec::Delegate { .. } => {
+                let shared = self.stream.shared.clone();
+                let (tenant, run, depth) = (self.run.tenant, self.run.id, self.stream.state.depth);
+                Box::pin(async move { delegate::call(&shared, tenant, run, depth, p).await })
+            }
+            _ => Box::pin(tools::call(self.egress, p, retry)),
+        }
     }
 
     /// Records what calls came to on the stream (read at `after`): results, and the
@@ -207,7 +226,7 @@ impl Calls<'_> {
 
     /// Runs again a call whose intent is already recorded, and records its result.
     async fn rerun(&mut self, p: Planned) -> Result<Next, StepError> {
-        let call = tools::call(self.egress, &p, true);
+        let call = self.call(&p, true);
         let Some(called) = self.waits.interruptible_by_cancel(call).await else {
             return settle::cancel(self.stream, self.run).await;
         };
@@ -233,7 +252,7 @@ impl Calls<'_> {
 async fn audit_refused_tool_call(shared: &Shared, run: &RunSummary, p: &Planned, refusal: &str) {
     let url = match &p.tool.kind {
         ToolKindSpec::Http { url, .. } => Some(url.as_str()),
-        ToolKindSpec::Client => None,
+        ToolKindSpec::Client | ToolKindSpec::Delegate { .. } => None,
     };
     let details = serde_json::json!({
         "tool": p.tool.name,

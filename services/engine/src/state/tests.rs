@@ -109,6 +109,7 @@ fn engine_result(receipt: ReceiptId, tool: &Tool, outcome: ToolOutcome) -> RunEv
         truncated: false,
         from_client: false,
         attempts: None,
+        delegated_run: None,
     })
 }
 

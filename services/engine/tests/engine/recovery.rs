@@ -154,6 +154,7 @@ async fn write_as_dead_replica(
             truncated: false,
             from_client: false,
             attempts: None,
+            delegated_run: None,
         }));
     }
     let version = w.get(run).await.version;

@@ -38,6 +38,7 @@ pub fn ports(store: &SqliteStore, recorder: &Recorder) -> EnginePorts {
         egress: baton_egress::Egress::new(EgressPolicy::local()).expect("the client"),
         allowlists: Arc::new(store.clone()),
         audit: Arc::new(store.clone()),
+        delegator: Default::default(),
     }
 }
 

@@ -158,7 +158,7 @@ async fn write<B: Backend>(
                 "INSERT INTO runs (",
                 run_columns!(),
                 ", title_folded) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, \
-                 $13, $14, $15, $16, $17, $18, $19, $20)"
+                 $13, $14, $15, $16, $17, $18, $19, $20, $21)"
             )),
             &plan.summary,
         )
@@ -185,8 +185,8 @@ async fn write<B: Backend>(
                  pending_actions = $11, last_error = $12, created_at = $13, \
                  updated_at = $14, metadata = $15, last_turn_outcome = $16, \
                  failed_turns = $17, queued_messages = $18, interrupt_requested = $19, \
-                 title_folded = $20 \
-                 WHERE id = $1 AND tenant_id = $2 AND version = $21",
+                 parent_run_id = $20, title_folded = $21 \
+                 WHERE id = $1 AND tenant_id = $2 AND version = $22",
             ),
             &plan.summary,
         )

@@ -81,6 +81,9 @@ impl<B: Backend> RunReader for Store<B> {
         if let Some(agent) = f.agent {
             q.push(" AND agent_id = ").push_bind(agent.as_uuid());
         }
+        if let Some(parent) = f.parent {
+            q.push(" AND parent_run_id = ").push_bind(parent.as_uuid());
+        }
         if let Some(status) = f.status {
             q.push(" AND status = ").push_bind(status.as_str());
         }

@@ -18,7 +18,8 @@ macro_rules! run_columns {
     () => {
         "id, tenant_id, agent_id, agent_version, title, status, version, message_count, \
          turn_count, cancel_requested, pending_actions, last_error, created_at, updated_at, \
-         metadata, last_turn_outcome, failed_turns, queued_messages, interrupt_requested"
+         metadata, last_turn_outcome, failed_turns, queued_messages, interrupt_requested, \
+         parent_run_id"
     };
 }
 pub(crate) use run_columns;
@@ -44,6 +45,7 @@ pub(crate) struct RunRow {
     pub failed_turns: i64,
     pub queued_messages: i64,
     pub interrupt_requested: bool,
+    pub parent_run_id: Option<Uuid>,
 }
 
 impl TryFrom<RunRow> for RunSummary {
@@ -77,13 +79,14 @@ impl TryFrom<RunRow> for RunSummary {
             failed_turns: r.failed_turns,
             queued_messages: r.queued_messages,
             interrupt_requested: r.interrupt_requested,
+            parent_run_id: r.parent_run_id.map(Into::into),
             created_at: r.created_at,
             updated_at: r.updated_at,
         })
     }
 }
 
-/// Binds `s` as the next 20 parameters of `q`: the 19 of `run_columns!()` in order, then
+/// Binds `s` as the next 21 parameters of `q`: the 20 of `run_columns!()` in order, then
 /// `title_folded` (the title as the search compares it, written never read).
 pub(crate) fn bind_run<B: Backend>(q: Query<B>, s: &RunSummary) -> Query<B> {
     q.bind(s.id.as_uuid())
@@ -105,6 +108,7 @@ pub(crate) fn bind_run<B: Backend>(q: Query<B>, s: &RunSummary) -> Query<B> {
         .bind(s.failed_turns)
         .bind(s.queued_messages)
         .bind(s.interrupt_requested)
+        .bind(s.parent_run_id.map(|p| p.as_uuid()))
         .bind(s.title.as_deref().map(fold_title))
 }
 

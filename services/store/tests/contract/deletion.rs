@@ -55,6 +55,7 @@ async fn full_run<S: Store>(s: &S, t: TenantId, request_id: &str) -> (RunId, i64
         truncated: false,
         from_client: false,
         attempts: None,
+        delegated_run: None,
     };
     let turn = vec![
         event(t, RunEvent::TurnStarted(TurnStarted { turn: 1 })),

@@ -93,6 +93,7 @@ impl Call {
             truncated: false,
             from_client,
             attempts: None,
+            delegated_run: None,
         };
         event(self.tenant, RunEvent::ToolResult(e))
     }

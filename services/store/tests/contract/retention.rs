@@ -43,6 +43,7 @@ async fn run_at<S: Store>(
             title: None,
             metadata: Default::default(),
             tool_versions: Default::default(),
+            parent: None,
         }),
     );
     let mut events = vec![

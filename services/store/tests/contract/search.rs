@@ -151,6 +151,7 @@ pub async fn list_runs_answers_exactly_the_runs_each_filter_matches<S: Store>(s:
                 title: title.clone(),
                 metadata: metadata.clone(),
                 tool_versions: Default::default(),
+                parent: None,
             }),
         );
         let mut req = request(run, 0, vec![created]);

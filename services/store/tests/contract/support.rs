@@ -387,6 +387,7 @@ pub fn created(tenant: TenantId) -> NewEvent {
             title: Some("a run".into()),
             metadata: Default::default(),
             tool_versions: Default::default(),
+            parent: None,
         }),
     )
 }

@@ -122,6 +122,7 @@ impl TestApp {
             bus: recorder.bus.clone(),
             replica: "api-tests".into(),
         };
+        let delegator = baton_core::ports::DelegatorSlot::default();
         let engine = Engine::new(
             EnginePorts {
                 runs: db.clone(),
@@ -136,6 +137,7 @@ impl TestApp {
                 egress: baton_egress::Egress::new(egress.clone()).expect("the client"),
                 allowlists: db.clone(),
                 audit: db.clone(),
+                delegator: delegator.clone(),
             },
             EngineOptions::new("api-tests"),
         );
@@ -234,6 +236,7 @@ impl TestApp {
             shutdown: CancellationToken::new(),
             tasks,
         };
+        delegator.set(Arc::new(state.runs.clone()));
         let app = TestApp {
             router: baton_api::router(state, Router::new()),
             store,

@@ -42,6 +42,7 @@ fn created() -> RunEvent {
         title: None,
         metadata: Default::default(),
         tool_versions: Default::default(),
+        parent: None,
     })
 }
 

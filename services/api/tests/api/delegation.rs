@@ -1,0 +1,229 @@
+//! `delegate` tools: a run's call starts a child run of another agent and answers with the
+//! child's whole reply; the child names its parent and is listed under it; cancelling the
+//! parent cancels the child it waits on; a chain of delegations stops at its depth limit.
+
+use crate::support::{Tenant, TestApp, assert_problem, scripted_agent};
+use serde_json::{Value, json};
+
+/// A delegate tool named `name` starting runs of `agent`.
+async fn delegate_tool(app: &TestApp, t: &Tenant, name: &str, agent: &str) -> String {
+    let body = json!({"name": name, "effect": "read", "timeout_ms": 60_000,
+        "input_schema": {"type": "object", "properties": {"message": {"type": "string"}}},
+        "kind": {"kind": "delegate", "agent_id": agent}});
+    app.post("/v1/tools", &t.owner, body)
+        .await
+        .expect_status(201)
+        .str("/id")
+}
+
+/// An agent with `tools` whose model answers call N with `replies[N]`.
+async fn agent_with(app: &TestApp, t: &Tenant, replies: Value, tools: &[&str]) -> String {
+    let mut spec = scripted_agent(replies);
+    spec["tools"] = json!(tools);
+    app.post("/v1/agents", &t.owner, spec)
+        .await
+        .expect_status(201)
+        .str("/id")
+}
+
+/// The runs `parent` started.
+async fn children(app: &TestApp, t: &Tenant, parent: &str) -> Vec<Value> {
+    app.get(&format!("/v1/runs?parent_run_id={parent}"), &t.owner)
+        .await
+        .expect_status(200)
+        .items()
+        .to_vec()
+}
+
+#[tokio::test]
+async fn a_delegate_call_answers_with_the_childs_whole_reply() {
+    let (app, t) = TestApp::with_tenant().await;
+    // Longer than an http tool's output cap: a delegation's answer is not cut there.
+    let long = "The report. ".repeat(10_000);
+    let writer = app.agent(&t.owner, json!([{"content": long}])).await;
+    let tool = delegate_tool(&app, &t, "ask_writer", &writer).await;
+    let read = app.get(&format!("/v1/tools/{tool}"), &t.owner).await;
+    assert_eq!(
+        read.expect_status(200).body["idempotent"],
+        true,
+        "a delegation is"
+    );
+    let lead = agent_with(
+        &app,
+        &t,
+        json!([
+            {"tool_calls": [{"name": "ask_writer", "arguments": {"message": "write it"}}]},
+            {"content": "done"}
+        ]),
+        &[&tool],
+    )
+    .await;
+    let created = app
+        .run_waiting(&t.owner, &lead, "go", 10)
+        .await
+        .expect_status(201);
+    assert_eq!(
+        created.body["result"]["outcome"], "completed",
+        "{}",
+        created.text
+    );
+    let parent = created.str("/run/id");
+
+    let receipts = app
+        .get(&format!("/v1/runs/{parent}/receipts"), &t.owner)
+        .await
+        .expect_status(200);
+    let receipt = &receipts.items()[0];
+    assert_eq!(receipt["state"], "ok", "{receipt}");
+    assert!(
+        receipt["output"] == long.as_str(),
+        "the whole reply, {} bytes",
+        long.len()
+    );
+
+    // Linked both ways: the parent's result names the child, the child its parent.
+    let kids = children(&app, &t, &parent).await;
+    assert_eq!(kids.len(), 1, "{kids:?}");
+    let child = kids[0]["id"].as_str().expect("an id").to_string();
+    assert_eq!(kids[0]["parent_run_id"], parent.as_str());
+    assert_eq!(kids[0]["agent_id"], writer.as_str());
+    let events = app
+        .get(&format!("/v1/runs/{parent}/events"), &t.owner)
+        .await
+        .expect_status(200);
+    let result = events.body["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .find(|e| e["type"] == "tool.result")
+        .cloned()
+        .expect("a tool.result");
+    assert_eq!(result["data"]["delegated_run"], child.as_str(), "{result}");
+    let messages = app
+        .get(&format!("/v1/runs/{child}/messages"), &t.owner)
+        .await
+        .expect_status(200);
+    assert_eq!(messages.items()[0]["content"], "write it");
+    let created_event = app
+        .get(&format!("/v1/runs/{child}/events?limit=1"), &t.owner)
+        .await
+        .expect_status(200);
+    let link = &created_event.body["events"][0]["data"]["parent"];
+    assert_eq!(link["run_id"], parent.as_str(), "{link}");
+    assert_eq!(link["depth"], 1, "{link}");
+    assert_eq!(link["receipt_id"], receipt["id"], "{link}");
+}
+
+#[tokio::test]
+async fn cancelling_a_parent_cancels_the_child_it_waits_on() {
+    let (app, t) = TestApp::with_tenant().await;
+    let slow = app
+        .agent(&t.owner, json!([{"content": "late", "delay_ms": 60_000}]))
+        .await;
+    let tool = delegate_tool(&app, &t, "ask_slow", &slow).await;
+    let lead = agent_with(
+        &app,
+        &t,
+        json!([{"tool_calls": [{"name": "ask_slow", "arguments": {"message": "take your time"}}]}]),
+        &[&tool],
+    )
+    .await;
+    let parent = app.run(&t.owner, &lead, Some("go")).await;
+    let deadline = tokio::time::Instant::now() + crate::support::DEADLINE;
+    let child = loop {
+        if let Some(c) = children(&app, &t, &parent).await.first()
+            && c["status"] == "running"
+        {
+            break c["id"].as_str().expect("an id").to_string();
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no child ran");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    app.post(&format!("/v1/runs/{parent}/cancel"), &t.owner, json!({}))
+        .await
+        .expect_status(200);
+    // The child was cancelled with the parent (its turn would take a minute).
+    app.wait_run(&t.owner, &child, "cancelled").await;
+    app.wait_run(&t.owner, &parent, "cancelled").await;
+    // Another tenant sees no child under the run.
+    let other = app.tenant().await;
+    let theirs = app
+        .get(&format!("/v1/runs?parent_run_id={parent}"), &other.owner)
+        .await
+        .expect_status(200);
+    assert!(theirs.items().is_empty(), "{}", theirs.text);
+    let bad = app.get("/v1/runs?parent_run_id=not-a-run", &t.owner).await;
+    assert_problem(&bad, 400, "invalid_query");
+}
+
+#[tokio::test]
+async fn a_chain_of_delegations_stops_at_its_depth_limit() {
+    let (app, t) = TestApp::with_tenant().await;
+    // An agent that delegates to itself: each run's first model call delegates again.
+    let tool_body = |agent: &str| {
+        json!({"name": "ask_again", "effect": "read", "timeout_ms": 60_000,
+            "input_schema": {"type": "object"},
+            "kind": {"kind": "delegate", "agent_id": agent}})
+    };
+    let placeholder = app.agent(&t.owner, json!([{"content": "x"}])).await;
+    let tool = app
+        .post("/v1/tools", &t.owner, tool_body(&placeholder))
+        .await
+        .expect_status(201)
+        .str("/id");
+    let looping = agent_with(
+        &app,
+        &t,
+        json!([
+            {"tool_calls": [{"name": "ask_again", "arguments": {"message": "deeper"}}]},
+            {"content": "bottom reached"}
+        ]),
+        &[&tool],
+    )
+    .await;
+    app.put(&format!("/v1/tools/{tool}"), &t.owner, tool_body(&looping))
+        .await
+        .expect_status(200);
+
+    let created = app
+        .run_waiting(&t.owner, &looping, "go", 10)
+        .await
+        .expect_status(201);
+    assert_eq!(
+        created.body["result"]["outcome"], "completed",
+        "{}",
+        created.text
+    );
+    // Runs at depths 1, 2 and 3 below the first; the third's call was refused.
+    let mut run = created.str("/run/id");
+    for depth in 1..=3 {
+        let kids = children(&app, &t, &run).await;
+        assert_eq!(kids.len(), 1, "depth {depth}: {kids:?}");
+        run = kids[0]["id"].as_str().expect("an id").to_string();
+    }
+    assert!(children(&app, &t, &run).await.is_empty(), "nothing deeper");
+    let receipts = app
+        .get(&format!("/v1/runs/{run}/receipts"), &t.owner)
+        .await
+        .expect_status(200);
+    let refused = &receipts.items()[0];
+    assert_eq!(refused["error"]["code"], "delegation_refused", "{refused}");
+    assert!(
+        refused["output"]
+            .as_str()
+            .is_some_and(|o| o.contains("at most 3 runs deep")),
+        "{refused}"
+    );
+}
+
+#[tokio::test]
+async fn a_delegate_tool_names_an_agent_of_its_tenant() {
+    let (app, t) = TestApp::with_tenant().await;
+    let other = app.tenant().await;
+    let theirs = app.agent(&other.owner, json!([{"content": "x"}])).await;
+    let body = json!({"name": "ask_them", "effect": "read", "input_schema": {"type": "object"},
+        "kind": {"kind": "delegate", "agent_id": theirs}});
+    let r = app.post("/v1/tools", &t.owner, body).await;
+    let detail = assert_problem(&r, 400, "invalid_request");
+    assert!(detail.contains("kind.agent_id"), "{detail}");
+}
