@@ -7,12 +7,14 @@
 //! ([`traces`]) one turn's trace across the replica that took its message and the one
 //! that drove it, and ([`queue`]) queued messages across a SIGKILL of the owner and a
 //! `wait` answered by a replica that does not drive the run; ([`retention`]) the retention
-//! job on two replicas deleting each expired run once.
+//! job on two replicas deleting each expired run once; ([`delegation`]) a SIGKILL of a
+//! run's owner while a `delegate` call waits on its child.
 //! Needs Postgres (`BATON_TEST_DATABASE_URL`), NATS (`BATON_TEST_NATS_URL`) and, for the
 //! private NATS, `nats-server`.
 
 mod adoption;
 mod credentials;
+mod delegation;
 mod fencing;
 mod handoff;
 mod nats;
