@@ -53,6 +53,34 @@ fn archived(id: ToolId) -> CoreError {
     ))
 }
 
+impl NewTool {
+    /// The tool this definition makes: `version` of tool `id`, written `at`.
+    fn into_tool(
+        self,
+        id: ToolId,
+        tenant: baton_events::TenantId,
+        version: i64,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> Tool {
+        Tool {
+            id,
+            tenant,
+            name: self.name,
+            description: self.description,
+            input_schema: self.input_schema,
+            effect: self.effect,
+            idempotent: self.idempotent,
+            requires_approval: self.requires_approval,
+            timeout_ms: self.timeout_ms,
+            kind: self.kind,
+            version,
+            created_at: at,
+            updated_at: at,
+            archived_at: None,
+        }
+    }
+}
+
 fn default_timeout() -> u64 {
     DEFAULT_TIMEOUT_MS
 }
@@ -75,22 +103,7 @@ impl Tools {
         validate(&new)?;
         let new = self.check_kind(p, new).await?;
         let now = self.clock.now();
-        let tool = Tool {
-            id: ToolId::new(),
-            tenant: p.tenant,
-            name: new.name,
-            description: new.description,
-            input_schema: new.input_schema,
-            effect: new.effect,
-            idempotent: new.idempotent,
-            requires_approval: new.requires_approval,
-            timeout_ms: new.timeout_ms,
-            kind: new.kind,
-            version: 1,
-            created_at: now,
-            updated_at: now,
-            archived_at: None,
-        };
+        let tool = new.into_tool(ToolId::new(), p.tenant, 1, now);
         let audit = AuditEntry::by(
             p,
             now,
@@ -120,17 +133,8 @@ impl Tools {
             return Err(archived(id));
         }
         let tool = Tool {
-            name: new.name,
-            description: new.description,
-            input_schema: new.input_schema,
-            effect: new.effect,
-            idempotent: new.idempotent,
-            requires_approval: new.requires_approval,
-            timeout_ms: new.timeout_ms,
-            kind: new.kind,
-            version: current.version + 1,
-            updated_at: self.clock.now(),
-            ..current
+            created_at: current.created_at,
+            ..new.into_tool(id, p.tenant, current.version + 1, self.clock.now())
         };
         let audit = AuditEntry::by(
             p,

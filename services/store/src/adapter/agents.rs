@@ -108,17 +108,16 @@ impl<B: Backend> AgentStore for Store<B> {
         .execute(&mut change.tx)
         .await?;
         if updated != 1 {
-            let actual: Option<(i64,)> =
-                Query::new("SELECT version FROM agents WHERE tenant_id = $1 AND id = $2")
-                    .bind(tenant.as_uuid())
-                    .bind(agent.id.as_uuid())
-                    .fetch_optional(&mut change.tx)
-                    .await?;
+            let refusal = version_refusal(
+                &mut change.tx,
+                "SELECT version FROM agents WHERE tenant_id = $1 AND id = $2",
+                tenant,
+                agent.id.as_uuid(),
+                expected,
+            )
+            .await?;
             change.rollback().await;
-            return Err(match actual {
-                Some((actual,)) => StoreError::Conflict { expected, actual },
-                None => StoreError::NotFound,
-            });
+            return Err(refusal);
         }
         keep_version(&mut change.tx, tenant, agent.id).await?;
         change.commit().await
@@ -192,26 +191,17 @@ impl<B: Backend> AgentStore for Store<B> {
         id: AgentId,
         audit: &AuditEntry,
     ) -> Result<bool> {
-        let mut change = self.audited(tenant, audit).await?;
-        let deleted = Query::new(
+        self.delete_with_versions(
+            tenant,
             "DELETE FROM agents WHERE tenant_id = $1 AND id = $2 AND archived_at IS NOT NULL \
              AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.tenant_id = $1 \
                AND runs.agent_id = $2 \
                AND runs.status NOT IN ('completed', 'failed', 'cancelled'))",
+            "DELETE FROM agent_versions WHERE tenant_id = $1 AND agent_id = $2",
+            id.as_uuid(),
+            audit,
         )
-        .bind(tenant.as_uuid())
-        .bind(id.as_uuid())
-        .execute(&mut change.tx)
-        .await?;
-        if deleted == 1 {
-            Query::new("DELETE FROM agent_versions WHERE tenant_id = $1 AND agent_id = $2")
-                .bind(tenant.as_uuid())
-                .bind(id.as_uuid())
-                .execute(&mut change.tx)
-                .await?;
-        }
-        change.commit_if(deleted == 1).await?;
-        Ok(deleted == 1)
+        .await
     }
 
     /// Writes nothing (and no audit entry) when the agent is already as asked.
@@ -226,6 +216,58 @@ impl<B: Backend> AgentStore for Store<B> {
         self.set_archived(tenant, ARCHIVE_AGENT, id.as_uuid(), archived_at, audit)
             .await?;
         self.get_agent(tenant, id).await
+    }
+}
+
+/// Why an update of row `id` at `expected` (its version) changed nothing: `select` (`$1`
+/// the tenant, `$2` the id) reads the version it is at, a `Conflict`, or finds no row,
+/// `NotFound`.
+pub(crate) async fn version_refusal<B: Backend>(
+    tx: &mut Transaction<'static, B>,
+    select: &'static str,
+    tenant: TenantId,
+    id: uuid::Uuid,
+    expected: i64,
+) -> Result<StoreError> {
+    let actual: Option<(i64,)> = Query::new(select)
+        .bind(tenant.as_uuid())
+        .bind(id)
+        .fetch_optional(tx)
+        .await?;
+    Ok(match actual {
+        Some((actual,)) => StoreError::Conflict { expected, actual },
+        None => StoreError::NotFound,
+    })
+}
+
+impl<B: Backend> Store<B> {
+    /// Deletes row `id` of the tenant with `delete` (`$1` the tenant, `$2` the id; its
+    /// conditions decide), then, if it went, every version of it with `versions`, with
+    /// `audit`, in one transaction: whether it went.
+    pub(crate) async fn delete_with_versions(
+        &self,
+        tenant: TenantId,
+        delete: &'static str,
+        versions: &'static str,
+        id: uuid::Uuid,
+        audit: &AuditEntry,
+    ) -> Result<bool> {
+        let mut change = self.audited(tenant, audit).await?;
+        let deleted = Query::new(delete)
+            .bind(tenant.as_uuid())
+            .bind(id)
+            .execute(&mut change.tx)
+            .await?
+            == 1;
+        if deleted {
+            Query::new(versions)
+                .bind(tenant.as_uuid())
+                .bind(id)
+                .execute(&mut change.tx)
+                .await?;
+        }
+        change.commit_if(deleted).await?;
+        Ok(deleted)
     }
 }
 

@@ -11,7 +11,6 @@ use crate::query::Query;
 use crate::rows::tools::{ToolRow, tool_columns, tool_json, tool_version_columns};
 use crate::store::Store;
 use async_trait::async_trait;
-use baton_core::StoreError;
 use baton_core::model::{AuditEntry, Tool};
 use baton_core::ports::ToolStore;
 use baton_events::{TenantId, ToolId};
@@ -79,26 +78,18 @@ impl<B: Backend> ToolStore for Store<B> {
         .bind(tool.id.as_uuid())
         .bind(expected)
         .execute(&mut change.tx)
-        .await;
-        let updated = match updated {
-            Ok(n) => n,
-            Err(e) => {
-                change.rollback().await;
-                return Err(e);
-            }
-        };
+        .await?;
         if updated != 1 {
-            let actual: Option<(i64,)> =
-                Query::new("SELECT version FROM tools WHERE tenant_id = $1 AND id = $2")
-                    .bind(tenant.as_uuid())
-                    .bind(tool.id.as_uuid())
-                    .fetch_optional(&mut change.tx)
-                    .await?;
+            let refusal = super::agents::version_refusal(
+                &mut change.tx,
+                "SELECT version FROM tools WHERE tenant_id = $1 AND id = $2",
+                tenant,
+                tool.id.as_uuid(),
+                expected,
+            )
+            .await?;
             change.rollback().await;
-            return Err(match actual {
-                Some((actual,)) => StoreError::Conflict { expected, actual },
-                None => StoreError::NotFound,
-            });
+            return Err(refusal);
         }
         keep_version(&mut change.tx, tenant, tool.id).await?;
         change.commit().await
@@ -139,23 +130,14 @@ impl<B: Backend> ToolStore for Store<B> {
     /// with the audit entry.
     #[tracing::instrument(name = "store.delete_tool", skip_all)]
     async fn delete_tool(&self, tenant: TenantId, id: ToolId, audit: &AuditEntry) -> Result<bool> {
-        let mut change = self.audited(tenant, audit).await?;
-        let deleted = Query::new(
+        self.delete_with_versions(
+            tenant,
             "DELETE FROM tools WHERE tenant_id = $1 AND id = $2 AND archived_at IS NOT NULL",
+            "DELETE FROM tool_versions WHERE tenant_id = $1 AND tool_id = $2",
+            id.as_uuid(),
+            audit,
         )
-        .bind(tenant.as_uuid())
-        .bind(id.as_uuid())
-        .execute(&mut change.tx)
-        .await?;
-        if deleted == 1 {
-            Query::new("DELETE FROM tool_versions WHERE tenant_id = $1 AND tool_id = $2")
-                .bind(tenant.as_uuid())
-                .bind(id.as_uuid())
-                .execute(&mut change.tx)
-                .await?;
-        }
-        change.commit_if(deleted == 1).await?;
-        Ok(deleted == 1)
+        .await
     }
 
     #[tracing::instrument(name = "store.list_tools", skip_all)]
