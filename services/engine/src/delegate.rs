@@ -6,6 +6,7 @@
 
 use crate::shared::Shared;
 use crate::tools::{Called, Planned};
+use baton_core::CoreError;
 use baton_core::model::ToolKindSpec;
 use baton_core::ports::Delegation;
 use baton_events::{ErrorInfo, RunId, TenantId, ToolOutcome, ToolResult};
@@ -13,6 +14,8 @@ use std::time::{Duration, Instant};
 
 /// An answer beyond this many bytes is cut, with a note saying so.
 pub const MAX_ANSWER_BYTES: usize = 1024 * 1024;
+/// A pause before waiting again for an answer after the store or bus was away.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// Runs the delegation `p` of run `parent` (at `depth`, the parent's) and returns its
 /// result.
@@ -89,21 +92,36 @@ async fn delegate(
         message,
         depth: depth + 1,
     };
+    let child = match delegator.start(&d).await {
+        Ok(child) => child,
+        Err(e) => return Err(("delegation_refused", e.to_string(), None)),
+    };
+    let run = child.run;
     let timeout = Duration::from_millis(p.tool.timeout_ms);
-    match tokio::time::timeout(timeout, delegator.delegate(d)).await {
+    let answer = async {
+        loop {
+            match delegator.answer(&child).await {
+                // The store or the bus is briefly away: wait on, within the timeout.
+                Err(CoreError::Unavailable(why)) => {
+                    tracing::debug!(child = %run, %why, "waiting for a delegated run's answer again");
+                    tokio::time::sleep(RETRY_AFTER).await;
+                }
+                other => return other,
+            }
+        }
+    };
+    match tokio::time::timeout(timeout, answer).await {
         Err(_) => Err((
             "timeout",
             format!(
-                "the delegated run did not answer within {} ms; it goes on",
+                "the delegated run {run} did not answer within {} ms; it goes on",
                 p.tool.timeout_ms
             ),
-            None,
+            Some(run),
         )),
-        Ok(Err(e)) => Err(("delegation_refused", e.to_string(), None)),
-        Ok(Ok(done)) => match done.answer {
-            Ok(text) => Ok((done.child, text)),
-            Err(why) => Err(("delegated_run_failed", why, Some(done.child))),
-        },
+        Ok(Err(e)) => Err(("delegated_run_failed", e.to_string(), Some(run))),
+        Ok(Ok(Ok(text))) => Ok((run, text)),
+        Ok(Ok(Err(why))) => Err(("delegated_run_failed", why, Some(run))),
     }
 }
 

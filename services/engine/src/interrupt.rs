@@ -1,7 +1,9 @@
 //! Waiting on a model or tool call while staying responsive: a wake-up of the driver
 //! checks for a pending cancel, which ends the wait at once; a pending interrupt and the
-//! shutdown end a model call's wait but never a tool call's (a call cut short would leave
-//! its mutation uncertain: the turn is interrupted once its calls are recorded).
+//! shutdown end a model call's wait but not a tool call's (a call cut short would leave
+//! its mutation uncertain: the turn is interrupted once its calls are recorded), except
+//! that the shutdown ends the wait on calls that are all safe to run again when one of
+//! them is a delegation (which may wait on its child for minutes).
 
 use crate::shared::Shared;
 use baton_core::{RunId, TenantId};
@@ -45,7 +47,18 @@ impl Interrupts {
     /// Awaits `work` (a model call) unless a cancel, an interrupt or the shutdown comes
     /// first; a wake-up for anything else lets it go on.
     pub(crate) async fn interruptible<T>(&self, work: impl Future<Output = T>) -> Interrupted<T> {
-        self.until(work, true).await
+        self.until(work, true, true).await
+    }
+
+    /// Awaits `work` (tool calls that are all safe to run again, delegations among them)
+    /// unless a cancel or the shutdown comes first: a replica shutting down hands the run
+    /// off with their intents recorded, and the next driver runs them again (a delegation
+    /// finds the child it started). An interrupt waits for them, as for any tool call.
+    pub(crate) async fn interruptible_by_cancel_or_shutdown<T>(
+        &self,
+        work: impl Future<Output = T>,
+    ) -> Interrupted<T> {
+        self.until(work, false, true).await
     }
 
     /// Awaits `work` (tool calls) unless a cancel comes first (`None`). Shutdown waits
@@ -54,24 +67,28 @@ impl Interrupts {
         &self,
         work: impl Future<Output = T>,
     ) -> Option<T> {
-        match self.until(work, false).await {
+        match self.until(work, false, false).await {
             Interrupted::Done(out) => Some(out),
             Interrupted::Cancel | Interrupted::Interrupt | Interrupted::Shutdown => None,
         }
     }
 
-    /// Awaits `work` unless a cancel comes first, or an interrupt or the shutdown when
-    /// `model_call`.
-    async fn until<T>(&self, work: impl Future<Output = T>, model_call: bool) -> Interrupted<T> {
+    /// Awaits `work` unless a cancel comes first, or an interrupt (`on_interrupt`) or the
+    /// shutdown (`on_shutdown`).
+    async fn until<T>(
+        &self,
+        work: impl Future<Output = T>,
+        on_interrupt: bool,
+        on_shutdown: bool,
+    ) -> Interrupted<T> {
         tokio::pin!(work);
-        let on_shutdown = model_call;
         loop {
             tokio::select! {
                 out = &mut work => return Interrupted::Done(out),
                 () = self.notify.notified() => {
                     match self.pending().await {
                         Pending::Cancel => return Interrupted::Cancel,
-                        Pending::Interrupt if model_call => return Interrupted::Interrupt,
+                        Pending::Interrupt if on_interrupt => return Interrupted::Interrupt,
                         Pending::Interrupt | Pending::Nothing => {}
                     }
                 }

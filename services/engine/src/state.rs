@@ -102,6 +102,9 @@ pub(crate) struct RunState {
     /// How deep in a chain of delegations the run is: 0 for a run a client started.
     #[serde(default)]
     pub depth: u32,
+    /// `delegate` calls the run made, in all its turns (each starts a child run).
+    #[serde(default)]
+    pub delegations: u32,
 }
 
 /// A message waiting in the run's queue.
@@ -227,6 +230,9 @@ impl RunState {
                         ToolKind::Client => CallState::AwaitingClient,
                     };
                     self.tool_calls += u32::from(first);
+                    if i.kind == ToolKind::Delegate {
+                        self.delegations += u32::from(first);
+                    }
                 }
             }
             RunEvent::ToolResult(r) => {

@@ -497,6 +497,9 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
         delegator: DelegatorSlot::default(),
     };
     let engine = wiring.engine();
+    // The run use cases start the children of `delegate` calls, driven by this engine:
+    // in place before the engine adopts a run whose delegation it must run again.
+    wiring.delegator.set(Arc::new(wiring.runs(&engine)));
     engine.start().await.context("starting the engine")?;
     let shutdown = CancellationToken::new();
     let tasks = TaskTracker::new();
@@ -512,8 +515,6 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
         shutdown.clone(),
         tasks.clone(),
     )?;
-    // The run use cases start the children of `delegate` calls, driven by this engine.
-    wiring.delegator.set(Arc::new(state.runs.clone()));
     // Every replica offers to run the retention job; its lease lets one at a time.
     tasks.spawn(wiring.retention().run(shutdown.clone()));
     let router = baton_api::router(state, metrics_route(&stores));
@@ -584,6 +585,19 @@ impl Wiring<'_> {
         }
     }
 
+    /// The run use cases, driving runs through `engine`.
+    fn runs(&self, engine: &Engine) -> Runs {
+        Runs {
+            reader: self.stores.runs.clone(),
+            recorder: self.recorder.clone(),
+            replica: self.replica.clone(),
+            agents: self.stores.agents.clone(),
+            tools: self.stores.tools.clone(),
+            driver: Arc::new(engine.clone()),
+            clock: self.clock.clone(),
+        }
+    }
+
     /// The retention use cases and job, on this replica.
     fn retention(&self) -> Retention {
         Retention {
@@ -642,15 +656,7 @@ impl Wiring<'_> {
     ) -> anyhow::Result<AppState> {
         let (config, stores, clock) = (self.config, self.stores, &self.clock);
         Ok(AppState {
-            runs: Runs {
-                reader: stores.runs.clone(),
-                recorder: self.recorder.clone(),
-                replica: self.replica.clone(),
-                agents: stores.agents.clone(),
-                tools: stores.tools.clone(),
-                driver: Arc::new(engine.clone()),
-                clock: clock.clone(),
-            },
+            runs: self.runs(engine),
             agents: Agents {
                 store: stores.agents.clone(),
                 tools: stores.tools.clone(),

@@ -227,3 +227,94 @@ async fn a_delegate_tool_names_an_agent_of_its_tenant() {
     let detail = assert_problem(&r, 400, "invalid_request");
     assert!(detail.contains("kind.agent_id"), "{detail}");
 }
+
+#[tokio::test]
+async fn one_run_starts_at_most_twenty_children_even_in_one_step() {
+    let (app, t) = TestApp::with_tenant().await;
+    let helper = app.agent(&t.owner, json!([{"content": "ok"}])).await;
+    let tool = delegate_tool(&app, &t, "ask", &helper).await;
+    let calls: Vec<Value> = (0..21)
+        .map(|i| json!({"name": "ask", "arguments": {"message": format!("part {i}")}}))
+        .collect();
+    let lead = agent_with(
+        &app,
+        &t,
+        json!([{"tool_calls": calls}, {"content": "done"}]),
+        &[&tool],
+    )
+    .await;
+    let created = app
+        .run_waiting(&t.owner, &lead, "go", 10)
+        .await
+        .expect_status(201);
+    assert_eq!(
+        created.body["result"]["outcome"], "completed",
+        "{}",
+        created.text
+    );
+    let parent = created.str("/run/id");
+    let path = format!("/v1/runs?parent_run_id={parent}&limit=100");
+    let kids = app.get(&path, &t.owner).await.expect_status(200);
+    assert_eq!(kids.items().len(), 20, "{}", kids.text);
+    let receipts = app
+        .get(&format!("/v1/runs/{parent}/receipts?limit=100"), &t.owner)
+        .await
+        .expect_status(200);
+    let refused: Vec<&Value> = receipts
+        .items()
+        .iter()
+        .filter(|r| r["error"]["code"] == "delegation_refused")
+        .collect();
+    assert_eq!(refused.len(), 1, "{}", receipts.text);
+    assert!(
+        refused[0]["output"]
+            .as_str()
+            .is_some_and(|o| o.contains("at most 20 runs")),
+        "{}",
+        refused[0]
+    );
+}
+
+#[tokio::test]
+async fn a_delegation_that_times_out_names_the_child_that_goes_on() {
+    let (app, t) = TestApp::with_tenant().await;
+    let slow = app
+        .agent(&t.owner, json!([{"content": "late", "delay_ms": 60_000}]))
+        .await;
+    let body = json!({"name": "ask_slow", "effect": "read", "timeout_ms": 300,
+        "input_schema": {"type": "object"},
+        "kind": {"kind": "delegate", "agent_id": slow}});
+    let tool = app
+        .post("/v1/tools", &t.owner, body)
+        .await
+        .expect_status(201)
+        .str("/id");
+    let lead = agent_with(
+        &app,
+        &t,
+        json!([{"tool_calls": [{"name": "ask_slow", "arguments": {}}]}, {"content": "moved on"}]),
+        &[&tool],
+    )
+    .await;
+    let created = app
+        .run_waiting(&t.owner, &lead, "go", 10)
+        .await
+        .expect_status(201);
+    let parent = created.str("/run/id");
+    let kids = children(&app, &t, &parent).await;
+    assert_eq!(kids.len(), 1, "{kids:?}");
+    assert_eq!(kids[0]["status"], "running", "the child goes on");
+    let events = app
+        .get(&format!("/v1/runs/{parent}/events"), &t.owner)
+        .await
+        .expect_status(200);
+    let result = events.body["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .find(|e| e["type"] == "tool.result")
+        .cloned()
+        .expect("a tool.result");
+    assert_eq!(result["data"]["error"]["code"], "timeout", "{result}");
+    assert_eq!(result["data"]["delegated_run"], kids[0]["id"], "{result}");
+}

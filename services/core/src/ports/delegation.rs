@@ -22,20 +22,25 @@ pub struct Delegation {
     pub depth: u32,
 }
 
-/// What a delegation came to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Delegated {
-    pub child: RunId,
-    /// How the child's turn ended: `completed` with its reply, or why there is none.
-    pub answer: Result<String, String>,
+/// A delegation's child run, as started (or found again).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Child {
+    pub tenant: TenantId,
+    pub run: RunId,
+    /// Its first message, whose turn answers.
+    pub message: crate::model::Message,
 }
 
-/// Starts (or finds) a delegation's child run and waits for its answer: until its turn
-/// completes, fails or the run ends (a turn waiting on a member waits on). Never returns
-/// on its own while the child works: the caller bounds it.
+/// Starts (or finds) a delegation's child run, and waits for its answer.
 #[async_trait]
 pub trait Delegator: Send + Sync {
-    async fn delegate(&self, d: Delegation) -> Result<Delegated, CoreError>;
+    /// Starts the child of `d`, or finds the one a run of the same call started.
+    async fn start(&self, d: &Delegation) -> Result<Child, CoreError>;
+
+    /// Waits until the child's first turn completes (its reply), fails or the run ends
+    /// (why there is no reply); a turn waiting on a member waits on. Never returns on its
+    /// own while the child works: the caller bounds it.
+    async fn answer(&self, child: &Child) -> Result<Result<String, String>, CoreError>;
 }
 
 /// A delegator given after the engine is built (the run use cases that answer need the

@@ -31,7 +31,7 @@ pub use audit::{AuditQuery, AuditStore};
 pub use bus::{Control, ControlMessage, EventBus, RunDriver, Subscription};
 pub use checkpoints::{CheckpointStore, StoredCheckpoint};
 pub use clock::{Clock, SystemClock};
-pub use delegation::{Delegated, Delegation, Delegator, DelegatorSlot};
+pub use delegation::{Child, Delegation, Delegator, DelegatorSlot};
 pub use egress_allowlists::EgressAllowlistStore;
 pub use invitations::{Decided, InvitationStore};
 pub use leases::{ClaimedRun, HeldLease, LeaseStore};

@@ -1,7 +1,8 @@
 //! Delegation, the run use cases' side: a `delegate` tool call of a parent run starts a
 //! child run of another agent of the tenant, with the call's receipt id as its
-//! `request_id` (a call run again after a crash finds its child and starts none), and
-//! waits until the child's first turn ends; its reply, in full, is the answer.
+//! `request_id` (`delegate:<receipt>`: a call run again after a crash finds its child and
+//! starts none), and waits until the child's first turn ends; its reply, in full, is the
+//! answer.
 //!
 //! Bounds: a chain of delegations is at most [`MAX_DEPTH`] runs below the one a client
 //! started, and one run starts at most [`MAX_CHILDREN`]. A cancel of a parent cancels its
@@ -11,7 +12,7 @@ use super::commands::Runs;
 use super::requests::{CreateRun, TurnOutcome};
 use crate::error::CoreError;
 use crate::model::{Principal, Role};
-use crate::ports::{Delegated, Delegation, Delegator, RunFilter, RunListQuery};
+use crate::ports::{Child, Delegation, Delegator, RunFilter, RunListQuery};
 use async_trait::async_trait;
 use baton_events::ParentRun;
 use std::time::Duration;
@@ -26,21 +27,15 @@ const RESYNC: Duration = Duration::from_secs(2);
 #[async_trait]
 impl Delegator for Runs {
     #[tracing::instrument(name = "runs.delegate", skip_all, fields(parent = %d.parent))]
-    async fn delegate(&self, d: Delegation) -> Result<Delegated, CoreError> {
+    async fn start(&self, d: &Delegation) -> Result<Child, CoreError> {
         if d.depth > MAX_DEPTH {
             return Err(CoreError::invalid(format!(
                 "delegation goes at most {MAX_DEPTH} runs deep; this run is {} deep already",
                 d.depth - 1
             )));
         }
-        // The parent's call acts in its tenant, as a member may.
-        let p = Principal {
-            tenant: d.tenant,
-            role: Role::Member,
-            actor: format!("run:{}", d.parent),
-            source: None,
-        };
-        let request_id = d.receipt.to_string();
+        let p = principal(d.tenant, d.parent);
+        let request_id = request_id(d);
         let again = self
             .reader
             .find_idempotency(d.tenant, &request_id)
@@ -53,7 +48,7 @@ impl Delegator for Runs {
             agent_id: d.agent,
             title: None,
             metadata: Default::default(),
-            message: Some(d.message),
+            message: Some(d.message.clone()),
             request_id: Some(request_id),
         };
         let parent = ParentRun {
@@ -62,32 +57,67 @@ impl Delegator for Runs {
             depth: d.depth,
         };
         let created = self.create_run_under(&p, cmd, Some(parent)).await?;
-        let child = created.run.id;
+        let run = created.run.id;
         let Some(message) = created.message else {
             return Err(CoreError::Internal(format!(
-                "delegated run {child} was created without its message"
+                "delegated run {run} was created without its message"
             )));
         };
-        let ended = self.wait_answer(&p, &message, 1, RESYNC).await?;
-        let answer = match ended.outcome {
+        // A cancel of the parent that listed its children just before this one was
+        // created would miss it: look at the parent after the creation, and cancel the
+        // child if the parent is ending (one of the two always sees the other).
+        let parent_run = self.reader.get_run(d.tenant, d.parent).await?;
+        if parent_run.is_none_or(|r| r.cancel_requested || r.status.is_terminal()) {
+            let why = Some(format!("its parent run {} was cancelled", d.parent));
+            if let Err(e) = self.cancel_run(&p, run, why).await {
+                tracing::warn!(child = %run, error = %e, "could not cancel a delegated run");
+            }
+        }
+        Ok(Child {
+            tenant: d.tenant,
+            run,
+            message,
+        })
+    }
+
+    #[tracing::instrument(name = "runs.delegation_answer", skip_all, fields(child = %child.run))]
+    async fn answer(&self, child: &Child) -> Result<Result<String, String>, CoreError> {
+        let p = principal(child.tenant, child.run);
+        let ended = self.wait_answer(&p, &child.message, 1, RESYNC).await?;
+        let run = child.run;
+        Ok(match ended.outcome {
             TurnOutcome::Completed => Ok(ended.reply.map(|m| m.content).unwrap_or_default()),
             TurnOutcome::Failed => Err(format!(
-                "the delegated run {child} failed: {}",
+                "the delegated run {run} failed: {}",
                 ended
                     .run
                     .last_error
                     .map_or_else(|| "no reason given".to_string(), |e| e.message)
             )),
-            TurnOutcome::Cancelled => Err(format!("the delegated run {child} was cancelled")),
+            TurnOutcome::Cancelled => Err(format!("the delegated run {run} was cancelled")),
             TurnOutcome::Interrupted => Err(format!(
-                "the delegated run {child}'s turn was interrupted by a message of a member"
+                "the delegated run {run}'s turn was interrupted by a message of a member"
             )),
             TurnOutcome::RequiresAction => {
-                Err(format!("the delegated run {child} waits for a member"))
+                Err(format!("the delegated run {run} waits for a member"))
             }
-        };
-        Ok(Delegated { child, answer })
+        })
     }
+}
+
+/// A delegation acts in its run's tenant as a member may, named after the run.
+fn principal(tenant: baton_events::TenantId, run: baton_events::RunId) -> Principal {
+    Principal {
+        tenant,
+        role: Role::Member,
+        actor: format!("run:{run}"),
+        source: None,
+    }
+}
+
+/// The child's `request_id`: the call's receipt, apart from clients' ids.
+fn request_id(d: &Delegation) -> String {
+    format!("delegate:{}", d.receipt)
 }
 
 impl Runs {

@@ -21,9 +21,18 @@ pub(crate) fn batch(
     if !runs_alongside(tool) {
         return batch;
     }
+    let delegating = |b: &[(Call, Tool)]| b.iter().filter(|(_, t)| is_delegate(t)).count() as u32;
     for next in &state.calls[i + 1..] {
         let limit_left = state.tool_calls + (batch.len() as u32) < ctx.agent.limits.max_tool_calls;
         match check_call(ctx, state.tool_calls, next, true) {
+            // A run starts at most MAX_CHILDREN runs: the delegations of one batch count
+            // together (each checks the children already there, none of each other's).
+            Ok(t)
+                if is_delegate(t)
+                    && state.delegations + delegating(&batch) >= baton_core::runs::MAX_CHILDREN =>
+            {
+                break;
+            }
             Ok(t) if limit_left && next.state == CallState::New && runs_alongside(t) => {
                 batch.push((next.clone(), t.clone()));
             }
@@ -31,6 +40,10 @@ pub(crate) fn batch(
         }
     }
     batch
+}
+
+fn is_delegate(tool: &Tool) -> bool {
+    matches!(tool.kind, ToolKindSpec::Delegate { .. })
 }
 
 /// An `http` read, or a delegation (each starts a run of its own), that needs no

@@ -6,7 +6,7 @@
 use super::recovery::{self, Recovery};
 use crate::agent::TurnContext;
 use crate::delegate;
-use crate::interrupt::Interrupts;
+use crate::interrupt::{Interrupted, Interrupts};
 use crate::outcome::{Next, StepError};
 use crate::settle;
 use crate::shared::Shared;
@@ -173,9 +173,19 @@ impl<'a> Calls<'a> {
             .iter()
             .map(|p| self.call(p, p.tool.safe_to_repeat()));
         let all = futures::future::join_all(calls);
-        let called: Vec<Called> = match self.waits.interruptible_by_cancel(all).await {
-            Some(called) => called,
-            None => return settle::cancel(self.stream, &after_intents).await,
+        let called: Vec<Called> = if may_hand_off(&planned) {
+            match self.waits.interruptible_by_cancel_or_shutdown(all).await {
+                Interrupted::Done(called) => called,
+                Interrupted::Cancel => return settle::cancel(self.stream, &after_intents).await,
+                // Shutting down: the run is handed off, and its next driver runs the
+                // calls again (a delegation finds its child).
+                Interrupted::Interrupt | Interrupted::Shutdown => return Ok(Next::Continue),
+            }
+        } else {
+            match self.waits.interruptible_by_cancel(all).await {
+                Some(called) => called,
+                None => return settle::cancel(self.stream, &after_intents).await,
+            }
         };
         self.record(&after_intents, &planned, called).await
     }
@@ -227,8 +237,17 @@ impl<'a> Calls<'a> {
     /// Runs again a call whose intent is already recorded, and records its result.
     async fn rerun(&mut self, p: Planned) -> Result<Next, StepError> {
         let call = self.call(&p, true);
-        let Some(called) = self.waits.interruptible_by_cancel(call).await else {
-            return settle::cancel(self.stream, self.run).await;
+        let called = if may_hand_off(std::slice::from_ref(&p)) {
+            match self.waits.interruptible_by_cancel_or_shutdown(call).await {
+                Interrupted::Done(called) => called,
+                Interrupted::Cancel => return settle::cancel(self.stream, self.run).await,
+                Interrupted::Interrupt | Interrupted::Shutdown => return Ok(Next::Continue),
+            }
+        } else {
+            let Some(called) = self.waits.interruptible_by_cancel(call).await else {
+                return settle::cancel(self.stream, self.run).await;
+            };
+            called
         };
         let run = self.run.clone();
         self.record(&run, std::slice::from_ref(&p), vec![called])
@@ -246,6 +265,16 @@ impl<'a> Calls<'a> {
         });
         self.stream.append(self.run, vec![held], None).await
     }
+}
+
+/// Whether a replica shutting down may stop waiting on `planned` and hand the run off:
+/// they include a delegation (which may wait on its child for minutes) and are all safe
+/// to run again.
+fn may_hand_off(planned: &[Planned]) -> bool {
+    planned
+        .iter()
+        .any(|p| matches!(p.tool.kind, ToolKindSpec::Delegate { .. }))
+        && planned.iter().all(|p| p.tool.safe_to_repeat())
 }
 
 /// Records that the egress policy refused a tool call of the run.

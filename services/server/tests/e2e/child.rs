@@ -66,6 +66,24 @@ impl DebugServer {
         Self { base, log, child }
     }
 
+    /// Sends SIGTERM and waits for the server to exit (at most `within`); how long it
+    /// took, `None` if it was still running then.
+    pub async fn terminate(&mut self, within: std::time::Duration) -> Option<std::time::Duration> {
+        let started = std::time::Instant::now();
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.0.id().to_string()])
+            .status()
+            .expect("kill -TERM");
+        assert!(sent.success(), "kill -TERM: {sent}");
+        while started.elapsed() < within {
+            if self.child.0.try_wait().expect("wait").is_some() {
+                return Some(started.elapsed());
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        None
+    }
+
     /// Stops the server and returns everything it printed.
     pub fn stop_and_read_log(&mut self) -> String {
         self.child.stop();
