@@ -318,3 +318,50 @@ async fn a_delegation_that_times_out_names_the_child_that_goes_on() {
     assert_eq!(result["data"]["error"]["code"], "timeout", "{result}");
     assert_eq!(result["data"]["delegated_run"], kids[0]["id"], "{result}");
 }
+
+#[tokio::test]
+async fn delegations_of_one_step_run_together() {
+    let (app, t) = TestApp::with_tenant().await;
+    let helper = app
+        .agent(&t.owner, json!([{"content": "ok", "delay_ms": 1_500}]))
+        .await;
+    let tool = delegate_tool(&app, &t, "ask", &helper).await;
+    let calls: Vec<Value> = ["one", "two"]
+        .iter()
+        .map(|m| json!({"name": "ask", "arguments": {"message": m}}))
+        .collect();
+    let lead = agent_with(
+        &app,
+        &t,
+        json!([{"tool_calls": calls}, {"content": "done"}]),
+        &[&tool],
+    )
+    .await;
+    let created = app
+        .run_waiting(&t.owner, &lead, "go", 10)
+        .await
+        .expect_status(201);
+    assert_eq!(
+        created.body["result"]["outcome"], "completed",
+        "{}",
+        created.text
+    );
+    let parent = created.str("/run/id");
+    let kids = children(&app, &t, &parent).await;
+    assert_eq!(kids.len(), 2, "{kids:?}");
+    // Each child answered 1.5 s after it started: had they run one after the other, the
+    // second would have been created 1.5 s or more after the first.
+    let at = |k: &Value, field: &str| {
+        chrono::DateTime::parse_from_rfc3339(k[field].as_str().expect("a time")).expect("a time")
+    };
+    let (first, second) = if at(&kids[0], "created_at") <= at(&kids[1], "created_at") {
+        (&kids[0], &kids[1])
+    } else {
+        (&kids[1], &kids[0])
+    };
+    let apart = at(second, "created_at") - at(first, "created_at");
+    assert!(
+        apart < chrono::TimeDelta::seconds(1),
+        "the second child started {apart} after the first: {kids:?}"
+    );
+}
