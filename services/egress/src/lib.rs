@@ -13,7 +13,7 @@
 
 mod mask;
 
-pub use mask::Mask;
+pub use mask::{Mask, cut};
 
 use baton_core::egress::{Denied, EgressPolicy, HostRule};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};

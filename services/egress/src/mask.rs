@@ -40,17 +40,21 @@ impl Mask {
     /// `text` masked, then cut to at most `max` bytes on a character boundary; and
     /// whether it was cut.
     pub fn apply_and_cut(&self, text: &str, max: usize) -> (String, bool) {
-        let mut masked = self.apply(text);
-        if masked.len() <= max {
-            return (masked, false);
-        }
-        let mut end = max;
-        while !masked.is_char_boundary(end) {
-            end -= 1;
-        }
-        masked.truncate(end);
-        (masked, true)
+        cut(self.apply(text), max)
     }
+}
+
+/// `text` cut to at most `max` bytes on a character boundary; and whether it was cut.
+pub fn cut(mut text: String, max: usize) -> (String, bool) {
+    if text.len() <= max {
+        return (text, false);
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    (text, true)
 }
 
 #[cfg(test)]

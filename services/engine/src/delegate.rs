@@ -127,18 +127,15 @@ async fn delegate(
 
 /// `text` cut to [`MAX_ANSWER_BYTES`] at a character boundary, with a note when cut.
 fn cap(text: String) -> (String, bool) {
-    if text.len() <= MAX_ANSWER_BYTES {
-        return (text, false);
+    let whole = text.len();
+    let (mut kept, cut) = baton_egress::cut(text, MAX_ANSWER_BYTES);
+    if cut {
+        let shown = kept.len();
+        kept.push_str(&format!(
+            "\n[cut: the answer is {whole} bytes; the first {shown} are shown]"
+        ));
     }
-    let mut end = MAX_ANSWER_BYTES;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    let note = format!(
-        "\n[cut: the answer is {} bytes; the first {end} are shown]",
-        text.len()
-    );
-    (format!("{}{note}", &text[..end]), true)
+    (kept, cut)
 }
 
 #[cfg(test)]
