@@ -16,6 +16,7 @@ use crate::error::CoreError;
 use crate::model::{Message, Principal, RunStatus};
 use baton_events::{Decoded, MessageRole, RunEvent, RunId, ToolKind};
 use futures::StreamExt;
+use std::ops::ControlFlow;
 use std::time::Duration;
 
 /// Messages read per page while looking for a turn's reply.
@@ -176,18 +177,37 @@ impl Runs {
         p: &Principal,
         queued: &QueuedMessage,
     ) -> Result<Option<Message>, CoreError> {
-        let mut cursor = queued.after_seq;
+        let id = queued.message_id;
+        self.scan_messages(p, queued.run_id, queued.after_seq, |m| {
+            if m.id == id {
+                ControlFlow::Break(m)
+            } else {
+                ControlFlow::Continue(())
+            }
+        })
+        .await
+    }
+
+    /// Pages through `run`'s messages after `seq`, in order, handing each to `visit` until
+    /// it breaks with its answer; `None` when the messages run out first.
+    async fn scan_messages<T>(
+        &self,
+        p: &Principal,
+        run: RunId,
+        mut seq: i64,
+        mut visit: impl FnMut(Message) -> ControlFlow<T>,
+    ) -> Result<Option<T>, CoreError> {
         loop {
             let page = self
                 .reader
-                .list_messages(p.tenant, queued.run_id, cursor, REPLY_SCAN)
+                .list_messages(p.tenant, run, seq, REPLY_SCAN)
                 .await?;
             let full = page.len() == REPLY_SCAN as usize;
             for m in page {
-                if m.id == queued.message_id {
-                    return Ok(Some(m));
+                seq = m.seq;
+                if let ControlFlow::Break(found) = visit(m) {
+                    return Ok(Some(found));
                 }
-                cursor = m.seq;
             }
             if !full {
                 return Ok(None);
@@ -223,26 +243,17 @@ impl Runs {
         until: i64,
     ) -> Result<Option<Message>, CoreError> {
         let mut reply = None;
-        let mut cursor = asked_by.seq;
-        loop {
-            let page = self
-                .reader
-                .list_messages(p.tenant, asked_by.run_id, cursor, REPLY_SCAN)
-                .await?;
-            let full = page.len() == REPLY_SCAN as usize;
-            for m in page {
-                cursor = m.seq;
-                if m.version > until {
-                    return Ok(reply);
-                }
-                if m.role == MessageRole::Assistant {
-                    reply = Some(m);
-                }
+        self.scan_messages(p, asked_by.run_id, asked_by.seq, |m| {
+            if m.version > until {
+                return ControlFlow::Break(());
             }
-            if !full {
-                return Ok(reply);
+            if m.role == MessageRole::Assistant {
+                reply = Some(m);
             }
-        }
+            ControlFlow::Continue(())
+        })
+        .await?;
+        Ok(reply)
     }
 }
 
