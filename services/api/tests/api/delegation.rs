@@ -26,6 +26,35 @@ async fn agent_with(app: &TestApp, t: &Tenant, replies: Value, tools: &[&str]) -
         .str("/id")
 }
 
+/// A run of `agent` whose first turn completed (within 10 s); its id.
+async fn completed_run(app: &TestApp, t: &Tenant, agent: &str) -> String {
+    let created = app
+        .run_waiting(&t.owner, agent, "go", 10)
+        .await
+        .expect_status(201);
+    assert_eq!(
+        created.body["result"]["outcome"], "completed",
+        "{}",
+        created.text
+    );
+    created.str("/run/id")
+}
+
+/// The run's `tool.result` event.
+async fn tool_result(app: &TestApp, t: &Tenant, run: &str) -> Value {
+    let events = app
+        .get(&format!("/v1/runs/{run}/events"), &t.owner)
+        .await
+        .expect_status(200);
+    events.body["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .find(|e| e["type"] == "tool.result")
+        .cloned()
+        .expect("a tool.result")
+}
+
 /// The runs `parent` started.
 async fn children(app: &TestApp, t: &Tenant, parent: &str) -> Vec<Value> {
     app.get(&format!("/v1/runs?parent_run_id={parent}"), &t.owner)
@@ -58,16 +87,7 @@ async fn a_delegate_call_answers_with_the_childs_whole_reply() {
         &[&tool],
     )
     .await;
-    let created = app
-        .run_waiting(&t.owner, &lead, "go", 10)
-        .await
-        .expect_status(201);
-    assert_eq!(
-        created.body["result"]["outcome"], "completed",
-        "{}",
-        created.text
-    );
-    let parent = created.str("/run/id");
+    let parent = completed_run(&app, &t, &lead).await;
 
     let receipts = app
         .get(&format!("/v1/runs/{parent}/receipts"), &t.owner)
@@ -87,17 +107,7 @@ async fn a_delegate_call_answers_with_the_childs_whole_reply() {
     let child = kids[0]["id"].as_str().expect("an id").to_string();
     assert_eq!(kids[0]["parent_run_id"], parent.as_str());
     assert_eq!(kids[0]["agent_id"], writer.as_str());
-    let events = app
-        .get(&format!("/v1/runs/{parent}/events"), &t.owner)
-        .await
-        .expect_status(200);
-    let result = events.body["events"]
-        .as_array()
-        .expect("events")
-        .iter()
-        .find(|e| e["type"] == "tool.result")
-        .cloned()
-        .expect("a tool.result");
+    let result = tool_result(&app, &t, &parent).await;
     assert_eq!(result["data"]["delegated_run"], child.as_str(), "{result}");
     let messages = app
         .get(&format!("/v1/runs/{child}/messages"), &t.owner)
@@ -185,17 +195,8 @@ async fn a_chain_of_delegations_stops_at_its_depth_limit() {
         .await
         .expect_status(200);
 
-    let created = app
-        .run_waiting(&t.owner, &looping, "go", 10)
-        .await
-        .expect_status(201);
-    assert_eq!(
-        created.body["result"]["outcome"], "completed",
-        "{}",
-        created.text
-    );
     // Runs at depths 1, 2 and 3 below the first; the third's call was refused.
-    let mut run = created.str("/run/id");
+    let mut run = completed_run(&app, &t, &looping).await;
     for depth in 1..=3 {
         let kids = children(&app, &t, &run).await;
         assert_eq!(kids.len(), 1, "depth {depth}: {kids:?}");
@@ -243,16 +244,7 @@ async fn one_run_starts_at_most_twenty_children_even_in_one_step() {
         &[&tool],
     )
     .await;
-    let created = app
-        .run_waiting(&t.owner, &lead, "go", 10)
-        .await
-        .expect_status(201);
-    assert_eq!(
-        created.body["result"]["outcome"], "completed",
-        "{}",
-        created.text
-    );
-    let parent = created.str("/run/id");
+    let parent = completed_run(&app, &t, &lead).await;
     let path = format!("/v1/runs?parent_run_id={parent}&limit=100");
     let kids = app.get(&path, &t.owner).await.expect_status(200);
     assert_eq!(kids.items().len(), 20, "{}", kids.text);
@@ -296,25 +288,12 @@ async fn a_delegation_that_times_out_names_the_child_that_goes_on() {
         &[&tool],
     )
     .await;
-    let created = app
-        .run_waiting(&t.owner, &lead, "go", 10)
-        .await
-        .expect_status(201);
-    let parent = created.str("/run/id");
+    // The model is told of the timeout and answers: the turn completes.
+    let parent = completed_run(&app, &t, &lead).await;
     let kids = children(&app, &t, &parent).await;
     assert_eq!(kids.len(), 1, "{kids:?}");
     assert_eq!(kids[0]["status"], "running", "the child goes on");
-    let events = app
-        .get(&format!("/v1/runs/{parent}/events"), &t.owner)
-        .await
-        .expect_status(200);
-    let result = events.body["events"]
-        .as_array()
-        .expect("events")
-        .iter()
-        .find(|e| e["type"] == "tool.result")
-        .cloned()
-        .expect("a tool.result");
+    let result = tool_result(&app, &t, &parent).await;
     assert_eq!(result["data"]["error"]["code"], "timeout", "{result}");
     assert_eq!(result["data"]["delegated_run"], kids[0]["id"], "{result}");
 }
@@ -337,16 +316,7 @@ async fn delegations_of_one_step_run_together() {
         &[&tool],
     )
     .await;
-    let created = app
-        .run_waiting(&t.owner, &lead, "go", 10)
-        .await
-        .expect_status(201);
-    assert_eq!(
-        created.body["result"]["outcome"], "completed",
-        "{}",
-        created.text
-    );
-    let parent = created.str("/run/id");
+    let parent = completed_run(&app, &t, &lead).await;
     let kids = children(&app, &t, &parent).await;
     assert_eq!(kids.len(), 2, "{kids:?}");
     // Each child answered 1.5 s after it started: had they run one after the other, the
