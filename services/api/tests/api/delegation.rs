@@ -2,7 +2,7 @@
 //! child's whole reply; the child names its parent and is listed under it; cancelling the
 //! parent cancels the child it waits on; a chain of delegations stops at its depth limit.
 
-use crate::support::{Tenant, TestApp, assert_problem, scripted_agent};
+use crate::support::{Tenant, TestApp, assert_problem};
 use serde_json::{Value, json};
 
 /// A delegate tool named `name` starting runs of `agent`.
@@ -11,16 +11,6 @@ async fn delegate_tool(app: &TestApp, t: &Tenant, name: &str, agent: &str) -> St
         "input_schema": {"type": "object", "properties": {"message": {"type": "string"}}},
         "kind": {"kind": "delegate", "agent_id": agent}});
     app.post("/v1/tools", &t.owner, body)
-        .await
-        .expect_status(201)
-        .str("/id")
-}
-
-/// An agent with `tools` whose model answers call N with `replies[N]`.
-async fn agent_with(app: &TestApp, t: &Tenant, replies: Value, tools: &[&str]) -> String {
-    let mut spec = scripted_agent(replies);
-    spec["tools"] = json!(tools);
-    app.post("/v1/agents", &t.owner, spec)
         .await
         .expect_status(201)
         .str("/id")
@@ -77,16 +67,16 @@ async fn a_delegate_call_answers_with_the_childs_whole_reply() {
         true,
         "a delegation is"
     );
-    let lead = agent_with(
-        &app,
-        &t,
-        json!([
-            {"tool_calls": [{"name": "ask_writer", "arguments": {"message": "write it"}}]},
-            {"content": "done"}
-        ]),
-        &[&tool],
-    )
-    .await;
+    let lead = app
+        .agent_with_tools(
+            &t.owner,
+            json!([
+                {"tool_calls": [{"name": "ask_writer", "arguments": {"message": "write it"}}]},
+                {"content": "done"}
+            ]),
+            &[&tool],
+        )
+        .await;
     let parent = completed_run(&app, &t, &lead).await;
 
     let receipts = app
@@ -131,10 +121,7 @@ async fn cancelling_a_parent_cancels_the_child_it_waits_on() {
         .agent(&t.owner, json!([{"content": "late", "delay_ms": 60_000}]))
         .await;
     let tool = delegate_tool(&app, &t, "ask_slow", &slow).await;
-    let lead = agent_with(
-        &app,
-        &t,
-        json!([{"tool_calls": [{"name": "ask_slow", "arguments": {"message": "take your time"}}]}]),
+    let lead = app.agent_with_tools(&t.owner, json!([{"tool_calls": [{"name": "ask_slow", "arguments": {"message": "take your time"}}]}]),
         &[&tool],
     )
     .await;
@@ -181,16 +168,16 @@ async fn a_chain_of_delegations_stops_at_its_depth_limit() {
         .await
         .expect_status(201)
         .str("/id");
-    let looping = agent_with(
-        &app,
-        &t,
-        json!([
-            {"tool_calls": [{"name": "ask_again", "arguments": {"message": "deeper"}}]},
-            {"content": "bottom reached"}
-        ]),
-        &[&tool],
-    )
-    .await;
+    let looping = app
+        .agent_with_tools(
+            &t.owner,
+            json!([
+                {"tool_calls": [{"name": "ask_again", "arguments": {"message": "deeper"}}]},
+                {"content": "bottom reached"}
+            ]),
+            &[&tool],
+        )
+        .await;
     app.put(&format!("/v1/tools/{tool}"), &t.owner, tool_body(&looping))
         .await
         .expect_status(200);
@@ -237,13 +224,13 @@ async fn one_run_starts_at_most_twenty_children_even_in_one_step() {
     let calls: Vec<Value> = (0..21)
         .map(|i| json!({"name": "ask", "arguments": {"message": format!("part {i}")}}))
         .collect();
-    let lead = agent_with(
-        &app,
-        &t,
-        json!([{"tool_calls": calls}, {"content": "done"}]),
-        &[&tool],
-    )
-    .await;
+    let lead = app
+        .agent_with_tools(
+            &t.owner,
+            json!([{"tool_calls": calls}, {"content": "done"}]),
+            &[&tool],
+        )
+        .await;
     let parent = completed_run(&app, &t, &lead).await;
     let path = format!("/v1/runs?parent_run_id={parent}&limit=100");
     let kids = app.get(&path, &t.owner).await.expect_status(200);
@@ -281,10 +268,7 @@ async fn a_delegation_that_times_out_names_the_child_that_goes_on() {
         .await
         .expect_status(201)
         .str("/id");
-    let lead = agent_with(
-        &app,
-        &t,
-        json!([{"tool_calls": [{"name": "ask_slow", "arguments": {}}]}, {"content": "moved on"}]),
+    let lead = app.agent_with_tools(&t.owner, json!([{"tool_calls": [{"name": "ask_slow", "arguments": {}}]}, {"content": "moved on"}]),
         &[&tool],
     )
     .await;
@@ -309,13 +293,13 @@ async fn delegations_of_one_step_run_together() {
         .iter()
         .map(|m| json!({"name": "ask", "arguments": {"message": m}}))
         .collect();
-    let lead = agent_with(
-        &app,
-        &t,
-        json!([{"tool_calls": calls}, {"content": "done"}]),
-        &[&tool],
-    )
-    .await;
+    let lead = app
+        .agent_with_tools(
+            &t.owner,
+            json!([{"tool_calls": calls}, {"content": "done"}]),
+            &[&tool],
+        )
+        .await;
     let parent = completed_run(&app, &t, &lead).await;
     let kids = children(&app, &t, &parent).await;
     assert_eq!(kids.len(), 2, "{kids:?}");

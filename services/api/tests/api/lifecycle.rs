@@ -197,16 +197,16 @@ async fn an_archived_tool_is_named_by_no_new_agent_version_and_still_called_by_t
 async fn a_tool_update_is_a_new_version_and_runs_keep_the_one_they_started_with() {
     let (app, t) = TestApp::with_tenant().await;
     let tool = app.tool(&t.owner, "lookup").await;
-    let mut spec = scripted_agent(json!([
-        {"tool_calls": [{"name": "lookup", "arguments": {}}]},
-        {"content": "ok"}
-    ]));
-    spec["tools"] = json!([tool]);
     let agent = app
-        .post("/v1/agents", &t.owner, spec)
-        .await
-        .expect_status(201)
-        .str("/id");
+        .agent_with_tools(
+            &t.owner,
+            json!([
+                {"tool_calls": [{"name": "lookup", "arguments": {}}]},
+                {"content": "ok"}
+            ]),
+            &[&tool],
+        )
+        .await;
     // Created before the update: it keeps version 1, named `lookup`.
     let old = app.run(&t.owner, &agent, None).await;
 
@@ -320,13 +320,9 @@ async fn a_tool_update_is_a_new_version_and_runs_keep_the_one_they_started_with(
 async fn deleting_refuses_what_a_live_run_or_agent_uses_and_removes_the_rest() {
     let (app, t) = TestApp::with_tenant().await;
     let tool = app.tool(&t.owner, "lookup").await;
-    let mut spec = scripted_agent(json!([{"content": "hi"}]));
-    spec["tools"] = json!([tool]);
     let agent = app
-        .post("/v1/agents", &t.owner, spec)
-        .await
-        .expect_status(201)
-        .str("/id");
+        .agent_with_tools(&t.owner, json!([{"content": "hi"}]), &[&tool])
+        .await;
     let run = app.run(&t.owner, &agent, None).await;
     let (tool_path, agent_path) = (format!("/v1/tools/{tool}"), format!("/v1/agents/{agent}"));
 
@@ -388,13 +384,9 @@ async fn deleting_refuses_what_a_live_run_or_agent_uses_and_removes_the_rest() {
 async fn a_tool_an_agent_in_use_names_is_not_deleted() {
     let (app, t) = TestApp::with_tenant().await;
     let tool = app.tool(&t.owner, "lookup").await;
-    let mut spec = scripted_agent(json!([{"content": "hi"}]));
-    spec["tools"] = json!([tool]);
     let agent = app
-        .post("/v1/agents", &t.owner, spec)
-        .await
-        .expect_status(201)
-        .str("/id");
+        .agent_with_tools(&t.owner, json!([{"content": "hi"}]), &[&tool])
+        .await;
     app.post(&format!("/v1/tools/{tool}/archive"), &t.owner, json!({}))
         .await
         .expect_status(200);

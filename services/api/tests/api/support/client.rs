@@ -212,6 +212,20 @@ impl TestApp {
         r.str("/id")
     }
 
+    /// A scripted agent (as [`Self::agent`]) that may call `tools`; returns its id.
+    pub async fn agent_with_tools(
+        &self,
+        auth: &(impl Auth + ?Sized),
+        replies: Value,
+        tools: &[&str],
+    ) -> String {
+        let mut spec = scripted_agent(replies);
+        spec["tools"] = json!(tools);
+        let r = self.post("/v1/agents", auth, spec).await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+        r.str("/id")
+    }
+
     /// A client tool named `name` (see [`client_tool`]); returns its id.
     pub async fn tool(&self, auth: &(impl Auth + ?Sized), name: &str) -> String {
         let r = self.post("/v1/tools", auth, client_tool(name)).await;
