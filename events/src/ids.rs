@@ -79,6 +79,10 @@ id_type!(
     ToolId
 );
 id_type!(
+    /// A schedule of a tenant: an agent's runs started on a timetable.
+    ScheduleId
+);
+id_type!(
     /// One tool call's receipt: the write-ahead record of a side effect. Also sent to
     /// HTTP tools as the `Idempotency-Key`.
     ReceiptId

@@ -13,7 +13,8 @@ pub mod upcast;
 
 pub use envelope::{Decoded, Envelope, EventMeta, NewEvent};
 pub use ids::{
-    AgentId, ApprovalId, CheckpointId, EventId, MessageId, ReceiptId, RunId, TenantId, ToolId,
+    AgentId, ApprovalId, CheckpointId, EventId, MessageId, ReceiptId, RunId, ScheduleId, TenantId,
+    ToolId,
 };
 pub use payloads::*;
 pub use tools::*;

@@ -68,6 +68,15 @@ fn api() -> (Router<AppState>, serde_json::Value) {
         .routes(routes!(routes::audit::list))
         .routes(routes!(routes::egress::get, routes::egress::put))
         .routes(routes!(routes::retention::get, routes::retention::put))
+        .routes(routes!(routes::schedules::create, routes::schedules::list))
+        .routes(routes!(
+            routes::schedules::get,
+            routes::schedules::update,
+            routes::schedules::delete
+        ))
+        .routes(routes!(routes::schedules::pause))
+        .routes(routes!(routes::schedules::resume))
+        .routes(routes!(routes::schedules::run_now))
         .routes(routes!(routes::sessions::login))
         .routes(routes!(routes::sessions::logout))
         .routes(routes!(routes::sessions::me))

@@ -11,6 +11,7 @@ use baton_core::invitations::Invitations;
 use baton_core::members::Members;
 use baton_core::retention::Retention;
 use baton_core::runs::{Checkpoints, Runs};
+use baton_core::schedules::Schedules;
 use baton_core::secrets::Secrets;
 use baton_core::tools::Tools;
 use std::time::Duration;
@@ -60,6 +61,8 @@ pub struct AppState {
     pub egress_allowlists: EgressAllowlists,
     /// The tenant's retention policy and the job's progress on it, for its admins.
     pub retention: Retention,
+    /// The tenant's schedules, and "run now".
+    pub schedules: Schedules,
     pub checkpoints: Checkpoints,
     /// Write-only for clients; the engine reads values through its own `SecretReader`.
     pub secrets: Secrets,

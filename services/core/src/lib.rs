@@ -31,12 +31,13 @@ pub mod page;
 pub mod ports;
 pub mod retention;
 pub mod runs;
+pub mod schedules;
 pub mod secrets;
 pub mod tools;
 pub mod trace;
 pub mod users;
 pub mod validate;
 
-pub use baton_events::{AgentId, EventId, MessageId, RunId, TenantId, ToolId};
+pub use baton_events::{AgentId, EventId, MessageId, RunId, ScheduleId, TenantId, ToolId};
 pub use error::{CoreError, StoreError};
 pub use model::{Action, Principal, Role};

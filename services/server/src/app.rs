@@ -22,11 +22,12 @@ use baton_core::model::Tenant;
 use baton_core::ports::{
     AgentStore, ApiKeyStore, AuditStore, CheckpointStore, Clock, DelegatorSlot,
     EgressAllowlistStore, EventBus, EventLog, InvitationStore, LeaseStore, RetentionStore,
-    RunReader, SealedStore, SecretStore, StatsStore, SystemClock, TenantStore, ToolStore,
-    UserStore,
+    RunReader, ScheduleStore, SealedStore, SecretStore, StatsStore, SystemClock, TenantStore,
+    ToolStore, UserStore,
 };
 use baton_core::retention::Retention;
 use baton_core::runs::{Checkpoints, Recorder, Runs};
+use baton_core::schedules::Schedules;
 use baton_core::secrets::Secrets;
 use baton_core::tools::Tools;
 use baton_core::{StoreError, TenantId};
@@ -62,6 +63,8 @@ pub struct Stores {
     pub egress_allowlists: Arc<dyn EgressAllowlistStore>,
     /// Retention policies, the runs past them, and the retention job's lease.
     pub retention: Arc<dyn RetentionStore>,
+    /// Schedules, and the ones due across tenants.
+    pub schedules: Arc<dyn ScheduleStore>,
     /// Counts over every tenant, for `/metrics`.
     pub stats: Arc<dyn StatsStore>,
     /// The per-tenant audit stream.
@@ -85,6 +88,7 @@ trait AllPorts:
     + InvitationStore
     + EgressAllowlistStore
     + RetentionStore
+    + ScheduleStore
     + StatsStore
     + AuditStore
     + 'static
@@ -106,6 +110,7 @@ impl<T> AllPorts for T where
         + InvitationStore
         + EgressAllowlistStore
         + RetentionStore
+        + ScheduleStore
         + StatsStore
         + AuditStore
         + 'static
@@ -137,6 +142,7 @@ impl Stores {
             invitations: s.clone(),
             egress_allowlists: s.clone(),
             retention: s.clone(),
+            schedules: s.clone(),
             stats: s.clone(),
             users: s,
             closer,
@@ -517,6 +523,8 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
     )?;
     // Every replica offers to run the retention job; its lease lets one at a time.
     tasks.spawn(wiring.retention().run(shutdown.clone()));
+    // Every replica fires due schedules; the store's version checks decide each fire once.
+    tasks.spawn(state.schedules.clone().run(shutdown.clone()));
     let router = baton_api::router(state, metrics_route(&stores));
     let server = tokio::spawn(crate::serve::serve(
         listener,
@@ -609,6 +617,22 @@ impl Wiring<'_> {
         }
     }
 
+    /// The schedule use cases and job, starting runs with `runs`.
+    fn schedules(&self, runs: Runs) -> Schedules {
+        let stores = self.stores;
+        Schedules {
+            store: stores.schedules.clone(),
+            runs,
+            reader: stores.runs.clone(),
+            agents: stores.agents.clone(),
+            api_keys: stores.api_keys.clone(),
+            users: stores.users.clone(),
+            clock: self.clock.clone(),
+            options: self.config.schedules.clone(),
+            changed: Arc::default(),
+        }
+    }
+
     fn secrets(&self) -> Secrets {
         Secrets {
             store: self.stores.secrets.clone(),
@@ -671,6 +695,7 @@ impl Wiring<'_> {
             },
             egress_allowlists: self.egress_allowlists(),
             retention: self.retention(),
+            schedules: self.schedules(self.runs(engine)),
             secrets: self.secrets(),
             audit: Audit {
                 store: stores.audit.clone(),

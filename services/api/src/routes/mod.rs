@@ -12,6 +12,7 @@ pub mod invitations;
 pub mod members;
 pub mod retention;
 pub mod runs;
+pub mod schedules;
 pub mod secrets;
 pub mod sessions;
 pub mod tools;
@@ -59,6 +60,8 @@ page!(/// A page of members, in email order.
     MemberPage of baton_core::model::Member);
 page!(/// A page of invitations, newest first.
     InvitationPage of baton_core::model::Invitation);
+page!(/// A page of schedules, newest first.
+    SchedulePage of baton_core::model::Schedule);
 page!(/// A page of audit entries, newest first.
     AuditEntryPage of baton_core::model::AuditEntry);
 

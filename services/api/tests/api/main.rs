@@ -16,6 +16,7 @@ mod openapi;
 mod queue;
 mod retention;
 mod runs;
+mod schedules;
 mod search;
 mod streams;
 mod support;

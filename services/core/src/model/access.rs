@@ -75,18 +75,26 @@ pub enum Action {
     ManageEgress,
     /// Read and set the tenant's retention policy (how long ended runs are kept).
     ManageRetention,
+    /// List and read the tenant's schedules.
+    ReadSchedules,
+    /// Create, change, pause, resume and delete schedules (a schedule's runs start on
+    /// behalf of whoever last created, changed or resumed it).
+    ManageSchedules,
 }
 
 impl Action {
     /// The least role allowed to perform the action.
     pub fn min_role(&self) -> Role {
         match self {
-            Action::ReadAgents | Action::ReadRuns | Action::ReadTools => Role::Viewer,
+            Action::ReadAgents | Action::ReadRuns | Action::ReadTools | Action::ReadSchedules => {
+                Role::Viewer
+            }
             Action::CreateRuns
             | Action::PostMessages
             | Action::UpdateRuns
             | Action::CancelRuns
-            | Action::ResolveActions => Role::Member,
+            | Action::ResolveActions
+            | Action::ManageSchedules => Role::Member,
             Action::ManageAgents
             | Action::DeleteRuns
             | Action::ManageTools
@@ -122,6 +130,8 @@ impl Action {
             Action::ReadAudit => "read the audit stream",
             Action::ManageEgress => "manage the egress allowlist",
             Action::ManageRetention => "manage the retention policy",
+            Action::ReadSchedules => "read schedules",
+            Action::ManageSchedules => "manage schedules",
         }
     }
 }

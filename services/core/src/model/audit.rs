@@ -27,6 +27,9 @@ pub const ENGINE: &str = "engine";
 /// The actor of what the retention job deletes.
 pub const RETENTION: &str = "retention";
 
+/// The actor of what the schedules job does on its own (a schedule pausing itself).
+pub const SCHEDULER: &str = "scheduler";
+
 /// What changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 pub enum AuditAction {
@@ -100,10 +103,25 @@ pub enum AuditAction {
     /// An archived agent deleted with every version of it.
     #[serde(rename = "agent.deleted")]
     AgentDeleted,
+    #[serde(rename = "schedule.created")]
+    ScheduleCreated,
+    /// A schedule's definition replaced.
+    #[serde(rename = "schedule.updated")]
+    ScheduleUpdated,
+    /// Paused by a member, or by the scheduler with a reason.
+    #[serde(rename = "schedule.paused")]
+    SchedulePaused,
+    #[serde(rename = "schedule.resumed")]
+    ScheduleResumed,
+    #[serde(rename = "schedule.deleted")]
+    ScheduleDeleted,
+    /// A member started a run of a schedule now.
+    #[serde(rename = "schedule.run_now")]
+    ScheduleRunNow,
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 26] = [
+    pub const ALL: [AuditAction; 32] = [
         AuditAction::MemberAdded,
         AuditAction::MemberRoleChanged,
         AuditAction::MemberRemoved,
@@ -130,6 +148,12 @@ impl AuditAction {
         AuditAction::ToolUpdated,
         AuditAction::ToolDeleted,
         AuditAction::AgentDeleted,
+        AuditAction::ScheduleCreated,
+        AuditAction::ScheduleUpdated,
+        AuditAction::SchedulePaused,
+        AuditAction::ScheduleResumed,
+        AuditAction::ScheduleDeleted,
+        AuditAction::ScheduleRunNow,
     ];
 
     /// The name stored and shown (`member.added`).
@@ -161,6 +185,12 @@ impl AuditAction {
             AuditAction::ToolUpdated => "tool.updated",
             AuditAction::ToolDeleted => "tool.deleted",
             AuditAction::AgentDeleted => "agent.deleted",
+            AuditAction::ScheduleCreated => "schedule.created",
+            AuditAction::ScheduleUpdated => "schedule.updated",
+            AuditAction::SchedulePaused => "schedule.paused",
+            AuditAction::ScheduleResumed => "schedule.resumed",
+            AuditAction::ScheduleDeleted => "schedule.deleted",
+            AuditAction::ScheduleRunNow => "schedule.run_now",
         }
     }
 
@@ -177,8 +207,8 @@ pub struct AuditEntry {
     pub id: Uuid,
     pub at: DateTime<Utc>,
     /// Who: `key:<id>` (an API key), `user:<id>` (a login session), `local` (the embedded
-    /// tier's local owner), `operator` (the `baton` command line) or `engine` (a run's
-    /// engine, for a call it refused).
+    /// tier's local owner), `operator` (the `baton` command line), `engine` (a run's
+    /// engine, for a call it refused), `retention` or `scheduler` (the background jobs).
     pub actor: String,
     /// From where: the address of the client's connection (behind a proxy, the
     /// proxy's); none for the command line.
@@ -225,6 +255,16 @@ impl AuditEntry {
         details: serde_json::Value,
     ) -> AuditEntry {
         Self::unattended(RETENTION, at, action, target, details)
+    }
+
+    /// Something the schedules job did: a schedule paused with the reason.
+    pub fn scheduler(
+        at: DateTime<Utc>,
+        action: AuditAction,
+        target: impl Into<String>,
+        details: serde_json::Value,
+    ) -> AuditEntry {
+        Self::unattended(SCHEDULER, at, action, target, details)
     }
 
     /// A change made with the `baton` command line.

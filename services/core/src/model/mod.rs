@@ -1,6 +1,6 @@
 //! Baton's domain types: runs and their messages, tool-call receipts, agents, tools,
 //! tenants and API keys, users, members, invitations and sessions, the audit stream's
-//! entries, egress allowlists, retention policies, what may be shown of secrets and
+//! entries, egress allowlists, retention policies, schedules, what may be shown of secrets and
 //! checkpoints, and who may do what (`access.rs`). Pure data and pure functions; every
 //! port and use case speaks in these types.
 
@@ -13,6 +13,7 @@ mod invitation;
 mod receipt;
 mod retention;
 mod run;
+mod schedule;
 mod secret;
 mod tenant;
 mod tool;
@@ -27,6 +28,7 @@ pub use invitation::*;
 pub use receipt::*;
 pub use retention::*;
 pub use run::*;
+pub use schedule::*;
 pub use secret::*;
 pub use tenant::*;
 pub use tool::*;

@@ -68,6 +68,10 @@ const KEY_ORDER: &[&str] = &[
     "retention.interval_ms",
     "retention.batch",
     "retention.idempotency_window_hours",
+    "schedules.poll_interval_ms",
+    "schedules.grace_ms",
+    "schedules.min_interval_ms",
+    "schedules.batch",
 ];
 
 /// Shown for keys without a value.

@@ -11,12 +11,13 @@ use baton_core::crypto::Keyring;
 use baton_core::crypto::PasswordParams;
 use baton_core::egress::{EgressPolicy, HostRule};
 use baton_core::retention::RetentionOptions;
+use baton_core::schedules::ScheduleOptions;
 use secrecy::{ExposeSecret, SecretString};
 
 use super::ConfigError;
 use super::schema::{
     AuthSection, BusSection, ClusterSection, CryptoSection, EgressSection, HttpSection, LogFormat,
-    RawConfig, RetentionSection, Tier,
+    RawConfig, RetentionSection, SchedulesSection, Tier,
 };
 use super::urls::{DatabaseUrl, check_nats_url, parse_database_url};
 
@@ -61,6 +62,8 @@ pub struct Config {
     pub egress: EgressPolicy,
     /// The retention job.
     pub retention: RetentionOptions,
+    /// The schedules job.
+    pub schedules: ScheduleOptions,
 }
 
 /// Id of the key the embedded tier generates when none is configured.
@@ -327,6 +330,7 @@ impl RawConfig {
         let http = validate_http(&self.http)?;
         let cluster = validate_cluster(&self.cluster)?;
         let retention = validate_retention(&self.retention)?;
+        let schedules = validate_schedules(&self.schedules)?;
         let login = validate_login(&self.auth)?;
         validate_replica_name(&self.replica_name)?;
         let log = self.validate_log()?;
@@ -427,6 +431,7 @@ impl RawConfig {
             crypto,
             egress,
             retention,
+            schedules,
         })
     }
 }
@@ -682,6 +687,36 @@ fn validate_retention(r: &RetentionSection) -> Result<RetentionOptions, ConfigEr
         // A round deletes a batch in well under a minute; a replica killed mid-round
         // holds the job no longer than this.
         lease_ttl: interval.max(Duration::from_secs(60)),
+    })
+}
+
+fn validate_schedules(s: &SchedulesSection) -> Result<ScheduleOptions, ConfigError> {
+    if !(10..=600_000).contains(&s.poll_interval_ms) {
+        return Err(invalid(
+            "schedules.poll_interval_ms",
+            "must be between 10 and 600000",
+        ));
+    }
+    if !(1_000..=86_400_000).contains(&s.grace_ms) {
+        return Err(invalid(
+            "schedules.grace_ms",
+            "must be between 1000 and 86400000",
+        ));
+    }
+    if !(1_000..=86_400_000).contains(&s.min_interval_ms) {
+        return Err(invalid(
+            "schedules.min_interval_ms",
+            "must be between 1000 and 86400000",
+        ));
+    }
+    if !(1..=10_000).contains(&s.batch) {
+        return Err(invalid("schedules.batch", "must be between 1 and 10000"));
+    }
+    Ok(ScheduleOptions {
+        poll: Duration::from_millis(s.poll_interval_ms),
+        grace: Duration::from_millis(s.grace_ms),
+        min_interval: Duration::from_millis(s.min_interval_ms),
+        batch: s.batch,
     })
 }
 

@@ -101,6 +101,8 @@ pub struct RawConfig {
     /// The background job that deletes ended runs past their tenant's or agent's
     /// retention and prunes old idempotency records.
     pub retention: RetentionSection,
+    /// `[schedules]`: the job, on every replica, that starts the runs of due schedules.
+    pub schedules: SchedulesSection,
 }
 
 impl Default for RawConfig {
@@ -118,6 +120,7 @@ impl Default for RawConfig {
             crypto: CryptoSection::default(),
             egress: EgressSection::default(),
             retention: RetentionSection::default(),
+            schedules: SchedulesSection::default(),
         }
     }
 }
@@ -439,6 +442,37 @@ impl Default for RetentionSection {
             interval_ms: 60_000,
             batch: 100,
             idempotency_window_hours: 168,
+        }
+    }
+}
+
+/// `[schedules]`: the job that starts the runs of due schedules. Every replica runs it;
+/// the database's version checks decide each fire once.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct SchedulesSection {
+    /// The longest the job waits before looking for due schedules again, in
+    /// milliseconds (it wakes sooner for the soonest fire time it knows of, and at once
+    /// for a change made on its replica). 10 to 600000.
+    pub poll_interval_ms: u64,
+    /// A fire time older than this, in milliseconds, when a replica gets to it (all were
+    /// down, or the database was away) counts as missed: skipped, or run once for all
+    /// missed, as each schedule says. 1000 to 86400000.
+    pub grace_ms: u64,
+    /// The least time between two fire times of one schedule, in milliseconds: a cron
+    /// expression firing more often is refused. 1000 to 86400000.
+    pub min_interval_ms: u64,
+    /// Most due schedules one look takes. 1 to 10000.
+    pub batch: u32,
+}
+
+impl Default for SchedulesSection {
+    fn default() -> Self {
+        Self {
+            poll_interval_ms: 5_000,
+            grace_ms: 60_000,
+            min_interval_ms: 1_000,
+            batch: 100,
         }
     }
 }

@@ -214,6 +214,15 @@ const ROUTES: &[Row] = &[
     // Null: the tenant keeps its ended runs, as when it never set a policy.
     row("GET", "/v1/retention", key(ManageRetention, Role::Admin), &[200], Scoped),
     row("PUT", "/v1/retention", key(ManageRetention, Role::Admin), &[200], Scoped),
+    row("POST", "/v1/schedules", key(ManageSchedules, Role::Member), &[201], Scoped),
+    row("GET", "/v1/schedules", key(ReadSchedules, Role::Viewer), &[200], Scoped),
+    row("GET", "/v1/schedules/{schedule_id}", key(ReadSchedules, Role::Viewer), &[200], NotFound),
+    row("PUT", "/v1/schedules/{schedule_id}", key(ManageSchedules, Role::Member), &[200], NotFound),
+    row("POST", "/v1/schedules/{schedule_id}/run", key(CreateRuns, Role::Member), &[201], NotFound),
+    row("POST", "/v1/schedules/{schedule_id}/pause", key(ManageSchedules, Role::Member), &[200], NotFound),
+    // Paused by the row above.
+    row("POST", "/v1/schedules/{schedule_id}/resume", key(ManageSchedules, Role::Member), &[200], NotFound),
+    row("DELETE", "/v1/schedules/{schedule_id}", key(ManageSchedules, Role::Member), &[204], NotFound),
 ];
 
 const ROLES: [Role; 4] = [Role::Viewer, Role::Member, Role::Admin, Role::Owner];
@@ -241,13 +250,16 @@ fn all_actions() -> Vec<Action> {
         ReadAudit,
         ManageEgress,
         ManageRetention,
+        ReadSchedules,
+        ManageSchedules,
     ];
     for a in all {
         match a {
             ReadAgents | ManageAgents | ReadRuns | CreateRuns | PostMessages | UpdateRuns
             | CancelRuns | DeleteRuns | ResolveActions | ReadTools | ManageTools
             | ManageSecrets | ManageEncryptionKeys | ManageApiKeys | ManageMembers
-            | ManageOwners | ReadAudit | ManageEgress | ManageRetention => {}
+            | ManageOwners | ReadAudit | ManageEgress | ManageRetention | ReadSchedules
+            | ManageSchedules => {}
         }
     }
     all.to_vec()
@@ -305,6 +317,8 @@ struct Fixtures {
     secret: String,
     /// A viewer API key, to revoke.
     api_key: String,
+    /// A schedule of `agent`, firing daily.
+    schedule: String,
     /// The user id of a viewer member, whose role changes and who is removed.
     member: String,
     /// The email of a user who is no member, to invite.
@@ -513,6 +527,15 @@ impl Fixtures {
             .to_string();
         let token = created.body["token"].as_str().expect("token").to_string();
 
+        let made = post(
+            api,
+            "/v1/schedules",
+            json!({"name": format!("{tag} schedule"), "agent_id": chat,
+                   "message": "report", "cron": "0 9 * * *"}),
+        )
+        .await;
+        assert_eq!(made.status, 201, "create schedule: {}", made.body);
+        let schedule = id_of(&made, "schedule");
         let run = create_run(api, &chat, Some("hi")).await;
         let approval_run = create_run(api, &approving, Some("deploy")).await;
         let client_run = create_run(api, &asking, Some("ask")).await;
@@ -576,6 +599,7 @@ impl Fixtures {
             doomed_run.clone(),
             secret.clone(),
             api_key.clone(),
+            schedule.clone(),
             token,
         ];
         // Every key of the tenant, by id and by shown prefix.
@@ -614,6 +638,7 @@ impl Fixtures {
             doomed_run,
             secret,
             api_key,
+            schedule,
             // Users come from `add_users`, once the set exists.
             member: String::new(),
             newcomer: String::new(),
@@ -643,6 +668,7 @@ impl Fixtures {
             doomed_run: id(),
             secret: format!("{tag}_key"),
             api_key: id(),
+            schedule: id(),
             member: id(),
             newcomer: format!("{tag}-new@example.com"),
             invitation: id(),
@@ -653,6 +679,7 @@ impl Fixtures {
         f.identifiers = vec![
             f.tag.clone(),
             f.tenant.clone(),
+            f.schedule.clone(),
             f.agent.clone(),
             f.archivable.clone(),
             f.archivable_tool.clone(),
@@ -912,6 +939,34 @@ fn request(row: &Row, src: Src, nonce: &str) -> Req {
         ),
         ("DELETE", "/v1/members/{user_id}") => (format!("/v1/members/{}", outer.member), None),
         ("DELETE", "/v1/api-keys/{key_id}") => (format!("/v1/api-keys/{}", outer.api_key), None),
+        ("POST", "/v1/schedules") => (
+            row.path.to_string(),
+            Some(
+                json!({"name": format!("{nonce} schedule"), "agent_id": refs.agent,
+                        "message": "report", "cron": "0 9 * * *"}),
+            ),
+        ),
+        ("GET", "/v1/schedules") => (row.path.to_string(), None),
+        ("GET" | "DELETE", "/v1/schedules/{schedule_id}") => {
+            (format!("/v1/schedules/{}", outer.schedule), None)
+        }
+        ("PUT", "/v1/schedules/{schedule_id}") => (
+            format!("/v1/schedules/{}", outer.schedule),
+            Some(
+                json!({"name": format!("{nonce} schedule"), "agent_id": refs.agent,
+                        "message": "report", "cron": "15 9 * * *"}),
+            ),
+        ),
+        ("POST", "/v1/schedules/{schedule_id}/run") => (
+            format!("/v1/schedules/{}/run", outer.schedule),
+            Some(json!({"request_id": nonce})),
+        ),
+        ("POST", "/v1/schedules/{schedule_id}/pause") => {
+            (format!("/v1/schedules/{}/pause", outer.schedule), None)
+        }
+        ("POST", "/v1/schedules/{schedule_id}/resume") => {
+            (format!("/v1/schedules/{}/resume", outer.schedule), None)
+        }
         _ => panic!("{row}: `request` does not know how to call this route; add it"),
     };
     Req {

@@ -39,6 +39,7 @@ mod reads;
 mod receipts;
 mod retention;
 mod runs;
+mod schedules;
 mod sealed;
 mod secrets;
 mod stats;

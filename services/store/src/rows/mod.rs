@@ -12,6 +12,7 @@ pub(crate) mod egress_allowlists;
 pub(crate) mod invitations;
 pub(crate) mod receipts;
 pub(crate) mod runs;
+pub(crate) mod schedules;
 pub(crate) mod secrets;
 pub(crate) mod tenants;
 pub(crate) mod tools;
@@ -28,7 +29,10 @@ where
 }
 
 /// A value for a JSON column.
-fn to_json<T: serde::Serialize>(what: &str, value: &T) -> Result<serde_json::Value, StoreError> {
+pub(crate) fn to_json<T: serde::Serialize>(
+    what: &str,
+    value: &T,
+) -> Result<serde_json::Value, StoreError> {
     serde_json::to_value(value)
         .map_err(|e| StoreError::Other(format!("{what} does not serialize: {e}")))
 }

@@ -17,6 +17,7 @@ mod leases;
 mod receipts;
 mod retention;
 mod rls;
+mod schedules;
 mod sealed;
 mod search;
 mod secrets;
@@ -62,6 +63,9 @@ macro_rules! contract {
 }
 
 contract!(
+    schedules::a_schedule_round_trips_and_changes_only_from_the_version_read,
+    schedules::schedules_stay_in_their_tenant_and_page_newest_first,
+    schedules::due_schedules_are_found_across_tenants_soonest_first,
     deletion::a_deleted_run_leaves_no_row_and_the_tenants_other_runs_keep_theirs,
     deletion::a_run_under_a_lease_is_not_deleted,
     deletion::a_checkpoint_of_a_deleted_run_is_not_saved,

@@ -30,7 +30,7 @@ use uuid::Uuid;
 
 /// Every table that holds tenant rows. `every_table_with_a_tenant_column_is_covered`
 /// keeps this list complete.
-const TENANT_TABLES: [&str; 17] = [
+const TENANT_TABLES: [&str; 18] = [
     "api_keys",
     "agents",
     "agent_versions",
@@ -46,6 +46,7 @@ const TENANT_TABLES: [&str; 17] = [
     "invitations",
     "egress_allowlists",
     "retention_policies",
+    "schedules",
     "tool_versions",
     "audit_log",
 ];
@@ -65,7 +66,8 @@ async fn populate(s: &PgStore, tenant: TenantId) {
     s.create_api_key(&key, Uuid::new_v4().as_bytes(), &audited())
         .await
         .expect("api key");
-    s.create_agent(tenant, &agent(tenant, "support"), &audited())
+    let support = agent(tenant, "support");
+    s.create_agent(tenant, &support, &audited())
         .await
         .expect("agent");
     s.create_tool(tenant, &tool(tenant, "lookup"), &audited())
@@ -146,6 +148,10 @@ async fn populate(s: &PgStore, tenant: TenantId) {
     baton_core::ports::RetentionStore::put_retention(s, tenant, Some(30), now(), &audited())
         .await
         .expect("retention policy");
+    let schedule = crate::schedules::schedule(tenant, support.id, now());
+    baton_core::ports::ScheduleStore::create_schedule(s, &schedule, &audited())
+        .await
+        .expect("schedule");
 }
 
 /// Two tenants with rows everywhere, checked on a connection that bypasses row-level

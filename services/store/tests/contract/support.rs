@@ -34,6 +34,7 @@ pub trait Store:
     + ApiKeyStore
     + baton_core::ports::AuditStore
     + baton_core::ports::RetentionStore
+    + baton_core::ports::ScheduleStore
     + Raw
     + Clone
     + 'static
@@ -51,6 +52,7 @@ impl<
         + ApiKeyStore
         + baton_core::ports::AuditStore
         + baton_core::ports::RetentionStore
+        + baton_core::ports::ScheduleStore
         + Raw
         + Clone
         + 'static,

@@ -29,6 +29,7 @@ use baton_core::model::{ApiKey, AuditAction, AuditEntry, Tenant as TenantRecord}
 use baton_core::ports::{ApiKeyStore, Clock, SystemClock, TenantStore};
 use baton_core::retention::{Retention, RetentionOptions};
 use baton_core::runs::{Checkpoints, Recorder, Runs};
+use baton_core::schedules::{ScheduleOptions, Schedules};
 use baton_core::secrets::Secrets;
 use baton_core::tools::Tools;
 use baton_core::users::Users;
@@ -61,6 +62,7 @@ pub struct TestApp {
     store: SqliteStore,
     users: Users,
     retention: Retention,
+    schedules: Schedules,
 }
 
 /// A tenant made for one test, and its owner's API key.
@@ -78,6 +80,12 @@ impl TestApp {
     /// The retention job of the app's replica, whose rounds a test runs when it wants.
     pub fn retention(&self) -> &Retention {
         &self.retention
+    }
+
+    /// The schedules job of the app's replica (not running: a test looks for due
+    /// schedules when it wants, with this clock or one of its own).
+    pub fn schedules(&self) -> &Schedules {
+        &self.schedules
     }
 
     /// Authentication required: every request needs an API key or a session token.
@@ -162,16 +170,17 @@ impl TestApp {
             replica: "api-tests".into(),
             options: RetentionOptions::default(),
         };
+        let runs = Runs {
+            reader: db.clone(),
+            recorder,
+            replica: "api-tests".into(),
+            agents: db.clone(),
+            tools: db.clone(),
+            driver: Arc::new(engine),
+            clock: clock.clone(),
+        };
         let state = AppState {
-            runs: Runs {
-                reader: db.clone(),
-                recorder,
-                replica: "api-tests".into(),
-                agents: db.clone(),
-                tools: db.clone(),
-                driver: Arc::new(engine),
-                clock: clock.clone(),
-            },
+            runs: runs.clone(),
             agents: Agents {
                 store: db.clone(),
                 tools: db.clone(),
@@ -186,6 +195,17 @@ impl TestApp {
             },
             egress_allowlists: allowlists,
             retention: retention.clone(),
+            schedules: Schedules {
+                store: db.clone(),
+                runs: runs.clone(),
+                reader: db.clone(),
+                agents: db.clone(),
+                api_keys: db.clone(),
+                users: db.clone(),
+                clock: clock.clone(),
+                options: ScheduleOptions::default(),
+                changed: Arc::default(),
+            },
             checkpoints: Checkpoints {
                 store: db.clone(),
                 runs: db.clone(),
@@ -237,11 +257,13 @@ impl TestApp {
             tasks,
         };
         delegator.set(Arc::new(state.runs.clone()));
+        let schedules = state.schedules.clone();
         let app = TestApp {
             router: baton_api::router(state, Router::new()),
             store,
             users,
             retention,
+            schedules,
         };
         (app, local)
     }

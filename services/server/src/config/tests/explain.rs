@@ -79,6 +79,10 @@ egress.allow_loopback               (unset)         default
 retention.interval_ms               60000           default
 retention.batch                     100             default
 retention.idempotency_window_hours  168             default
+schedules.poll_interval_ms          5000            default
+schedules.grace_ms                  60000           default
+schedules.min_interval_ms           1000            default
+schedules.batch                     100             default
 ";
     assert_eq!(text, expected);
 }
@@ -122,7 +126,7 @@ fn explain_covers_every_schema_key_exactly_once() {
     unique.sort_unstable();
     unique.dedup();
     assert_eq!(unique.len(), keys.len());
-    assert_eq!(keys.len(), 59);
+    assert_eq!(keys.len(), 63);
 }
 
 #[test]
