@@ -83,6 +83,10 @@ id_type!(
     ScheduleId
 );
 id_type!(
+    /// A webhook endpoint of a tenant.
+    WebhookId
+);
+id_type!(
     /// One tool call's receipt: the write-ahead record of a side effect. Also sent to
     /// HTTP tools as the `Idempotency-Key`.
     ReceiptId

@@ -14,7 +14,7 @@ pub mod upcast;
 pub use envelope::{Decoded, Envelope, EventMeta, NewEvent};
 pub use ids::{
     AgentId, ApprovalId, CheckpointId, EventId, MessageId, ReceiptId, RunId, ScheduleId, TenantId,
-    ToolId,
+    ToolId, WebhookId,
 };
 pub use payloads::*;
 pub use tools::*;

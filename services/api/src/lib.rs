@@ -77,6 +77,17 @@ fn api() -> (Router<AppState>, serde_json::Value) {
         .routes(routes!(routes::schedules::pause))
         .routes(routes!(routes::schedules::resume))
         .routes(routes!(routes::schedules::run_now))
+        .routes(routes!(routes::webhooks::create, routes::webhooks::list))
+        .routes(routes!(
+            routes::webhooks::get,
+            routes::webhooks::update,
+            routes::webhooks::delete
+        ))
+        .routes(routes!(routes::webhooks::rotate_secret))
+        .routes(routes!(routes::webhooks::enable))
+        .routes(routes!(routes::webhooks::deliveries))
+        .routes(routes!(routes::webhooks::delivery))
+        .routes(routes!(routes::webhooks::replay))
         .routes(routes!(routes::sessions::login))
         .routes(routes!(routes::sessions::logout))
         .routes(routes!(routes::sessions::me))

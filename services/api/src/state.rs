@@ -14,6 +14,7 @@ use baton_core::runs::{Checkpoints, Runs};
 use baton_core::schedules::Schedules;
 use baton_core::secrets::Secrets;
 use baton_core::tools::Tools;
+use baton_core::webhooks::Webhooks;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -63,6 +64,8 @@ pub struct AppState {
     pub retention: Retention,
     /// The tenant's schedules, and "run now".
     pub schedules: Schedules,
+    /// The tenant's webhook endpoints and their deliveries.
+    pub webhooks: Webhooks,
     pub checkpoints: Checkpoints,
     /// Write-only for clients; the engine reads values through its own `SecretReader`.
     pub secrets: Secrets,

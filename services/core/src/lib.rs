@@ -37,7 +37,10 @@ pub mod tools;
 pub mod trace;
 pub mod users;
 pub mod validate;
+pub mod webhooks;
 
-pub use baton_events::{AgentId, EventId, MessageId, RunId, ScheduleId, TenantId, ToolId};
+pub use baton_events::{
+    AgentId, EventId, MessageId, RunId, ScheduleId, TenantId, ToolId, WebhookId,
+};
 pub use error::{CoreError, StoreError};
 pub use model::{Action, Principal, Role};

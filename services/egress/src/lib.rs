@@ -12,8 +12,10 @@
 //! the address.
 
 mod mask;
+mod webhooks;
 
 pub use mask::{Mask, cut};
+pub use webhooks::EXCERPT_CHARS;
 
 use baton_core::egress::{Denied, EgressPolicy, HostRule};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};

@@ -23,13 +23,14 @@ use baton_core::ports::{
     AgentStore, ApiKeyStore, AuditStore, CheckpointStore, Clock, DelegatorSlot,
     EgressAllowlistStore, EventBus, EventLog, InvitationStore, LeaseStore, RetentionStore,
     RunReader, ScheduleStore, SealedStore, SecretStore, StatsStore, SystemClock, TenantStore,
-    ToolStore, UserStore,
+    ToolStore, UserStore, WebhookStore,
 };
 use baton_core::retention::Retention;
 use baton_core::runs::{Checkpoints, Recorder, Runs};
 use baton_core::schedules::Schedules;
 use baton_core::secrets::Secrets;
 use baton_core::tools::Tools;
+use baton_core::webhooks::Webhooks;
 use baton_core::{StoreError, TenantId};
 use baton_egress::Egress;
 use baton_engine::{Engine, EngineOptions, EnginePorts};
@@ -65,6 +66,8 @@ pub struct Stores {
     pub retention: Arc<dyn RetentionStore>,
     /// Schedules, and the ones due across tenants.
     pub schedules: Arc<dyn ScheduleStore>,
+    /// Webhook endpoints and their deliveries.
+    pub webhooks: Arc<dyn WebhookStore>,
     /// Counts over every tenant, for `/metrics`.
     pub stats: Arc<dyn StatsStore>,
     /// The per-tenant audit stream.
@@ -89,6 +92,7 @@ trait AllPorts:
     + EgressAllowlistStore
     + RetentionStore
     + ScheduleStore
+    + WebhookStore
     + StatsStore
     + AuditStore
     + 'static
@@ -111,6 +115,7 @@ impl<T> AllPorts for T where
         + EgressAllowlistStore
         + RetentionStore
         + ScheduleStore
+        + WebhookStore
         + StatsStore
         + AuditStore
         + 'static
@@ -143,6 +148,7 @@ impl Stores {
             egress_allowlists: s.clone(),
             retention: s.clone(),
             schedules: s.clone(),
+            webhooks: s.clone(),
             stats: s.clone(),
             users: s,
             closer,
@@ -525,6 +531,8 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
     tasks.spawn(wiring.retention().run(shutdown.clone()));
     // Every replica fires due schedules; the store's version checks decide each fire once.
     tasks.spawn(state.schedules.clone().run(shutdown.clone()));
+    // Every replica attempts due webhook deliveries, each leased to one at a time.
+    tasks.spawn(state.webhooks.clone().run(shutdown.clone()));
     let router = baton_api::router(state, metrics_route(&stores));
     let server = tokio::spawn(crate::serve::serve(
         listener,
@@ -633,6 +641,19 @@ impl Wiring<'_> {
         }
     }
 
+    /// The webhook use cases and deliverer, calling out through the egress client.
+    fn webhooks(&self) -> Webhooks {
+        Webhooks {
+            store: self.stores.webhooks.clone(),
+            keyring: self.keyring.clone(),
+            egress: self.egress_allowlists(),
+            transport: Arc::new(self.egress_client.clone()),
+            clock: self.clock.clone(),
+            replica: self.replica.clone(),
+            options: self.config.webhooks.clone(),
+        }
+    }
+
     fn secrets(&self) -> Secrets {
         Secrets {
             store: self.stores.secrets.clone(),
@@ -696,6 +717,7 @@ impl Wiring<'_> {
             egress_allowlists: self.egress_allowlists(),
             retention: self.retention(),
             schedules: self.schedules(self.runs(engine)),
+            webhooks: self.webhooks(),
             secrets: self.secrets(),
             audit: Audit {
                 store: stores.audit.clone(),

@@ -23,7 +23,7 @@ pub use db::{TestDatabase, TestSqlite};
 pub use nats::TestNats;
 pub use proxy::TcpProxy;
 pub use replicas::{Cluster, ClusterBuilder, EventRow, Replica};
-pub use tool_server::{Behaviour, ToolServer};
+pub use tool_server::{Behaviour, ToolRequest, ToolServer};
 
 /// A reqwest client builder for tests and tools, with ring installed as the process's
 /// rustls crypto provider first (reqwest is built without one of its own).

@@ -16,6 +16,7 @@ pub mod schedules;
 pub mod secrets;
 pub mod sessions;
 pub mod tools;
+pub mod webhooks;
 
 use crate::error::{ApiError, Code};
 use serde::Serialize;
@@ -62,6 +63,10 @@ page!(/// A page of invitations, newest first.
     InvitationPage of baton_core::model::Invitation);
 page!(/// A page of schedules, newest first.
     SchedulePage of baton_core::model::Schedule);
+page!(/// A page of webhook endpoints, newest first.
+    WebhookPage of baton_core::model::Webhook);
+page!(/// A page of an endpoint's deliveries, newest first.
+    DeliveryPage of baton_core::model::Delivery);
 page!(/// A page of audit entries, newest first.
     AuditEntryPage of baton_core::model::AuditEntry);
 

@@ -22,3 +22,4 @@ mod streams;
 mod support;
 mod tenancy;
 mod wait;
+mod webhooks;

@@ -579,7 +579,7 @@ async fn a_schedule_pauses_itself_when_its_agent_is_archived_or_its_owner_loses_
     assert!(
         app.schedules()
             .store
-            .update_schedule(&s, expected, None)
+            .update_schedule(&s, expected, None, None)
             .await
             .expect("write")
     );

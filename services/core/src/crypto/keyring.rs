@@ -24,7 +24,7 @@ use aes_gcm::Aes256Gcm;
 use aes_gcm::aead::{Aead, Key, KeyInit, Nonce, Payload};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use baton_events::{CheckpointId, RunId, TenantId};
+use baton_events::{CheckpointId, RunId, TenantId, WebhookId};
 use rand::RngCore;
 use thiserror::Error;
 
@@ -52,6 +52,8 @@ const AAD_VERSION: u8 = 1;
 const PURPOSE_SECRET: u8 = 1;
 /// Purpose tag of a run checkpoint's associated data.
 const PURPOSE_CHECKPOINT: u8 = 2;
+/// A webhook endpoint's signing secret.
+const PURPOSE_WEBHOOK_SECRET: u8 = 3;
 
 /// What can go wrong configuring a keyring or sealing and opening records. No message
 /// carries key bytes or plaintext.
@@ -110,6 +112,14 @@ impl Aad {
                 run.as_uuid().as_bytes(),
                 checkpoint_id.as_uuid().as_bytes(),
             ],
+        )
+    }
+
+    /// Binds a webhook endpoint's signing secret to its tenant and endpoint.
+    pub fn webhook_secret(tenant: TenantId, webhook: WebhookId) -> Aad {
+        Aad::build(
+            PURPOSE_WEBHOOK_SECRET,
+            &[tenant.as_uuid().as_bytes(), webhook.as_uuid().as_bytes()],
         )
     }
 

@@ -80,6 +80,9 @@ pub enum Action {
     /// Create, change, pause, resume and delete schedules (a schedule's runs start on
     /// behalf of whoever last created, changed or resumed it).
     ManageSchedules,
+    /// Register, change, rotate the secrets of and delete webhook endpoints, and read and
+    /// replay their deliveries.
+    ManageWebhooks,
 }
 
 impl Action {
@@ -104,7 +107,8 @@ impl Action {
             | Action::ManageMembers
             | Action::ReadAudit
             | Action::ManageEgress
-            | Action::ManageRetention => Role::Admin,
+            | Action::ManageRetention
+            | Action::ManageWebhooks => Role::Admin,
             Action::ManageOwners => Role::Owner,
         }
     }
@@ -132,6 +136,7 @@ impl Action {
             Action::ManageRetention => "manage the retention policy",
             Action::ReadSchedules => "read schedules",
             Action::ManageSchedules => "manage schedules",
+            Action::ManageWebhooks => "manage webhooks",
         }
     }
 }

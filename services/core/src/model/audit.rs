@@ -30,6 +30,9 @@ pub const RETENTION: &str = "retention";
 /// The actor of what the schedules job does on its own (a schedule pausing itself).
 pub const SCHEDULER: &str = "scheduler";
 
+/// The actor of what the webhook deliverer does on its own (disabling an endpoint).
+pub const WEBHOOKS: &str = "webhooks";
+
 /// What changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 pub enum AuditAction {
@@ -118,10 +121,28 @@ pub enum AuditAction {
     /// A member started a run of a schedule now.
     #[serde(rename = "schedule.run_now")]
     ScheduleRunNow,
+    #[serde(rename = "webhook.created")]
+    WebhookCreated,
+    /// An endpoint's URL, description or events replaced.
+    #[serde(rename = "webhook.updated")]
+    WebhookUpdated,
+    #[serde(rename = "webhook.deleted")]
+    WebhookDeleted,
+    #[serde(rename = "webhook.secret_rotated")]
+    WebhookSecretRotated,
+    /// An endpoint enabled again by a member.
+    #[serde(rename = "webhook.enabled")]
+    WebhookEnabled,
+    /// An endpoint disabled by the deliverer after failing too often in a row.
+    #[serde(rename = "webhook.disabled")]
+    WebhookDisabled,
+    /// A delivery made pending again by a member.
+    #[serde(rename = "webhook.replayed")]
+    WebhookReplayed,
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 32] = [
+    pub const ALL: [AuditAction; 39] = [
         AuditAction::MemberAdded,
         AuditAction::MemberRoleChanged,
         AuditAction::MemberRemoved,
@@ -154,6 +175,13 @@ impl AuditAction {
         AuditAction::ScheduleResumed,
         AuditAction::ScheduleDeleted,
         AuditAction::ScheduleRunNow,
+        AuditAction::WebhookCreated,
+        AuditAction::WebhookUpdated,
+        AuditAction::WebhookDeleted,
+        AuditAction::WebhookSecretRotated,
+        AuditAction::WebhookEnabled,
+        AuditAction::WebhookDisabled,
+        AuditAction::WebhookReplayed,
     ];
 
     /// The name stored and shown (`member.added`).
@@ -191,6 +219,13 @@ impl AuditAction {
             AuditAction::ScheduleResumed => "schedule.resumed",
             AuditAction::ScheduleDeleted => "schedule.deleted",
             AuditAction::ScheduleRunNow => "schedule.run_now",
+            AuditAction::WebhookCreated => "webhook.created",
+            AuditAction::WebhookUpdated => "webhook.updated",
+            AuditAction::WebhookDeleted => "webhook.deleted",
+            AuditAction::WebhookSecretRotated => "webhook.secret_rotated",
+            AuditAction::WebhookEnabled => "webhook.enabled",
+            AuditAction::WebhookDisabled => "webhook.disabled",
+            AuditAction::WebhookReplayed => "webhook.replayed",
         }
     }
 
@@ -208,7 +243,7 @@ pub struct AuditEntry {
     pub at: DateTime<Utc>,
     /// Who: `key:<id>` (an API key), `user:<id>` (a login session), `local` (the embedded
     /// tier's local owner), `operator` (the `baton` command line), `engine` (a run's
-    /// engine, for a call it refused), `retention` or `scheduler` (the background jobs).
+    /// engine, for a call it refused), `retention`, `scheduler` or `webhooks` (the background jobs).
     pub actor: String,
     /// From where: the address of the client's connection (behind a proxy, the
     /// proxy's); none for the command line.
@@ -265,6 +300,16 @@ impl AuditEntry {
         details: serde_json::Value,
     ) -> AuditEntry {
         Self::unattended(SCHEDULER, at, action, target, details)
+    }
+
+    /// Something the webhook deliverer did: an endpoint disabled with the reason.
+    pub fn webhooks(
+        at: DateTime<Utc>,
+        action: AuditAction,
+        target: impl Into<String>,
+        details: serde_json::Value,
+    ) -> AuditEntry {
+        Self::unattended(WEBHOOKS, at, action, target, details)
     }
 
     /// A change made with the `baton` command line.

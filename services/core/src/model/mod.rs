@@ -1,6 +1,6 @@
 //! Baton's domain types: runs and their messages, tool-call receipts, agents, tools,
 //! tenants and API keys, users, members, invitations and sessions, the audit stream's
-//! entries, egress allowlists, retention policies, schedules, what may be shown of secrets and
+//! entries, egress allowlists, retention policies, schedules, webhooks, what may be shown of secrets and
 //! checkpoints, and who may do what (`access.rs`). Pure data and pure functions; every
 //! port and use case speaks in these types.
 
@@ -18,6 +18,7 @@ mod secret;
 mod tenant;
 mod tool;
 mod user;
+mod webhook;
 
 pub use access::*;
 pub use agent::*;
@@ -33,6 +34,7 @@ pub use secret::*;
 pub use tenant::*;
 pub use tool::*;
 pub use user::*;
+pub use webhook::*;
 
 #[cfg(test)]
 mod tests;

@@ -24,6 +24,7 @@ mod stats;
 mod tenants;
 mod tools;
 mod users;
+mod webhooks;
 
 pub use agents::AgentStore;
 pub use api_keys::ApiKeyStore;
@@ -45,3 +46,4 @@ pub use stats::StatsStore;
 pub use tenants::TenantStore;
 pub use tools::ToolStore;
 pub use users::{MemberChange, UserCredentials, UserStore};
+pub use webhooks::{EndpointOutcome, PostAnswer, WebhookStore, WebhookTransport};

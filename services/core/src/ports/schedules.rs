@@ -1,7 +1,7 @@
 //! Schedules: their definitions and state, and the ones due to fire across tenants.
 
 use crate::error::StoreError;
-use crate::model::{AuditEntry, Schedule};
+use crate::model::{AuditEntry, Schedule, WebhookMessage};
 use async_trait::async_trait;
 use baton_events::{AgentId, ScheduleId, TenantId};
 use chrono::{DateTime, Utc};
@@ -29,13 +29,15 @@ pub trait ScheduleStore: Send + Sync {
     ) -> Result<Vec<Schedule>, StoreError>;
 
     /// Replaces the schedule by `s` (whose `version` is the new one) if its stored
-    /// version is still `expected`, with `audit` when given, in one transaction; `false`
-    /// when it moved or is gone (nothing written).
+    /// version is still `expected`, with `audit` when given and the deliveries of
+    /// `message` when given, in one transaction; `false` when it moved or is gone
+    /// (nothing written).
     async fn update_schedule(
         &self,
         s: &Schedule,
         expected: i64,
         audit: Option<&AuditEntry>,
+        message: Option<&WebhookMessage>,
     ) -> Result<bool, StoreError>;
 
     /// Deletes the schedule with its audit entry; `false` when there was none.

@@ -3,10 +3,10 @@
 //! schedule at once agree on one outcome, and a replica killed between the claim and the
 //! record leaves a pending fire the next look records.
 
-use super::{Schedules, Timetable, command, decide, lasting, principal, render, rfc3339};
+use super::{Schedules, Timetable, command, decide, lasting, paused, principal, render, rfc3339};
 use crate::error::CoreError;
 use crate::model::{
-    Action, AuditAction, AuditEntry, Overlap, PendingFire, Schedule, ScheduleState,
+    Action, AuditAction, AuditEntry, Overlap, PendingFire, Schedule, ScheduleState, WebhookMessage,
 };
 use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::json;
@@ -117,7 +117,7 @@ impl Schedules {
             let request_id = format!("schedule:{}:{}", s.id, rfc3339(at));
             next.pending = Some(render(s, &timetable, at, count, request_id));
         }
-        let written = self.write(s, next, None).await?;
+        let written = self.write(s, next, None, None).await?;
         if written.is_some() && d.skipped > 0 {
             let reason = if due < now - grace {
                 "missed"
@@ -153,7 +153,7 @@ impl Schedules {
         next.fires += 1;
         next.last_fire_at = Some(fire.at);
         next.last_run_id = Some(created.run.id);
-        let written = self.write(s, next, None).await?;
+        let written = self.write(s, next, None, None).await?;
         if written.is_some() {
             metrics::counter!("baton_schedule_fires_total", "trigger" => "timetable").increment(1);
             if fire.missed == 0 {
@@ -187,7 +187,8 @@ impl Schedules {
             s.id.to_string(),
             json!({"name": s.spec.name, "version": next.version, "reason": reason}),
         );
-        let written = self.write(s, next, Some(audit)).await?;
+        let message = paused(&next);
+        let written = self.write(s, next, Some(audit), Some(&message)).await?;
         if written.is_some() {
             tracing::warn!(schedule = %s.id, tenant = %s.tenant, reason = %reason, "a schedule paused itself");
             metrics::counter!("baton_schedule_pauses_total", "reason" => kind).increment(1);
@@ -267,10 +268,11 @@ impl Schedules {
         current: &Schedule,
         next: Schedule,
         audit: Option<AuditEntry>,
+        message: Option<&WebhookMessage>,
     ) -> Result<Option<Schedule>, CoreError> {
         let written = self
             .store
-            .update_schedule(&next, current.version, audit.as_ref())
+            .update_schedule(&next, current.version, audit.as_ref(), message)
             .await?;
         Ok(written.then_some(next))
     }

@@ -30,7 +30,7 @@ pub use timetable::{MAX_CRON_CHARS, Timetable};
 use crate::error::CoreError;
 use crate::model::{
     Action, AuditAction, AuditEntry, PendingFire, Principal, Role, Schedule, ScheduleSpec,
-    ScheduleState,
+    ScheduleState, WebhookEvent, WebhookMessage,
 };
 use crate::page::{self, Page};
 use crate::ports::{AgentStore, ApiKeyStore, Clock, RunReader, ScheduleStore, UserStore};
@@ -318,9 +318,10 @@ impl Schedules {
             s.version = current.version + 1;
             s.updated_at = now;
             let audit = audit(p, now, action, &s);
+            let message = (action == AuditAction::SchedulePaused).then(|| paused(&s));
             if self
                 .store
-                .update_schedule(&s, current.version, Some(&audit))
+                .update_schedule(&s, current.version, Some(&audit), message.as_ref())
                 .await?
             {
                 self.changed.notify_one();
@@ -504,6 +505,17 @@ fn audit(p: &Principal, at: DateTime<Utc>, action: AuditAction, s: &Schedule) ->
         action,
         s.id.to_string(),
         json!({"name": s.spec.name, "version": s.version, "state": s.state.as_str()}),
+    )
+}
+
+/// The `schedule.paused` webhook event of `s`, just paused.
+fn paused(s: &Schedule) -> WebhookMessage {
+    WebhookMessage::new(
+        uuid::Uuid::now_v7(),
+        WebhookEvent::SchedulePaused,
+        None,
+        s.updated_at,
+        json!({"schedule": s}),
     )
 }
 

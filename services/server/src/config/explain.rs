@@ -72,6 +72,13 @@ const KEY_ORDER: &[&str] = &[
     "schedules.grace_ms",
     "schedules.min_interval_ms",
     "schedules.batch",
+    "webhooks.poll_interval_ms",
+    "webhooks.batch",
+    "webhooks.timeout_ms",
+    "webhooks.retry_base_ms",
+    "webhooks.retry_max_ms",
+    "webhooks.retry_for_secs",
+    "webhooks.disable_after_failures",
 ];
 
 /// Shown for keys without a value.

@@ -12,12 +12,13 @@ use baton_core::crypto::PasswordParams;
 use baton_core::egress::{EgressPolicy, HostRule};
 use baton_core::retention::RetentionOptions;
 use baton_core::schedules::ScheduleOptions;
+use baton_core::webhooks::WebhookOptions;
 use secrecy::{ExposeSecret, SecretString};
 
 use super::ConfigError;
 use super::schema::{
     AuthSection, BusSection, ClusterSection, CryptoSection, EgressSection, HttpSection, LogFormat,
-    RawConfig, RetentionSection, SchedulesSection, Tier,
+    RawConfig, RetentionSection, SchedulesSection, Tier, WebhooksSection,
 };
 use super::urls::{DatabaseUrl, check_nats_url, parse_database_url};
 
@@ -64,6 +65,8 @@ pub struct Config {
     pub retention: RetentionOptions,
     /// The schedules job.
     pub schedules: ScheduleOptions,
+    /// The webhook deliverer.
+    pub webhooks: WebhookOptions,
 }
 
 /// Id of the key the embedded tier generates when none is configured.
@@ -331,6 +334,7 @@ impl RawConfig {
         let cluster = validate_cluster(&self.cluster)?;
         let retention = validate_retention(&self.retention)?;
         let schedules = validate_schedules(&self.schedules)?;
+        let webhooks = validate_webhooks(&self.webhooks)?;
         let login = validate_login(&self.auth)?;
         validate_replica_name(&self.replica_name)?;
         let log = self.validate_log()?;
@@ -432,6 +436,7 @@ impl RawConfig {
             egress,
             retention,
             schedules,
+            webhooks,
         })
     }
 }
@@ -717,6 +722,42 @@ fn validate_schedules(s: &SchedulesSection) -> Result<ScheduleOptions, ConfigErr
         grace: Duration::from_millis(s.grace_ms),
         min_interval: Duration::from_millis(s.min_interval_ms),
         batch: s.batch,
+    })
+}
+
+fn validate_webhooks(w: &WebhooksSection) -> Result<WebhookOptions, ConfigError> {
+    let within = |key: &'static str, v: u64, lo: u64, hi: u64| {
+        if (lo..=hi).contains(&v) {
+            Ok(())
+        } else {
+            Err(invalid(key, &format!("must be between {lo} and {hi}")))
+        }
+    };
+    within("webhooks.poll_interval_ms", w.poll_interval_ms, 10, 600_000)?;
+    within("webhooks.batch", u64::from(w.batch), 1, 1_000)?;
+    within("webhooks.timeout_ms", w.timeout_ms, 100, 120_000)?;
+    within("webhooks.retry_base_ms", w.retry_base_ms, 10, 3_600_000)?;
+    within(
+        "webhooks.retry_max_ms",
+        w.retry_max_ms,
+        w.retry_base_ms,
+        86_400_000,
+    )?;
+    within("webhooks.retry_for_secs", w.retry_for_secs, 1, 2_592_000)?;
+    within(
+        "webhooks.disable_after_failures",
+        u64::from(w.disable_after_failures),
+        1,
+        100_000,
+    )?;
+    Ok(WebhookOptions {
+        poll: Duration::from_millis(w.poll_interval_ms),
+        batch: w.batch,
+        timeout: Duration::from_millis(w.timeout_ms),
+        retry_base: Duration::from_millis(w.retry_base_ms),
+        retry_max: Duration::from_millis(w.retry_max_ms),
+        retry_for: Duration::from_secs(w.retry_for_secs),
+        disable_after: w.disable_after_failures,
     })
 }
 

@@ -103,6 +103,8 @@ pub struct RawConfig {
     pub retention: RetentionSection,
     /// `[schedules]`: the job, on every replica, that starts the runs of due schedules.
     pub schedules: SchedulesSection,
+    /// `[webhooks]`: how every replica attempts the deliveries of webhook events.
+    pub webhooks: WebhooksSection,
 }
 
 impl Default for RawConfig {
@@ -121,6 +123,7 @@ impl Default for RawConfig {
             egress: EgressSection::default(),
             retention: RetentionSection::default(),
             schedules: SchedulesSection::default(),
+            webhooks: WebhooksSection::default(),
         }
     }
 }
@@ -473,6 +476,46 @@ impl Default for SchedulesSection {
             grace_ms: 60_000,
             min_interval_ms: 1_000,
             batch: 100,
+        }
+    }
+}
+
+/// `[webhooks]`: how deliveries of webhook events are attempted. Every replica attempts
+/// due deliveries, each leased to one replica at a time.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct WebhooksSection {
+    /// The longest a new delivery waits before a replica looks for it, in milliseconds.
+    /// 10 to 600000.
+    pub poll_interval_ms: u64,
+    /// Most deliveries a replica attempts at once. 1 to 1000.
+    pub batch: u32,
+    /// How long one attempt may take, in milliseconds. 100 to 120000.
+    pub timeout_ms: u64,
+    /// The pause after a first failed attempt, in milliseconds; it doubles with each
+    /// failure (with 20% jitter either way) up to `retry_max_ms`. 10 to 3600000.
+    pub retry_base_ms: u64,
+    /// The longest pause between attempts, in milliseconds. At least `retry_base_ms`, at
+    /// most 86400000.
+    pub retry_max_ms: u64,
+    /// How long after its event a delivery is retried before it is marked failed, in
+    /// seconds. 1 to 2592000 (30 days).
+    pub retry_for_secs: u64,
+    /// Failed attempts in a row, across an endpoint's deliveries, that disable it. 1 to
+    /// 100000.
+    pub disable_after_failures: u32,
+}
+
+impl Default for WebhooksSection {
+    fn default() -> Self {
+        Self {
+            poll_interval_ms: 2_000,
+            batch: 32,
+            timeout_ms: 10_000,
+            retry_base_ms: 5_000,
+            retry_max_ms: 3_600_000,
+            retry_for_secs: 86_400,
+            disable_after_failures: 100,
         }
     }
 }

@@ -66,6 +66,12 @@ fn start_at_zero() {
     for reason in ["new", "adopted", "handoff"] {
         metrics::counter!("baton_lease_claims_total", "reason" => reason).increment(0);
     }
+    for trigger in ["timetable", "now"] {
+        metrics::counter!("baton_schedule_fires_total", "trigger" => trigger).increment(0);
+    }
+    for reason in ["missed", "overlap"] {
+        metrics::counter!("baton_schedule_skipped_total", "reason" => reason).increment(0);
+    }
     // Which build each replica runs, to follow a rollout.
     metrics::gauge!("baton_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
 }
@@ -222,6 +228,24 @@ fn describe() {
     describe_counter!(
         "baton_retention_idempotency_pruned_total",
         "Idempotency records the retention job pruned on this replica, past their window."
+    );
+    describe_counter!(
+        "baton_schedule_fires_total",
+        "Runs started by schedules on this replica, by trigger (timetable, now)."
+    );
+    describe_counter!(
+        "baton_schedule_skipped_total",
+        "Schedule fire times skipped on this replica, by reason (missed, overlap)."
+    );
+    describe_counter!(
+        "baton_schedule_pauses_total",
+        "Schedules that paused themselves on this replica, by reason (agent_archived, \
+         agent_missing, owner_lost_access, fire_refused, timetable_unreadable)."
+    );
+    describe_histogram!(
+        "baton_schedule_fire_lateness_seconds",
+        Unit::Seconds,
+        "From a schedule's fire time to its run's creation, for fires on time."
     );
     describe_gauge!("baton_sse_subscribers", "Open SSE event streams.");
     describe_counter!(

@@ -21,5 +21,6 @@ mod nats;
 mod queue;
 mod receipts;
 mod retention;
+mod schedules;
 mod support;
 mod traces;

@@ -35,7 +35,7 @@ pub const FAST_LEASES: [(&str, &str); 3] = [
 
 /// A client of replica `i`'s API holding `key`: each request bounded by [`DEADLINE`],
 /// runs polled every [`POLL`].
-fn client(cluster: &Cluster, i: usize, key: &str) -> Api {
+pub fn client(cluster: &Cluster, i: usize, key: &str) -> Api {
     Api::new(cluster.base_url(i), Some(key.to_string()))
         .with_timeout(DEADLINE)
         .with_polling(POLL, POLL)

@@ -68,6 +68,8 @@ const MUST_SHOW: &[&str] = &[
     "\"wait\": 10",
     "-X PATCH",
     "metadata=team:billing",
+    "/v1/schedules",
+    "/run\"",
 ];
 
 /// Why the guide cannot be turned into a script.

@@ -223,6 +223,16 @@ const ROUTES: &[Row] = &[
     // Paused by the row above.
     row("POST", "/v1/schedules/{schedule_id}/resume", key(ManageSchedules, Role::Member), &[200], NotFound),
     row("DELETE", "/v1/schedules/{schedule_id}", key(ManageSchedules, Role::Member), &[204], NotFound),
+    row("POST", "/v1/webhooks", key(ManageWebhooks, Role::Admin), &[201], Scoped),
+    row("GET", "/v1/webhooks", key(ManageWebhooks, Role::Admin), &[200], Scoped),
+    row("GET", "/v1/webhooks/{webhook_id}", key(ManageWebhooks, Role::Admin), &[200], NotFound),
+    row("PUT", "/v1/webhooks/{webhook_id}", key(ManageWebhooks, Role::Admin), &[200], NotFound),
+    row("POST", "/v1/webhooks/{webhook_id}/rotate-secret", key(ManageWebhooks, Role::Admin), &[200], NotFound),
+    row("POST", "/v1/webhooks/{webhook_id}/enable", key(ManageWebhooks, Role::Admin), &[200], NotFound),
+    row("GET", "/v1/webhooks/{webhook_id}/deliveries", key(ManageWebhooks, Role::Admin), &[200], NotFound),
+    row("GET", "/v1/webhooks/{webhook_id}/deliveries/{delivery_id}", key(ManageWebhooks, Role::Admin), &[200], NotFound),
+    row("POST", "/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/replay", key(ManageWebhooks, Role::Admin), &[200], NotFound),
+    row("DELETE", "/v1/webhooks/{webhook_id}", key(ManageWebhooks, Role::Admin), &[204], NotFound),
 ];
 
 const ROLES: [Role; 4] = [Role::Viewer, Role::Member, Role::Admin, Role::Owner];
@@ -252,6 +262,7 @@ fn all_actions() -> Vec<Action> {
         ManageRetention,
         ReadSchedules,
         ManageSchedules,
+        ManageWebhooks,
     ];
     for a in all {
         match a {
@@ -259,7 +270,7 @@ fn all_actions() -> Vec<Action> {
             | CancelRuns | DeleteRuns | ResolveActions | ReadTools | ManageTools
             | ManageSecrets | ManageEncryptionKeys | ManageApiKeys | ManageMembers
             | ManageOwners | ReadAudit | ManageEgress | ManageRetention | ReadSchedules
-            | ManageSchedules => {}
+            | ManageSchedules | ManageWebhooks => {}
         }
     }
     all.to_vec()
@@ -319,6 +330,10 @@ struct Fixtures {
     api_key: String,
     /// A schedule of `agent`, firing daily.
     schedule: String,
+    /// A webhook endpoint subscribed to `run.cancelled`, and its delivery of the
+    /// cancel of `uncertain_run`.
+    webhook: String,
+    delivery: String,
     /// The user id of a viewer member, whose role changes and who is removed.
     member: String,
     /// The email of a user who is no member, to invite.
@@ -536,6 +551,18 @@ impl Fixtures {
         .await;
         assert_eq!(made.status, 201, "create schedule: {}", made.body);
         let schedule = id_of(&made, "schedule");
+        let hook = post(
+            api,
+            "/v1/webhooks",
+            json!({"url": tools.url("hook"), "description": format!("{tag} hook"),
+                   "events": ["run.cancelled"]}),
+        )
+        .await;
+        assert_eq!(hook.status, 201, "create webhook: {}", hook.body);
+        let webhook = hook.body["webhook"]["id"]
+            .as_str()
+            .expect("webhook id")
+            .to_string();
         let run = create_run(api, &chat, Some("hi")).await;
         let approval_run = create_run(api, &approving, Some("deploy")).await;
         let client_run = create_run(api, &asking, Some("ask")).await;
@@ -578,6 +605,9 @@ impl Fixtures {
         );
         let client_receipt = field(receipt_in(&asking_receipts, "awaiting_client"), "id");
         let uncertain_receipt = field(receipt_in(&held, "uncertain"), "id");
+        let deliveries = get(api, &format!("/v1/webhooks/{webhook}/deliveries")).await;
+        assert_eq!(deliveries.status, 200, "deliveries: {}", deliveries.body);
+        let delivery = field(items(&deliveries).first(), "id");
         let mut identifiers = vec![
             tag.clone(),
             tenant.to_string(),
@@ -600,6 +630,8 @@ impl Fixtures {
             secret.clone(),
             api_key.clone(),
             schedule.clone(),
+            webhook.clone(),
+            delivery.clone(),
             token,
         ];
         // Every key of the tenant, by id and by shown prefix.
@@ -639,6 +671,8 @@ impl Fixtures {
             secret,
             api_key,
             schedule,
+            webhook,
+            delivery,
             // Users come from `add_users`, once the set exists.
             member: String::new(),
             newcomer: String::new(),
@@ -669,6 +703,8 @@ impl Fixtures {
             secret: format!("{tag}_key"),
             api_key: id(),
             schedule: id(),
+            webhook: id(),
+            delivery: id(),
             member: id(),
             newcomer: format!("{tag}-new@example.com"),
             invitation: id(),
@@ -680,6 +716,8 @@ impl Fixtures {
             f.tag.clone(),
             f.tenant.clone(),
             f.schedule.clone(),
+            f.webhook.clone(),
+            f.delivery.clone(),
             f.agent.clone(),
             f.archivable.clone(),
             f.archivable_tool.clone(),
@@ -967,6 +1005,48 @@ fn request(row: &Row, src: Src, nonce: &str) -> Req {
         ("POST", "/v1/schedules/{schedule_id}/resume") => {
             (format!("/v1/schedules/{}/resume", outer.schedule), None)
         }
+        ("POST", "/v1/webhooks") => (
+            row.path.to_string(),
+            Some(
+                json!({"url": "http://127.0.0.1:9/hook", "description": format!("{nonce} hook"),
+                        "events": ["run.completed"]}),
+            ),
+        ),
+        ("GET", "/v1/webhooks") => (row.path.to_string(), None),
+        ("GET" | "DELETE", "/v1/webhooks/{webhook_id}") => {
+            (format!("/v1/webhooks/{}", outer.webhook), None)
+        }
+        ("PUT", "/v1/webhooks/{webhook_id}") => (
+            format!("/v1/webhooks/{}", outer.webhook),
+            Some(
+                json!({"url": "http://127.0.0.1:9/hook", "description": format!("{nonce} hook"),
+                        "events": ["run.cancelled", "run.failed"]}),
+            ),
+        ),
+        ("POST", "/v1/webhooks/{webhook_id}/rotate-secret") => (
+            format!("/v1/webhooks/{}/rotate-secret", outer.webhook),
+            Some(json!({"overlap_secs": 60})),
+        ),
+        ("POST", "/v1/webhooks/{webhook_id}/enable") => {
+            (format!("/v1/webhooks/{}/enable", outer.webhook), None)
+        }
+        ("GET", "/v1/webhooks/{webhook_id}/deliveries") => {
+            (format!("/v1/webhooks/{}/deliveries", outer.webhook), None)
+        }
+        ("GET", "/v1/webhooks/{webhook_id}/deliveries/{delivery_id}") => (
+            format!(
+                "/v1/webhooks/{}/deliveries/{}",
+                outer.webhook, nested.delivery
+            ),
+            None,
+        ),
+        ("POST", "/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/replay") => (
+            format!(
+                "/v1/webhooks/{}/deliveries/{}/replay",
+                outer.webhook, nested.delivery
+            ),
+            None,
+        ),
         _ => panic!("{row}: `request` does not know how to call this route; add it"),
     };
     Req {

@@ -201,6 +201,7 @@ async fn write<B: Backend>(
     };
     let events = insert_rows(tx, tenant, &plan).await?;
     project_receipts(tx, tenant, req, &plan).await?;
+    super::webhooks::enqueue_run_events(tx, tenant, &plan).await?;
     Ok(AppendOutcome::Appended {
         run: Box::new(plan.summary),
         events,

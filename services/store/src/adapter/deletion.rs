@@ -17,12 +17,16 @@ use baton_events::{RunId, TenantId};
 
 /// The rows of a run in the tables that hold them, each bound `$1` the run and `$2` the
 /// tenant; the run row goes last.
-const DELETES: [&str; 5] = [
+const DELETES: [&str; 7] = [
     "DELETE FROM events WHERE stream_id = $1 AND tenant_id = $2",
     "DELETE FROM messages WHERE run_id = $1 AND tenant_id = $2",
     "DELETE FROM receipts WHERE run_id = $1 AND tenant_id = $2",
     "DELETE FROM checkpoints WHERE run_id = $1 AND tenant_id = $2",
     "DELETE FROM idempotency WHERE run_id = $1 AND tenant_id = $2",
+    // Deliveries about the run carry its summary: they go with it, attempts first.
+    "DELETE FROM webhook_attempts WHERE delivery_id IN (SELECT id FROM webhook_deliveries \
+     WHERE run_id = $1 AND tenant_id = $2) AND tenant_id = $2",
+    "DELETE FROM webhook_deliveries WHERE run_id = $1 AND tenant_id = $2",
 ];
 
 /// Whose deletion it is: a caller's, or the retention job's, which counts it in the

@@ -46,6 +46,7 @@ mod stats;
 mod tenants;
 mod tools;
 mod users;
+mod webhooks;
 
 use baton_core::StoreError;
 

@@ -11,7 +11,7 @@ use crate::rows::schedules::{ScheduleRow, schedule_columns};
 use crate::rows::to_json;
 use crate::store::Store;
 use async_trait::async_trait;
-use baton_core::model::{AuditEntry, Schedule};
+use baton_core::model::{AuditEntry, Schedule, WebhookMessage};
 use baton_core::ports::ScheduleStore;
 use baton_events::{AgentId, ScheduleId, TenantId};
 use chrono::{DateTime, Utc};
@@ -119,6 +119,7 @@ impl<B: Backend> ScheduleStore for Store<B> {
         s: &Schedule,
         expected: i64,
         audit: Option<&AuditEntry>,
+        message: Option<&WebhookMessage>,
     ) -> Result<bool> {
         let q = Query::new(UPDATE)
             .bind(Json(to_json("a schedule", &s.spec)?))
@@ -145,12 +146,15 @@ impl<B: Backend> ScheduleStore for Store<B> {
         };
         let mut change = self.audited(s.tenant, audit).await?;
         let changed = q.execute(&mut change.tx).await?;
-        if changed == 1 {
-            change.commit().await?;
-        } else {
+        if changed != 1 {
             change.rollback().await;
+            return Ok(false);
         }
-        Ok(changed == 1)
+        if let Some(m) = message {
+            super::webhooks::enqueue(&mut change.tx, s.tenant, m, s.updated_at).await?;
+        }
+        change.commit().await?;
+        Ok(true)
     }
 
     #[tracing::instrument(name = "store.delete_schedule", skip_all)]

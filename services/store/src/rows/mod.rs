@@ -17,6 +17,7 @@ pub(crate) mod secrets;
 pub(crate) mod tenants;
 pub(crate) mod tools;
 pub(crate) mod users;
+pub(crate) mod webhooks;
 
 use baton_core::StoreError;
 

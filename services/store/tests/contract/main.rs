@@ -25,6 +25,7 @@ mod streams;
 mod support;
 mod tenancy;
 mod users;
+mod webhooks;
 
 /// Generates, for every listed behaviour, one test per backend.
 macro_rules! contract {
@@ -63,6 +64,8 @@ macro_rules! contract {
 }
 
 contract!(
+    webhooks::deliveries_are_recorded_with_their_events_for_subscribed_enabled_endpoints,
+    webhooks::a_delivery_is_leased_to_one_claimer_and_recorded_only_under_its_lease,
     schedules::a_schedule_round_trips_and_changes_only_from_the_version_read,
     schedules::schedules_stay_in_their_tenant_and_page_newest_first,
     schedules::due_schedules_are_found_across_tenants_soonest_first,

@@ -30,7 +30,7 @@ use uuid::Uuid;
 
 /// Every table that holds tenant rows. `every_table_with_a_tenant_column_is_covered`
 /// keeps this list complete.
-const TENANT_TABLES: [&str; 18] = [
+const TENANT_TABLES: [&str; 22] = [
     "api_keys",
     "agents",
     "agent_versions",
@@ -47,6 +47,10 @@ const TENANT_TABLES: [&str; 18] = [
     "egress_allowlists",
     "retention_policies",
     "schedules",
+    "webhooks",
+    "webhook_subscriptions",
+    "webhook_deliveries",
+    "webhook_attempts",
     "tool_versions",
     "audit_log",
 ];
@@ -152,6 +156,7 @@ async fn populate(s: &PgStore, tenant: TenantId) {
     baton_core::ports::ScheduleStore::create_schedule(s, &schedule, &audited())
         .await
         .expect("schedule");
+    crate::webhooks::with_a_delivery_and_an_attempt(s, tenant).await;
 }
 
 /// Two tenants with rows everywhere, checked on a connection that bypasses row-level

@@ -92,13 +92,17 @@ pub async fn a_schedule_round_trips_and_changes_only_from_the_version_read<
         metadata: [("schedule_id".to_string(), sched.id.to_string())].into(),
         request_id: format!("schedule:{}:then", sched.id),
     });
-    assert!(s.update_schedule(&claimed, 1, None).await.expect("claim"));
+    assert!(
+        s.update_schedule(&claimed, 1, None, None)
+            .await
+            .expect("claim")
+    );
     // A racer that read version 1 too loses, and writes nothing.
     let mut racer = got.clone();
     racer.version = 2;
     racer.state = ScheduleState::Paused;
     assert!(
-        !s.update_schedule(&racer, 1, Some(&entry(AuditAction::SchedulePaused)))
+        !s.update_schedule(&racer, 1, Some(&entry(AuditAction::SchedulePaused)), None)
             .await
             .expect("race")
     );
@@ -126,7 +130,11 @@ pub async fn a_schedule_round_trips_and_changes_only_from_the_version_read<
     recorded.fires = 1;
     recorded.last_fire_at = Some(next);
     recorded.last_run_id = Some(baton_events::RunId::new());
-    assert!(s.update_schedule(&recorded, 2, None).await.expect("record"));
+    assert!(
+        s.update_schedule(&recorded, 2, None, None)
+            .await
+            .expect("record")
+    );
     assert_eq!(
         s.get_schedule(t, sched.id).await.expect("get"),
         Some(recorded)
@@ -189,7 +197,9 @@ pub async fn schedules_stay_in_their_tenant_and_page_newest_first<S: Store + Sch
     stolen.tenant = a;
     stolen.version = 2;
     assert!(
-        !s.update_schedule(&stolen, 1, None).await.expect("update"),
+        !s.update_schedule(&stolen, 1, None, None)
+            .await
+            .expect("update"),
         "another tenant's id changes nothing"
     );
     assert!(

@@ -35,6 +35,7 @@ pub trait Store:
     + baton_core::ports::AuditStore
     + baton_core::ports::RetentionStore
     + baton_core::ports::ScheduleStore
+    + baton_core::ports::WebhookStore
     + Raw
     + Clone
     + 'static
@@ -53,6 +54,7 @@ impl<
         + baton_core::ports::AuditStore
         + baton_core::ports::RetentionStore
         + baton_core::ports::ScheduleStore
+        + baton_core::ports::WebhookStore
         + Raw
         + Clone
         + 'static,

@@ -33,6 +33,7 @@ use baton_core::schedules::{ScheduleOptions, Schedules};
 use baton_core::secrets::Secrets;
 use baton_core::tools::Tools;
 use baton_core::users::Users;
+use baton_core::webhooks::{WebhookOptions, Webhooks};
 use baton_core::{Role, TenantId};
 use baton_engine::{Engine, EngineOptions, EnginePorts};
 use baton_store::SqliteStore;
@@ -63,6 +64,7 @@ pub struct TestApp {
     users: Users,
     retention: Retention,
     schedules: Schedules,
+    webhooks: Webhooks,
 }
 
 /// A tenant made for one test, and its owner's API key.
@@ -86,6 +88,11 @@ impl TestApp {
     /// schedules when it wants, with this clock or one of its own).
     pub fn schedules(&self) -> &Schedules {
         &self.schedules
+    }
+
+    /// The webhook deliverer of the app's replica (not running: a test runs its rounds).
+    pub fn webhooks(&self) -> &Webhooks {
+        &self.webhooks
     }
 
     /// Authentication required: every request needs an API key or a session token.
@@ -193,7 +200,7 @@ impl TestApp {
                 clock: clock.clone(),
                 egress: allowlists.clone(),
             },
-            egress_allowlists: allowlists,
+            egress_allowlists: allowlists.clone(),
             retention: retention.clone(),
             schedules: Schedules {
                 store: db.clone(),
@@ -205,6 +212,15 @@ impl TestApp {
                 clock: clock.clone(),
                 options: ScheduleOptions::default(),
                 changed: Arc::default(),
+            },
+            webhooks: Webhooks {
+                store: db.clone(),
+                keyring: keyring.clone(),
+                egress: allowlists.clone(),
+                transport: Arc::new(baton_egress::Egress::new(egress.clone()).expect("the client")),
+                clock: clock.clone(),
+                replica: "api-tests".into(),
+                options: WebhookOptions::default(),
             },
             checkpoints: Checkpoints {
                 store: db.clone(),
@@ -258,12 +274,14 @@ impl TestApp {
         };
         delegator.set(Arc::new(state.runs.clone()));
         let schedules = state.schedules.clone();
+        let webhooks = state.webhooks.clone();
         let app = TestApp {
             router: baton_api::router(state, Router::new()),
             store,
             users,
             retention,
             schedules,
+            webhooks,
         };
         (app, local)
     }

@@ -83,6 +83,13 @@ schedules.poll_interval_ms          5000            default
 schedules.grace_ms                  60000           default
 schedules.min_interval_ms           1000            default
 schedules.batch                     100             default
+webhooks.poll_interval_ms           2000            default
+webhooks.batch                      32              default
+webhooks.timeout_ms                 10000           default
+webhooks.retry_base_ms              5000            default
+webhooks.retry_max_ms               3600000         default
+webhooks.retry_for_secs             86400           default
+webhooks.disable_after_failures     100             default
 ";
     assert_eq!(text, expected);
 }
@@ -126,7 +133,7 @@ fn explain_covers_every_schema_key_exactly_once() {
     unique.sort_unstable();
     unique.dedup();
     assert_eq!(unique.len(), keys.len());
-    assert_eq!(keys.len(), 63);
+    assert_eq!(keys.len(), 70);
 }
 
 #[test]

@@ -1,0 +1,238 @@
+//! Contract: an endpoint's deliveries are recorded by the append of the events they are
+//! about, for enabled endpoints subscribed to the type only; a due delivery is leased to
+//! one claimer at a time; an attempt is recorded only under its lease, with what it
+//! tells of the endpoint (failures in a row disable it); deliveries read back with their
+//! attempts and replay; everything stays in its tenant.
+
+use crate::support::*;
+use baton_core::model::{
+    Attempt, AuditAction, AuditEntry, DeliveryState, RunSummary, Webhook, WebhookEvent,
+    WebhookSecrets, WebhookSpec, WebhookState,
+};
+use baton_core::ports::{EndpointOutcome, WebhookStore};
+use baton_events::{RunCancelled, RunEvent, TenantId, WebhookId};
+use chrono::TimeDelta;
+
+fn entry() -> AuditEntry {
+    AuditEntry::operator(
+        now(),
+        AuditAction::WebhookCreated,
+        "webhook",
+        serde_json::json!({}),
+    )
+}
+
+fn endpoint(tenant: TenantId, events: &[WebhookEvent]) -> Webhook {
+    Webhook {
+        id: WebhookId::new(),
+        tenant,
+        spec: WebhookSpec {
+            url: "https://hooks.example.com/in".into(),
+            description: None,
+            events: events.to_vec(),
+        },
+        state: WebhookState::Enabled,
+        disabled_reason: None,
+        consecutive_failures: 0,
+        previous_secret_expires_at: None,
+        secrets: WebhookSecrets {
+            current: vec![1, 2, 3],
+            previous: None,
+        },
+        version: 1,
+        created_at: now(),
+        updated_at: now(),
+    }
+}
+
+/// Cancels a new run of `tenant`: one `run.cancelled` event.
+async fn cancelled_run<S: Store>(s: &S, tenant: TenantId) -> baton_events::RunId {
+    let run = new_run(s, tenant).await;
+    let summary: RunSummary = s.get_run(tenant, run).await.expect("read").expect("run");
+    let cancel = event(
+        tenant,
+        RunEvent::RunCancelled(RunCancelled { reason: None }),
+    );
+    append_ok(s, tenant, request(run, summary.version, vec![cancel])).await;
+    run
+}
+
+pub async fn deliveries_are_recorded_with_their_events_for_subscribed_enabled_endpoints<
+    S: Store + WebhookStore,
+>(
+    s: &S,
+) {
+    let (a, b) = (tenant(s).await, tenant(s).await);
+    let cancels = endpoint(a, &[WebhookEvent::RunCancelled]);
+    let completes = endpoint(a, &[WebhookEvent::RunCompleted]);
+    let mut off = endpoint(a, &[WebhookEvent::RunCancelled]);
+    off.state = WebhookState::Disabled;
+    let theirs = endpoint(b, &[WebhookEvent::RunCancelled]);
+    for w in [&cancels, &completes, &off, &theirs] {
+        s.create_webhook(w, &entry()).await.expect("create");
+    }
+    let run = cancelled_run(s, a).await;
+    let got = s
+        .list_deliveries(a, cancels.id, None, None, 10)
+        .await
+        .expect("list");
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].event_type, WebhookEvent::RunCancelled);
+    assert_eq!(got[0].run_id, Some(run));
+    assert_eq!(got[0].state, DeliveryState::Pending);
+    assert_eq!(got[0].payload["data"]["run"]["status"], "cancelled");
+    for (t, w) in [(a, &completes), (a, &off), (b, &theirs)] {
+        let none = s
+            .list_deliveries(t, w.id, None, None, 10)
+            .await
+            .expect("list");
+        assert!(none.is_empty(), "{:?}", w.spec.events);
+    }
+    // Another tenant cannot read or replay A's.
+    let id = got[0].id;
+    assert!(
+        s.get_delivery(b, cancels.id, id)
+            .await
+            .expect("get")
+            .is_none()
+    );
+    let (d, attempts) = s
+        .get_delivery(a, cancels.id, id)
+        .await
+        .expect("get")
+        .expect("there");
+    assert_eq!(d, got[0]);
+    assert!(attempts.is_empty());
+    assert!(
+        !s.replay_delivery(b, cancels.id, id, now(), &entry())
+            .await
+            .expect("replay")
+    );
+}
+
+pub async fn a_delivery_is_leased_to_one_claimer_and_recorded_only_under_its_lease<
+    S: Store + WebhookStore,
+>(
+    s: &S,
+) {
+    let a = tenant(s).await;
+    let w = endpoint(a, &[WebhookEvent::RunCancelled]);
+    s.create_webhook(&w, &entry()).await.expect("create");
+    cancelled_run(s, a).await;
+    // Due times are kept to the millisecond.
+    let at =
+        chrono::DateTime::from_timestamp_millis((now() + TimeDelta::seconds(1)).timestamp_millis())
+            .expect("in range");
+    let until = at + TimeDelta::seconds(30);
+    let (first, second) = tokio::join!(
+        s.claim_deliveries("replica-1", at, until, 10),
+        s.claim_deliveries("replica-2", at, until, 10)
+    );
+    let (first, second) = (first.expect("claim"), second.expect("claim"));
+    assert_eq!(
+        first.len() + second.len(),
+        1,
+        "one claimer: {first:?} {second:?}"
+    );
+    let (owner, mut d) = if first.is_empty() {
+        ("replica-2", second[0].clone())
+    } else {
+        ("replica-1", first[0].clone())
+    };
+    let other = if owner == "replica-1" {
+        "replica-2"
+    } else {
+        "replica-1"
+    };
+    d.attempts = 1;
+    d.last_status = Some(503);
+    d.last_error = Some("the endpoint answered 503".into());
+    d.next_attempt_at = Some(at + TimeDelta::seconds(5));
+    d.updated_at = at;
+    let attempt = Attempt {
+        attempt: 1,
+        at,
+        status: Some(503),
+        error: d.last_error.clone(),
+        excerpt: Some("down".into()),
+        duration_ms: 12,
+    };
+    let failed = EndpointOutcome::Failed {
+        disable_after: 1,
+        reason: "1 attempts in a row failed".into(),
+        audit: entry(),
+    };
+    assert!(
+        !s.finish_delivery(&d, &attempt, other, Some(&failed))
+            .await
+            .expect("finish"),
+        "not the lease's owner"
+    );
+    assert!(
+        s.finish_delivery(&d, &attempt, owner, Some(&failed))
+            .await
+            .expect("finish")
+    );
+    let (read, attempts) = s
+        .get_delivery(a, w.id, d.id)
+        .await
+        .expect("get")
+        .expect("there");
+    assert_eq!(read.attempts, 1);
+    assert_eq!(read.next_attempt_at, d.next_attempt_at);
+    assert_eq!(attempts, vec![attempt]);
+    let disabled = s.get_webhook(a, w.id).await.expect("get").expect("there");
+    assert_eq!(disabled.state, WebhookState::Disabled);
+    assert_eq!(disabled.consecutive_failures, 1);
+    // Not due until its next attempt; then free to claim again.
+    assert!(
+        s.claim_deliveries("replica-3", at, until, 10)
+            .await
+            .expect("claim")
+            .is_empty()
+    );
+    let later = at + TimeDelta::seconds(6);
+    let again = s
+        .claim_deliveries("replica-3", later, later + TimeDelta::seconds(30), 10)
+        .await
+        .expect("claim");
+    assert_eq!(again.len(), 1);
+    // A replay makes it due now, whatever its state.
+    assert!(
+        s.replay_delivery(a, w.id, d.id, later, &entry())
+            .await
+            .expect("replay")
+    );
+    assert!(s.delete_webhook(a, w.id, &entry()).await.expect("delete"));
+    assert!(s.get_delivery(a, w.id, d.id).await.expect("get").is_none());
+}
+
+/// An endpoint of `tenant` with a delivery and one attempt of it: a row in each webhook
+/// table.
+pub async fn with_a_delivery_and_an_attempt<S: Store + WebhookStore>(s: &S, tenant: TenantId) {
+    let w = endpoint(tenant, &[WebhookEvent::RunCancelled]);
+    s.create_webhook(&w, &entry()).await.expect("create");
+    cancelled_run(s, tenant).await;
+    let at = now() + TimeDelta::seconds(1);
+    let mut claimed = s
+        .claim_deliveries("populate", at, at + TimeDelta::seconds(30), 100)
+        .await
+        .expect("claim");
+    claimed.retain(|d| d.tenant == tenant);
+    let mut d = claimed.pop().expect("the delivery");
+    d.attempts = 1;
+    d.state = DeliveryState::Delivered;
+    let attempt = Attempt {
+        attempt: 1,
+        at,
+        status: Some(200),
+        error: None,
+        excerpt: None,
+        duration_ms: 1,
+    };
+    assert!(
+        s.finish_delivery(&d, &attempt, "populate", Some(&EndpointOutcome::Succeeded))
+            .await
+            .expect("finish")
+    );
+}
