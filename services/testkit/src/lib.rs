@@ -16,6 +16,7 @@ pub mod proxy;
 pub mod replicas;
 pub mod scripts;
 pub mod tool_server;
+pub mod webhook_receiver;
 
 pub use api::{Api, Reply, assert_problem};
 pub use chat::ChatServer;
@@ -24,6 +25,7 @@ pub use nats::TestNats;
 pub use proxy::TcpProxy;
 pub use replicas::{Cluster, ClusterBuilder, EventRow, Replica};
 pub use tool_server::{Behaviour, ToolRequest, ToolServer};
+pub use webhook_receiver::{Received, WebhookReceiver};
 
 /// A reqwest client builder for tests and tools, with ring installed as the process's
 /// rustls crypto provider first (reqwest is built without one of its own).

@@ -24,3 +24,4 @@ mod retention;
 mod schedules;
 mod support;
 mod traces;
+mod webhooks;

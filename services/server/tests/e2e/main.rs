@@ -24,3 +24,4 @@ mod sse;
 mod tenancy;
 mod tools;
 mod users;
+mod webhooks;
