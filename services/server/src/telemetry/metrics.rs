@@ -59,6 +59,7 @@ fn start_at_zero() {
         "baton_retention_rounds_total",
         "baton_retention_runs_deleted_total",
         "baton_retention_idempotency_pruned_total",
+        "baton_webhook_deliveries_failed_total",
     ] {
         metrics::counter!(name).increment(0);
     }
@@ -71,6 +72,9 @@ fn start_at_zero() {
     }
     for reason in ["missed", "overlap"] {
         metrics::counter!("baton_schedule_skipped_total", "reason" => reason).increment(0);
+    }
+    for result in ["delivered", "failed"] {
+        metrics::counter!("baton_webhook_attempts_total", "result" => result).increment(0);
     }
     // Which build each replica runs, to follow a rollout.
     metrics::gauge!("baton_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
@@ -246,6 +250,19 @@ fn describe() {
         "baton_schedule_fire_lateness_seconds",
         Unit::Seconds,
         "From a schedule's fire time to its run's creation, for fires on time."
+    );
+    describe_counter!(
+        "baton_webhook_attempts_total",
+        "Webhook delivery attempts on this replica, by result (delivered, failed)."
+    );
+    describe_counter!(
+        "baton_webhook_deliveries_failed_total",
+        "Webhook deliveries given up on this replica after their retry period."
+    );
+    describe_histogram!(
+        "baton_webhook_delivery_latency_seconds",
+        Unit::Seconds,
+        "From a webhook event to its delivered attempt."
     );
     describe_gauge!("baton_sse_subscribers", "Open SSE event streams.");
     describe_counter!(

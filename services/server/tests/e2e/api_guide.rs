@@ -70,6 +70,8 @@ const MUST_SHOW: &[&str] = &[
     "metadata=team:billing",
     "/v1/schedules",
     "/run\"",
+    "/v1/webhooks",
+    "/rotate-secret",
 ];
 
 /// Why the guide cannot be turned into a script.
