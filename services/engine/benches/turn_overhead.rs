@@ -46,6 +46,7 @@ trait Store:
     + CheckpointStore
     + AuditStore
     + EgressAllowlistStore
+    + baton_core::ports::WebhookStore
     + Clone
     + 'static
 {
@@ -60,6 +61,7 @@ impl<T> Store for T where
         + CheckpointStore
         + AuditStore
         + EgressAllowlistStore
+        + baton_core::ports::WebhookStore
         + Clone
         + 'static
 {
@@ -267,6 +269,7 @@ fn bench_backend<S: Store>(c: &mut Criterion, rt: &tokio::runtime::Runtime, name
         });
     }
     group.finish();
+    run_end(c, rt, name, &bench, &store);
     let http = baton_testkit::http_client();
     let url = tools.url("lookup");
     c.bench_function(&format!("turn/{name}/tool_round_trip"), |b| {
@@ -278,6 +281,69 @@ fn bench_backend<S: Store>(c: &mut Criterion, rt: &tokio::runtime::Runtime, name
                 .expect("tool call")
         })
     });
+}
+
+/// An append that ends a run: the cancel of an idle run (`run.cancelled`, a webhook
+/// event), timed alone; its run created untimed before it.
+fn run_end<S: Store>(
+    c: &mut Criterion,
+    rt: &tokio::runtime::Runtime,
+    name: &str,
+    bench: &Bench,
+    store: &S,
+) {
+    let agent = rt.block_on(bench.agent(store, None));
+    let mut shapes = vec!["run_end"];
+    shapes.push("run_end_one_subscriber");
+    for shape in shapes {
+        if shape == "run_end_one_subscriber" {
+            // An endpoint subscribed to the event: the append records its delivery.
+            let at = chrono::Utc::now();
+            let hook = baton_core::model::Webhook {
+                id: baton_core::WebhookId::new(),
+                tenant: bench.owner.tenant,
+                spec: baton_core::model::WebhookSpec {
+                    url: "http://127.0.0.1:9/hook".into(),
+                    description: None,
+                    events: vec![baton_core::model::WebhookEvent::RunCancelled],
+                },
+                state: baton_core::model::WebhookState::Enabled,
+                disabled_reason: None,
+                consecutive_failures: 0,
+                previous_secret_expires_at: None,
+                secrets: Default::default(),
+                version: 1,
+                created_at: at,
+                updated_at: at,
+            };
+            let audit = baton_core::model::AuditEntry::operator(
+                at,
+                baton_core::model::AuditAction::WebhookCreated,
+                hook.id.to_string(),
+                serde_json::json!({}),
+            );
+            rt.block_on(store.create_webhook(&hook, &audit))
+                .expect("webhook");
+        }
+        c.bench_function(&format!("turn/{name}/{shape}"), |b| {
+            b.iter_custom(|iters| {
+                rt.block_on(async {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        let run = bench.run(agent).await;
+                        let started = Instant::now();
+                        bench
+                            .runs
+                            .cancel_run(&bench.owner, run, None)
+                            .await
+                            .expect("cancel");
+                        total += started.elapsed();
+                    }
+                    total
+                })
+            })
+        });
+    }
 }
 
 fn turn_overhead(c: &mut Criterion) {

@@ -409,3 +409,56 @@ async fn a_schedule_pausing_itself_is_told_to_its_subscribers() {
     assert_eq!(got[0].arguments["data"]["schedule"]["id"], id.as_str());
     assert_eq!(got[0].arguments["data"]["schedule"]["state"], "paused");
 }
+
+#[tokio::test]
+async fn a_delivery_failing_past_its_retry_period_is_failed_and_no_longer_attempted() {
+    let (app, t) = TestApp::with_tenant().await;
+    let receiver = ToolServer::start().await;
+    receiver.set(
+        "flaky",
+        Behaviour {
+            status: 500,
+            ..Behaviour::default()
+        },
+    );
+    let (hook, _) = webhook(
+        &app,
+        &t.owner,
+        &receiver.url("flaky"),
+        json!(["run.cancelled"]),
+    )
+    .await;
+    let agent = app.agent(&t.owner, json!([{"content": "ok"}])).await;
+    let run = app.run(&t.owner, &agent, None).await;
+    app.post(&format!("/v1/runs/{run}/cancel"), &t.owner, json!({}))
+        .await
+        .expect_status(200);
+    let deliverer = Webhooks {
+        options: WebhookOptions {
+            retry_for: Duration::from_millis(1),
+            ..quick(&app, 100).options
+        },
+        ..app.webhooks().clone()
+    };
+    let round = deliverer.round().await.expect("round");
+    assert_eq!((round.claimed, round.failed), (1, 1));
+    let list = app
+        .get(&format!("/v1/webhooks/{hook}/deliveries"), &t.owner)
+        .await
+        .expect_status(200);
+    assert_eq!(list.items()[0]["state"], "failed");
+    assert_eq!(list.items()[0]["last_status"], 500);
+    assert_eq!(list.items()[0]["next_attempt_at"], Value::Null);
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    assert_eq!(deliverer.round().await.expect("round").claimed, 0);
+    assert_eq!(receiver.calls("flaky"), 1);
+    let w = app
+        .get(&format!("/v1/webhooks/{hook}"), &t.owner)
+        .await
+        .expect_status(200);
+    assert_eq!(
+        w.body["state"], "enabled",
+        "one failure does not disable it"
+    );
+    assert_eq!(w.body["consecutive_failures"], 1);
+}
