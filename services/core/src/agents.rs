@@ -211,10 +211,7 @@ impl Agents {
             .store
             .list_agents(p.tenant, archived, cursor, limit)
             .await?;
-        let next_cursor = (items.len() == limit as usize)
-            .then(|| items.last().map(|a| a.id.to_string()))
-            .flatten();
-        Ok(Page { items, next_cursor })
+        Ok(Page::of(items, limit, |a| a.id.to_string()))
     }
 
     /// A provider's base URL the egress policy or the tenant's allowlist refuses is refused

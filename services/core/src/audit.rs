@@ -32,9 +32,6 @@ impl Audit {
             limit,
         };
         let items = self.store.list_audit(p.tenant, &query).await?;
-        let next_cursor = (items.len() == limit as usize)
-            .then(|| items.last().map(|e| e.id.to_string()))
-            .flatten();
-        Ok(Page { items, next_cursor })
+        Ok(Page::of(items, limit, |e| e.id.to_string()))
     }
 }

@@ -108,10 +108,7 @@ impl Members {
             .invitations
             .list_invitations(p.tenant, before, limit)
             .await?;
-        let next_cursor = (items.len() == limit as usize)
-            .then(|| items.last().map(|i| i.id.to_string()))
-            .flatten();
-        Ok(Page { items, next_cursor })
+        Ok(Page::of(items, limit, |i| i.id.to_string()))
     }
 
     /// Revokes a pending invitation of the tenant. One that was decided (or revoked)
@@ -159,10 +156,7 @@ impl Members {
             validate::text("cursor", after, MAX_EMAIL_CHARS)?;
         }
         let items = self.store.list_members(p.tenant, after, limit).await?;
-        let next_cursor = (items.len() == limit as usize)
-            .then(|| items.last().map(|m| m.email.clone()))
-            .flatten();
-        Ok(Page { items, next_cursor })
+        Ok(Page::of(items, limit, |m| m.email.clone()))
     }
 
     /// Gives a member another role. Both the member's role and the new one must be

@@ -23,6 +23,17 @@ pub struct Page<T> {
     pub next_cursor: Option<String>,
 }
 
+impl<T> Page<T> {
+    /// `items` read with a page size of `limit`: a full page names the cursor of its last
+    /// item (`cursor_of`), as the next page starts after it; a shorter one is the last.
+    pub fn of(items: Vec<T>, limit: u32, cursor_of: impl Fn(&T) -> String) -> Page<T> {
+        let next_cursor = (items.len() == limit as usize)
+            .then(|| items.last().map(cursor_of))
+            .flatten();
+        Page { items, next_cursor }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -78,10 +78,7 @@ impl Secrets {
             .store
             .list_secrets(p.tenant, cursor.as_deref(), limit)
             .await?;
-        let next_cursor = (items.len() == limit as usize)
-            .then(|| items.last().map(|s| s.name.clone()))
-            .flatten();
-        Ok(Page { items, next_cursor })
+        Ok(Page::of(items, limit, |s| s.name.clone()))
     }
 
     /// Deletes the secret (admin); `NotFound` when the tenant has none of that name.

@@ -329,10 +329,7 @@ impl Tools {
             .store
             .list_tools(p.tenant, archived, cursor, limit)
             .await?;
-        let next_cursor = (items.len() == limit as usize)
-            .then(|| items.last().map(|t| t.id.to_string()))
-            .flatten();
-        Ok(Page { items, next_cursor })
+        Ok(Page::of(items, limit, |t| t.id.to_string()))
     }
 }
 

@@ -177,6 +177,14 @@ async fn bad_definitions_are_refused_naming_what_is_wrong() {
         ),
         (spec(&theirs, "0 9 * * *"), "no agent"),
         (
+            json!({"name": "x", "agent_id": agent, "message": "  ", "cron": "0 9 * * *"}),
+            "message",
+        ),
+        (
+            spec(&agent, "*/30 * * * * *"),
+            "closer than this installation allows",
+        ),
+        (
             json!({"name": " ", "agent_id": agent, "message": "m", "cron": "0 9 * * *"}),
             "name",
         ),
@@ -690,4 +698,42 @@ async fn fire_times_follow_the_zones_clock_changes() {
         ],
     )
     .await;
+}
+
+#[tokio::test]
+async fn a_tenant_has_at_most_the_installations_number_of_schedules() {
+    let (app, t) = TestApp::with_tenant().await;
+    let agent = app.agent(&t.owner, json!([{"content": "ok"}])).await;
+    let capped = Schedules {
+        options: baton_core::schedules::ScheduleOptions {
+            max_per_tenant: 2,
+            ..app.schedules().options.clone()
+        },
+        ..app.schedules().clone()
+    };
+    let owner = Principal {
+        tenant: t.id,
+        role: Role::Owner,
+        actor: "local".into(),
+        source: None,
+    };
+    let one = || serde_json::from_value(spec(&agent, "0 9 * * *")).expect("a spec");
+    capped.create(&owner, one()).await.expect("first");
+    capped.create(&owner, one()).await.expect("second");
+    let e = capped.create(&owner, one()).await.expect_err("third");
+    assert!(e.to_string().contains("the tenant has 2 schedules"), "{e}");
+    // Another tenant's count is its own.
+    let other = app.tenant().await;
+    let theirs = app.agent(&other.owner, json!([{"content": "ok"}])).await;
+    let p = Principal {
+        tenant: other.id,
+        ..owner
+    };
+    capped
+        .create(
+            &p,
+            serde_json::from_value(spec(&theirs, "0 9 * * *")).expect("a spec"),
+        )
+        .await
+        .expect("another tenant's first");
 }

@@ -462,3 +462,26 @@ async fn a_delivery_failing_past_its_retry_period_is_failed_and_no_longer_attemp
     );
     assert_eq!(w.body["consecutive_failures"], 1);
 }
+
+#[tokio::test]
+async fn a_tenant_has_at_most_twenty_endpoints() {
+    let (app, t) = TestApp::with_tenant().await;
+    for i in 0..baton_core::webhooks::MAX_ENDPOINTS {
+        webhook(
+            &app,
+            &t.owner,
+            &format!("http://127.0.0.1:9/{i}"),
+            json!(["run.completed"]),
+        )
+        .await;
+    }
+    let r = app
+        .post(
+            "/v1/webhooks",
+            &t.owner,
+            json!({"url": "http://127.0.0.1:9/one-more", "events": ["run.completed"]}),
+        )
+        .await;
+    let detail = assert_problem(&r, 400, "invalid_request");
+    assert!(detail.contains("20 webhook endpoints"), "{detail}");
+}

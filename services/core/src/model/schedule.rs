@@ -74,7 +74,7 @@ pub struct ScheduleSpec {
     /// The run's first message, a template: `{{fire_time}}` (RFC 3339, UTC),
     /// `{{fire_time_local}}` (RFC 3339, in `timezone`), `{{schedule_name}}` and
     /// `{{missed_fires}}` are replaced.
-    #[schema(min_length = 1, max_length = 100000)]
+    #[schema(min_length = 1, max_length = 200000)]
     pub message: String,
     /// The run's title, a template as `message` is; none when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -90,8 +90,10 @@ pub struct ScheduleSpec {
     #[schema(example = "0 9 * * MON-FRI")]
     pub cron: String,
     /// An IANA time zone the expression is read in (`Europe/Berlin`); `UTC` when
-    /// omitted. A daily time the clocks skip fires once just after the change; one they
-    /// repeat fires once, at its first occurrence.
+    /// omitted. A fixed time of day (one value each for the hour, minute and second) the
+    /// clocks skip fires once just after the change, and one they repeat fires once, at
+    /// its first occurrence; an expression with several hours or minutes, or a step,
+    /// fires at each instant that matches.
     #[serde(default = "utc")]
     pub timezone: String,
     /// No fire before this instant.

@@ -46,7 +46,8 @@ pub trait WebhookStore: Send + Sync {
 
     /// Replaces the endpoint (and its subscriptions) by `w`, whose `version` is the new
     /// one, if its stored version is still `expected`, with its audit entry; `false` when
-    /// it moved or is gone.
+    /// it moved or is gone. Its count of failures in a row is the deliverer's: written
+    /// only to reset it (`w` enabled with none).
     async fn update_webhook(
         &self,
         w: &Webhook,

@@ -34,9 +34,20 @@ pub fn decide(
     previous_active: bool,
 ) -> Decision {
     let overlaps = spec.overlap == Overlap::Skip && previous_active;
+    if spec.ends_at.is_some_and(|end| due > end) {
+        return Decision {
+            fire: None,
+            skipped: 0,
+            next: None,
+        };
+    }
     let horizon = now - grace;
     let mut decision = if due < horizon {
-        let (count, last) = missed(timetable, due, horizon);
+        // Missed times after the end are not the schedule's.
+        let until = spec
+            .ends_at
+            .map_or(horizon, |end| horizon.min(end + TimeDelta::seconds(1)));
+        let (count, last) = missed(timetable, due, until);
         let next = timetable.at_or_after(horizon);
         match spec.missed {
             MissedFires::RunOnce if !overlaps => Decision {
@@ -238,6 +249,38 @@ mod tests {
             Some((at("2026-12-01T23:58:59Z"), MAX_COUNTED_MISSES))
         );
         assert_eq!(d.next, Some(at("2026-12-01T23:59:00Z")));
+    }
+
+    #[test]
+    fn missed_times_after_the_end_are_neither_run_nor_counted() {
+        let (t, mut s) = spec("*/10 * * * *", MissedFires::RunOnce, Overlap::Allow);
+        s.ends_at = Some(at("2026-12-02T10:15:00Z"));
+        let d = decide(
+            &t,
+            &s,
+            at("2026-12-02T10:00:00Z"),
+            at("2026-12-02T10:35:30Z"),
+            GRACE,
+            false,
+        );
+        assert_eq!(d.fire, Some((at("2026-12-02T10:10:00Z"), 2)));
+        assert_eq!(d.next, None);
+        let d = decide(
+            &t,
+            &s,
+            at("2026-12-02T10:20:00Z"),
+            at("2026-12-02T10:35:30Z"),
+            GRACE,
+            false,
+        );
+        assert_eq!(
+            d,
+            Decision {
+                fire: None,
+                skipped: 0,
+                next: None
+            }
+        );
     }
 
     #[test]

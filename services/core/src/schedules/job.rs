@@ -281,10 +281,16 @@ impl Schedules {
     /// at a change on this replica, and at least every `poll`.
     pub async fn run(self, shutdown: CancellationToken) {
         loop {
-            if let Err(e) = self.look().await {
-                tracing::warn!(error = %e, "the schedules job could not look for due schedules");
-            }
-            let pause = self.until_next().await;
+            // A schedule that could not be advanced is due still: wait a poll before the
+            // next try rather than at once.
+            let pause = match self.look().await {
+                Ok(look) if look.errors == 0 => self.until_next().await,
+                Ok(_) => self.options.poll,
+                Err(e) => {
+                    tracing::warn!(error = %e, "the schedules job could not look for due schedules");
+                    self.options.poll
+                }
+            };
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 () = self.changed.notified() => {}

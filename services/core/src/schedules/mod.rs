@@ -72,6 +72,8 @@ pub struct ScheduleOptions {
     pub min_interval: Duration,
     /// Most due schedules taken in one look.
     pub batch: u32,
+    /// Most schedules one tenant may have.
+    pub max_per_tenant: u32,
 }
 
 impl Default for ScheduleOptions {
@@ -79,8 +81,9 @@ impl Default for ScheduleOptions {
         ScheduleOptions {
             poll: Duration::from_secs(5),
             grace: Duration::from_secs(60),
-            min_interval: Duration::from_secs(1),
+            min_interval: Duration::from_secs(60),
             batch: 100,
+            max_per_tenant: 100,
         }
     }
 }
@@ -109,6 +112,13 @@ impl Schedules {
         p.require(Action::ManageSchedules)?;
         let now = self.clock.now();
         let timetable = self.check(p, &spec, now).await?;
+        let cap = self.options.max_per_tenant;
+        let existing = self.store.list_schedules(p.tenant, None, None, cap).await?;
+        if existing.len() >= cap as usize {
+            return Err(CoreError::invalid(format!(
+                "the tenant has {cap} schedules, the most this installation allows; delete one first"
+            )));
+        }
         let next = first_fire(&timetable, &spec, now);
         if next.is_none() {
             return Err(CoreError::invalid(
@@ -166,10 +176,7 @@ impl Schedules {
             .store
             .list_schedules(p.tenant, agent, cursor, limit)
             .await?;
-        let next_cursor = (items.len() == limit as usize)
-            .then(|| items.last().map(|s| s.id.to_string()))
-            .flatten();
-        Ok(Page { items, next_cursor })
+        Ok(Page::of(items, limit, |s| s.id.to_string()))
     }
 
     /// Replaces the definition (member); the caller becomes the owner. An active or
@@ -284,10 +291,12 @@ impl Schedules {
             Ok(())
         })
         .await
-        .map_err(|e| {
+        // The run exists: the caller gets it even if the schedule could not count it (a
+        // retry with the same request_id finds it, and counts nothing twice).
+        .inspect_err(|e| {
             tracing::warn!(schedule = %id, run = %run, error = %e, "a run now started a run the schedule could not count");
-            e
-        })?;
+        })
+        .ok();
         metrics::counter!("baton_schedule_fires_total", "trigger" => "now").increment(1);
         tracing::debug!(schedule = %id, run = %run, at = %at, "schedule run now");
         Ok(created)
@@ -343,6 +352,7 @@ impl Schedules {
     ) -> Result<Timetable, CoreError> {
         validate::non_blank("name", &spec.name, 200)?;
         check_template("message", &spec.message, MAX_CONTENT_CHARS)?;
+        validate::non_blank("message", &spec.message, MAX_CONTENT_CHARS)?;
         if let Some(title) = &spec.title {
             check_template("title", title, MAX_TITLE_CHARS)?;
         }
@@ -459,6 +469,15 @@ fn fill(template: &str, s: &Schedule, t: &Timetable, at: DateTime<Utc>, missed: 
         .replace("{{missed_fires}}", &missed.to_string())
 }
 
+/// `text` cut to `max` characters: a template filled with a long name or zone must not
+/// make a fire's run refused.
+fn at_most(text: String, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((end, _)) => text[..end].to_string(),
+        None => text,
+    }
+}
+
 /// The run a fire at `at` starts, standing for `count` fire times, rendered whole.
 fn render(
     s: &Schedule,
@@ -477,8 +496,12 @@ fn render(
         at,
         missed: count.saturating_sub(1),
         agent_id: s.spec.agent_id,
-        title: s.spec.title.as_deref().map(|x| fill(x, s, t, at, count)),
-        message: fill(&s.spec.message, s, t, at, count),
+        title: s
+            .spec
+            .title
+            .as_deref()
+            .map(|x| at_most(fill(x, s, t, at, count), MAX_TITLE_CHARS)),
+        message: at_most(fill(&s.spec.message, s, t, at, count), MAX_CONTENT_CHARS),
         metadata,
         request_id,
     }

@@ -1,11 +1,13 @@
 //! A schedule's timetable: its cron expression read in its time zone, as instants.
 //!
 //! Expressions are read by `croner` (five fields, or six with seconds first; Vixie cron
-//! and its usual extensions). Across a daylight-saving change a time of day the clocks
-//! skip fires once, at the first instant after the change, and one they repeat fires once,
-//! at its first occurrence; expressions stepping through every hour (or finer) fire at
-//! each instant that matches, so an hourly schedule fires twice in the repeated hour and
-//! never in the skipped one.
+//! and its usual extensions). Across a daylight-saving change a fixed time of day (one
+//! value each for the hour, minute and second) the clocks skip fires once, at the first
+//! instant after the change, and one they repeat fires once, at its first occurrence; any
+//! other expression (several hours or minutes, or a step) fires at each instant that
+//! matches, so an hourly schedule fires twice in the repeated hour and never in the
+//! skipped one, and `0,30 2 * * *` fires four times in the repeated night and not at all
+//! in the skipped one.
 
 use crate::error::CoreError;
 use chrono::{DateTime, FixedOffset, Offset, SubsecRound, TimeDelta, TimeZone, Utc};

@@ -10,7 +10,10 @@ use crate::model::{
 use crate::ports::EndpointOutcome;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::json;
+use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 /// What one round did.
@@ -34,13 +37,7 @@ impl Webhooks {
     /// Leases the due deliveries (up to `batch`) and attempts each once, concurrently.
     #[tracing::instrument(name = "webhooks.round", skip_all)]
     pub async fn round(&self) -> Result<Round, CoreError> {
-        let now = self.clock.now();
-        let lease = self.options.timeout * 2 + Duration::from_secs(5);
-        let until = now + TimeDelta::from_std(lease).unwrap_or(TimeDelta::MAX);
-        let due = self
-            .store
-            .claim_deliveries(&self.replica, now, until, self.options.batch)
-            .await?;
+        let due = self.claim(self.options.batch).await?;
         let mut round = Round {
             claimed: u32::try_from(due.len()).unwrap_or(u32::MAX),
             ..Round::default()
@@ -59,6 +56,17 @@ impl Webhooks {
         Ok(round)
     }
 
+    /// Leases up to `n` due deliveries to this replica, for two attempt timeouts and 5 s.
+    async fn claim(&self, n: u32) -> Result<Vec<Delivery>, CoreError> {
+        let now = self.clock.now();
+        let lease = self.options.timeout * 2 + Duration::from_secs(5);
+        let until = now + TimeDelta::from_std(lease).unwrap_or(TimeDelta::MAX);
+        Ok(self
+            .store
+            .claim_deliveries(&self.replica, now, until, n)
+            .await?)
+    }
+
     /// Attempts `d` once and records the attempt; whether it was delivered.
     async fn attempt(&self, mut d: Delivery) -> Result<bool, CoreError> {
         let started = self.clock.now();
@@ -70,7 +78,13 @@ impl Webhooks {
             let why = "the endpoint is disabled".to_string();
             (outcome_failed(None, why), None)
         } else {
-            self.post(&webhook, &d, started).await?
+            // What fails before the request is sent (a secret the keyring cannot open,
+            // the allowlist unreadable) is a failed attempt too: it backs off, counts
+            // towards disabling the endpoint and ends in `failed`, never loops unseen.
+            self.post(&webhook, &d, started).await.unwrap_or_else(|e| {
+                tracing::warn!(webhook = %webhook.id, error = %e, "a webhook attempt could not be made");
+                (outcome_failed(None, not_sent(&e)), None)
+            })
         };
         let elapsed = u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX);
         d.attempts += 1;
@@ -203,22 +217,66 @@ impl Webhooks {
             .map_err(|e| CoreError::Internal(format!("opening a webhook secret: {e}")))
     }
 
-    /// Runs rounds until `shutdown`: at once after a full batch, else every `poll`.
+    /// Attempts due deliveries until `shutdown`, up to `batch` at once: a slot freed by
+    /// one attempt is filled at the next look (at once while deliveries keep coming, else
+    /// every `poll`), so a slow endpoint holds one slot, not the whole batch. At shutdown
+    /// the attempts in flight get one attempt timeout to finish; one cut off after it
+    /// sent is attempted again (same `webhook-id`) once its lease lapses.
     pub async fn run(self, shutdown: CancellationToken) {
+        let slots = Arc::new(Semaphore::new(self.options.batch as usize));
+        let mut attempts = JoinSet::new();
         loop {
-            let pause = match self.round().await {
-                Ok(r) if r.claimed >= self.options.batch => Duration::ZERO,
-                Ok(_) => self.options.poll,
-                Err(e) => {
-                    tracing::warn!(error = %e, "the webhook deliverer could not lease deliveries");
-                    self.options.poll
+            while attempts.try_join_next().is_some() {}
+            let free = u32::try_from(slots.available_permits()).unwrap_or(0);
+            let mut full = false;
+            if free > 0 {
+                match self.claim(free).await {
+                    Ok(due) => {
+                        full = due.len() >= free as usize;
+                        for d in due {
+                            let Ok(slot) = slots.clone().acquire_owned().await else {
+                                return;
+                            };
+                            let me = self.clone();
+                            attempts.spawn(async move {
+                                let _slot = slot;
+                                if let Err(e) = me.attempt(d).await {
+                                    tracing::warn!(error = %e, "a webhook attempt could not be recorded");
+                                }
+                            });
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the webhook deliverer could not lease deliveries");
+                    }
                 }
+            }
+            let pause = if full {
+                Duration::ZERO
+            } else {
+                self.options.poll
             };
             tokio::select! {
-                () = shutdown.cancelled() => return,
+                () = shutdown.cancelled() => {
+                    let _ = tokio::time::timeout(self.options.timeout, async {
+                        while attempts.join_next().await.is_some() {}
+                    })
+                    .await;
+                    return;
+                }
                 () = tokio::time::sleep(pause) => {}
             }
         }
+    }
+}
+
+/// What an attempt that could not be made says, in a few words a tenant may read.
+fn not_sent(e: &CoreError) -> String {
+    match e {
+        CoreError::Internal(m) if m.contains("webhook secret") => {
+            "the endpoint's secret cannot be opened: rotate it".to_string()
+        }
+        _ => "the attempt could not be made".to_string(),
     }
 }
 

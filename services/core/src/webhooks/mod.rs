@@ -39,6 +39,10 @@ use std::time::Duration;
 pub const MAX_DESCRIPTION_CHARS: usize = 500;
 /// The longest a rotated-out secret keeps signing.
 pub const MAX_OVERLAP: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Most endpoints one tenant may have.
+pub const MAX_ENDPOINTS: u32 = 20;
+/// How often a change re-reads and retries after losing a version race.
+const MAX_ATTEMPTS: usize = 5;
 /// How long a rotated-out secret keeps signing when the rotation does not say.
 pub const DEFAULT_OVERLAP: Duration = Duration::from_secs(24 * 3600);
 
@@ -125,6 +129,16 @@ impl Webhooks {
     ) -> Result<CreatedWebhook, CoreError> {
         p.require(Action::ManageWebhooks)?;
         let spec = self.check(p, spec).await?;
+        let existing = self
+            .store
+            .list_webhooks(p.tenant, None, MAX_ENDPOINTS)
+            .await?;
+        if existing.len() >= MAX_ENDPOINTS as usize {
+            return Err(CoreError::invalid(format!(
+                "the tenant has {MAX_ENDPOINTS} webhook endpoints, the most it may have; \
+                 delete one first"
+            )));
+        }
         let now = self.clock.now();
         let id = WebhookId::new();
         let secret = sign::new_secret();
@@ -170,10 +184,7 @@ impl Webhooks {
         p.require(Action::ManageWebhooks)?;
         let limit = page::limit(limit)?;
         let items = self.store.list_webhooks(p.tenant, cursor, limit).await?;
-        let next_cursor = (items.len() == limit as usize)
-            .then(|| items.last().map(|w| w.id.to_string()))
-            .flatten();
-        Ok(Page { items, next_cursor })
+        Ok(Page::of(items, limit, |w| w.id.to_string()))
     }
 
     /// Replaces an endpoint's URL, description and events (admin); its secret stays.
@@ -272,10 +283,7 @@ impl Webhooks {
             .store
             .list_deliveries(p.tenant, id, state, cursor, limit)
             .await?;
-        let next_cursor = (items.len() == limit as usize)
-            .then(|| items.last().map(|d| d.id.to_string()))
-            .flatten();
-        Ok(Page { items, next_cursor })
+        Ok(Page::of(items, limit, |d| d.id.to_string()))
     }
 
     /// One delivery with its attempts (admin).
@@ -339,7 +347,7 @@ impl Webhooks {
         action: AuditAction,
         edit: impl Fn(&mut Webhook, DateTime<Utc>) -> Result<(), CoreError>,
     ) -> Result<Webhook, CoreError> {
-        for _ in 0..5 {
+        for _ in 0..MAX_ATTEMPTS {
             let current = self.load(p, id).await?;
             let now = self.clock.now();
             let mut w = current.clone();

@@ -16,7 +16,10 @@ const SECRET_BYTES: usize = 32;
 
 /// A new secret.
 pub fn new_secret() -> Vec<u8> {
-    (0..SECRET_BYTES).map(|_| rand::random::<u8>()).collect()
+    use rand::RngCore as _;
+    let mut secret = vec![0u8; SECRET_BYTES];
+    rand::rng().fill_bytes(&mut secret);
+    secret
 }
 
 /// A secret as shown to the tenant once: `whsec_<base64>`.

@@ -72,6 +72,7 @@ const KEY_ORDER: &[&str] = &[
     "schedules.grace_ms",
     "schedules.min_interval_ms",
     "schedules.batch",
+    "schedules.max_per_tenant",
     "webhooks.poll_interval_ms",
     "webhooks.batch",
     "webhooks.timeout_ms",

@@ -717,11 +717,18 @@ fn validate_schedules(s: &SchedulesSection) -> Result<ScheduleOptions, ConfigErr
     if !(1..=10_000).contains(&s.batch) {
         return Err(invalid("schedules.batch", "must be between 1 and 10000"));
     }
+    if !(1..=100_000).contains(&s.max_per_tenant) {
+        return Err(invalid(
+            "schedules.max_per_tenant",
+            "must be between 1 and 100000",
+        ));
+    }
     Ok(ScheduleOptions {
         poll: Duration::from_millis(s.poll_interval_ms),
         grace: Duration::from_millis(s.grace_ms),
         min_interval: Duration::from_millis(s.min_interval_ms),
         batch: s.batch,
+        max_per_tenant: s.max_per_tenant,
     })
 }
 

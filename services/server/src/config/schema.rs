@@ -467,6 +467,8 @@ pub struct SchedulesSection {
     pub min_interval_ms: u64,
     /// Most due schedules one look takes. 1 to 10000.
     pub batch: u32,
+    /// Most schedules one tenant may have. 1 to 100000.
+    pub max_per_tenant: u32,
 }
 
 impl Default for SchedulesSection {
@@ -474,8 +476,9 @@ impl Default for SchedulesSection {
         Self {
             poll_interval_ms: 5_000,
             grace_ms: 60_000,
-            min_interval_ms: 1_000,
+            min_interval_ms: 60_000,
             batch: 100,
+            max_per_tenant: 100,
         }
     }
 }

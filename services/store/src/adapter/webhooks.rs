@@ -172,14 +172,17 @@ impl<B: Backend> WebhookStore for Store<B> {
         let mut change = self.audited(w.tenant, audit).await?;
         let changed = Query::new(
             "UPDATE webhooks SET spec = $1, state = $2, disabled_reason = $3, \
-             consecutive_failures = $4, secret = $5, previous_secret = $6, \
+             consecutive_failures = CASE WHEN $4 THEN 0 ELSE consecutive_failures END, \
+             secret = $5, previous_secret = $6, \
              previous_secret_expires_at = $7, version = $8, updated_at = $9 \
              WHERE tenant_id = $10 AND id = $11 AND version = $12",
         )
         .bind(Json(spec))
         .bind(w.state.as_str())
         .bind(w.disabled_reason.clone())
-        .bind(i64_of(w.consecutive_failures))
+        // The deliverer counts failures without a version: a change writes the count
+        // only to reset it (an enable), never a count it read earlier.
+        .bind(w.consecutive_failures == 0 && w.state == WebhookState::Enabled)
         .bind(w.secrets.current.clone())
         .bind(w.secrets.previous.clone())
         .bind(secret_expiry(w))
@@ -321,7 +324,16 @@ impl<B: Backend> WebhookStore for Store<B> {
             .push(concat!(") RETURNING ", delivery_columns!()));
         let rows: Vec<DeliveryRow> = q.fetch_all(&mut tx).await?;
         commit(tx).await?;
-        rows.into_iter().map(Delivery::try_from).collect()
+        // A delivery this build cannot read (a newer build's event type) stays leased
+        // until its lease lapses, and the others are attempted.
+        Ok(rows
+            .into_iter()
+            .filter_map(|r| {
+                Delivery::try_from(r)
+                    .inspect_err(|e| tracing::warn!(error = %e, "a due delivery is unreadable"))
+                    .ok()
+            })
+            .collect())
     }
 
     #[tracing::instrument(name = "store.finish_delivery", skip_all)]

@@ -81,8 +81,9 @@ retention.batch                     100             default
 retention.idempotency_window_hours  168             default
 schedules.poll_interval_ms          5000            default
 schedules.grace_ms                  60000           default
-schedules.min_interval_ms           1000            default
+schedules.min_interval_ms           60000           default
 schedules.batch                     100             default
+schedules.max_per_tenant            100             default
 webhooks.poll_interval_ms           2000            default
 webhooks.batch                      32              default
 webhooks.timeout_ms                 10000           default
@@ -133,7 +134,7 @@ fn explain_covers_every_schema_key_exactly_once() {
     unique.sort_unstable();
     unique.dedup();
     assert_eq!(unique.len(), keys.len());
-    assert_eq!(keys.len(), 70);
+    assert_eq!(keys.len(), 71);
 }
 
 #[test]
