@@ -46,6 +46,15 @@ async fn webhook(app: &TestApp, auth: &str, url: &str, events: Value) -> (String
     (r.str("/webhook/id"), r.str("/secret"))
 }
 
+/// A new idle run of `agent`, cancelled: one `run.cancelled` event.
+async fn cancelled_run(app: &TestApp, auth: &str, agent: &str) -> String {
+    let run = app.run(auth, agent, None).await;
+    app.post(&format!("/v1/runs/{run}/cancel"), auth, json!({}))
+        .await
+        .expect_status(200);
+    run
+}
+
 /// A deliverer whose retries come after a few milliseconds.
 fn quick(app: &TestApp, disable_after: u32) -> Webhooks {
     Webhooks {
@@ -231,10 +240,7 @@ async fn failures_back_off_then_disable_the_endpoint_and_a_replay_delivers_with_
     )
     .await;
     let agent = app.agent(&t.owner, json!([{"content": "ok"}])).await;
-    let run = app.run(&t.owner, &agent, None).await;
-    app.post(&format!("/v1/runs/{run}/cancel"), &t.owner, json!({}))
-        .await
-        .expect_status(200);
+    cancelled_run(&app, &t.owner, &agent).await;
 
     let deliverer = quick(&app, 3);
     for _ in 0..3 {
@@ -332,10 +338,7 @@ async fn a_rotated_out_secret_signs_beside_the_new_one_for_the_overlap_only() {
     let cancel = |n: u32| {
         let (app, auth, agent) = (&app, &t.owner, &agent);
         async move {
-            let run = app.run(auth, agent, None).await;
-            app.post(&format!("/v1/runs/{run}/cancel"), auth, json!({}))
-                .await
-                .expect_status(200);
+            cancelled_run(app, auth, agent).await;
             app.webhooks().round().await.expect("round");
             let got = rx.received("r");
             assert_eq!(got.len(), n as usize);
@@ -429,10 +432,7 @@ async fn a_delivery_failing_past_its_retry_period_is_failed_and_no_longer_attemp
     )
     .await;
     let agent = app.agent(&t.owner, json!([{"content": "ok"}])).await;
-    let run = app.run(&t.owner, &agent, None).await;
-    app.post(&format!("/v1/runs/{run}/cancel"), &t.owner, json!({}))
-        .await
-        .expect_status(200);
+    cancelled_run(&app, &t.owner, &agent).await;
     let deliverer = Webhooks {
         options: WebhookOptions {
             retry_for: Duration::from_millis(1),

@@ -42,6 +42,26 @@ const UPDATE: &str = "UPDATE schedules SET spec = $1, agent_id = $2, state = $3,
      last_run_id = $8, fires = $9, skipped = $10, owner = $11, version = $12, \
      updated_at = $13 WHERE tenant_id = $14 AND id = $15 AND version = $16";
 
+/// Binds `s` as `$1` to `$15`: the columns a change writes, then the key, in the order
+/// of [`UPDATE`] and of the insert.
+fn bind_row<B: Backend>(q: Query<B>, s: &Schedule) -> Result<Query<B>> {
+    Ok(q.bind(Json(to_json("a schedule", &s.spec)?))
+        .bind(s.spec.agent_id.as_uuid())
+        .bind(s.state.as_str())
+        .bind(s.paused_reason.clone())
+        .bind(s.next_fire_at.map(|t| t.timestamp_millis()))
+        .bind(pending(s)?)
+        .bind(s.last_fire_at.map(micros))
+        .bind(s.last_run_id.map(|r| r.as_uuid()))
+        .bind(count(s.fires))
+        .bind(count(s.skipped))
+        .bind(s.owner.clone())
+        .bind(s.version)
+        .bind(micros(s.updated_at))
+        .bind(s.tenant.as_uuid())
+        .bind(s.id.as_uuid()))
+}
+
 fn count(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
@@ -57,30 +77,17 @@ fn pending(s: &Schedule) -> Result<Option<Json<serde_json::Value>>> {
 impl<B: Backend> ScheduleStore for Store<B> {
     #[tracing::instrument(name = "store.create_schedule", skip_all)]
     async fn create_schedule(&self, s: &Schedule, audit: &AuditEntry) -> Result<()> {
-        let spec = to_json("a schedule", &s.spec)?;
         let mut change = self.audited(s.tenant, audit).await?;
-        Query::new(
-            "INSERT INTO schedules (tenant_id, id, agent_id, spec, state, paused_reason, \
-             next_fire_ms, pending, last_fire_at, last_run_id, fires, skipped, owner, version, \
-             created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
-        )
-        .bind(s.tenant.as_uuid())
-        .bind(s.id.as_uuid())
-        .bind(s.spec.agent_id.as_uuid())
-        .bind(Json(spec))
-        .bind(s.state.as_str())
-        .bind(s.paused_reason.clone())
-        .bind(s.next_fire_at.map(|t| t.timestamp_millis()))
-        .bind(pending(s)?)
-        .bind(s.last_fire_at.map(micros))
-        .bind(s.last_run_id.map(|r| r.as_uuid()))
-        .bind(count(s.fires))
-        .bind(count(s.skipped))
-        .bind(s.owner.clone())
-        .bind(s.version)
+        bind_row(
+            Query::new(
+                "INSERT INTO schedules (spec, agent_id, state, paused_reason, next_fire_ms, \
+                 pending, last_fire_at, last_run_id, fires, skipped, owner, version, \
+                 updated_at, tenant_id, id, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+            ),
+            s,
+        )?
         .bind(micros(s.created_at))
-        .bind(micros(s.updated_at))
         .execute(&mut change.tx)
         .await?;
         change.commit().await
@@ -121,23 +128,7 @@ impl<B: Backend> ScheduleStore for Store<B> {
         audit: Option<&AuditEntry>,
         message: Option<&WebhookMessage>,
     ) -> Result<bool> {
-        let q = Query::new(UPDATE)
-            .bind(Json(to_json("a schedule", &s.spec)?))
-            .bind(s.spec.agent_id.as_uuid())
-            .bind(s.state.as_str())
-            .bind(s.paused_reason.clone())
-            .bind(s.next_fire_at.map(|t| t.timestamp_millis()))
-            .bind(pending(s)?)
-            .bind(s.last_fire_at.map(micros))
-            .bind(s.last_run_id.map(|r| r.as_uuid()))
-            .bind(count(s.fires))
-            .bind(count(s.skipped))
-            .bind(s.owner.clone())
-            .bind(s.version)
-            .bind(micros(s.updated_at))
-            .bind(s.tenant.as_uuid())
-            .bind(s.id.as_uuid())
-            .bind(expected);
+        let q = bind_row(Query::new(UPDATE), s)?.bind(expected);
         let Some(audit) = audit else {
             let changed = self
                 .write_one(PoolKind::App, Scope::Tenant(s.tenant), q)
