@@ -60,6 +60,28 @@ pub fn request_id(id: Option<&str>, max: usize) -> Result<(), CoreError> {
     }
 }
 
+/// The `request_id` prefixes of the runs Baton starts itself: a schedule's fires
+/// (`schedule:<id>:…`) and a delegate call's child (`delegate:<receipt>`).
+pub const RESERVED_REQUEST_ID_PREFIXES: [&str; 2] = ["schedule:", "delegate:"];
+
+/// A client's `request_id` uses none of [`RESERVED_REQUEST_ID_PREFIXES`], so it can never
+/// take the place of a fire or a delegation's child.
+pub fn client_request_id(id: Option<&str>) -> Result<(), CoreError> {
+    match id {
+        Some(id)
+            if RESERVED_REQUEST_ID_PREFIXES
+                .iter()
+                .any(|p| id.starts_with(p)) =>
+        {
+            Err(CoreError::invalid(format!(
+                "request_id must not start with {}: those name the runs Baton starts itself",
+                RESERVED_REQUEST_ID_PREFIXES.join(" or ")
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// An optional cursor or version from a client: absent means 0.
 pub fn non_negative(field: &str, v: Option<i64>) -> Result<i64, CoreError> {
     match v {

@@ -45,7 +45,8 @@ pub struct CreateRunBody {
     /// turn at once.
     #[schema(min_length = 1, max_length = 200000)]
     pub message: Option<String>,
-    /// Idempotency key (1 to 200 characters): repeating it returns the original run.
+    /// Idempotency key (1 to 200 characters, not starting with `schedule:` or
+    /// `delegate:`): repeating it returns the original run.
     #[schema(min_length = 1, max_length = 200)]
     pub request_id: Option<String>,
     /// Seconds (0 to 60) to wait for the first turn to settle; needs `message`. See
@@ -60,8 +61,8 @@ pub struct PostMessageBody {
     /// 1 to 200000 characters, not blank.
     #[schema(min_length = 1, max_length = 200000)]
     pub content: String,
-    /// Idempotency key (1 to 200 characters): repeating it returns the original message,
-    /// never a second one.
+    /// Idempotency key (1 to 200 characters, not starting with `schedule:` or
+    /// `delegate:`): repeating it returns the original message, never a second one.
     #[schema(min_length = 1, max_length = 200)]
     pub request_id: Option<String>,
     /// What the message does if a turn is in progress (queued, running, or waiting for an
@@ -150,6 +151,7 @@ pub async fn create(
             "wait needs a first message: there is no turn to wait for",
         ));
     }
+    baton_core::validate::client_request_id(body.request_id.as_deref())?;
     let permit = wait.map(|_| open_permit(&st, &caller)).transpose()?;
     let cmd = CreateRun {
         agent_id: body.agent_id,
@@ -319,6 +321,7 @@ pub async fn post_message(
     ApiJson(body): ApiJson<PostMessageBody>,
 ) -> ApiResult<Response> {
     let wait = wait_for(&st, body.wait, start)?;
+    baton_core::validate::client_request_id(body.request_id.as_deref())?;
     let permit = wait.map(|_| open_permit(&st, &caller)).transpose()?;
     let cmd = PostMessage {
         content: body.content,

@@ -737,3 +737,34 @@ async fn a_tenant_has_at_most_the_installations_number_of_schedules() {
         .await
         .expect("another tenant's first");
 }
+
+#[tokio::test]
+async fn clients_cannot_take_the_request_ids_of_fires_or_delegations() {
+    let (app, t) = TestApp::with_tenant().await;
+    let agent = app.agent(&t.owner, json!([{"content": "ok"}])).await;
+    for id in ["schedule:01a2:2026-12-02T10:00:00Z", "delegate:01a2"] {
+        let r = app
+            .post(
+                "/v1/runs",
+                &t.owner,
+                json!({"agent_id": agent, "message": "hi", "request_id": id}),
+            )
+            .await;
+        let detail = assert_problem(&r, 400, "invalid_request");
+        assert!(
+            detail.contains("must not start with schedule: or delegate:"),
+            "{detail}"
+        );
+    }
+    let run = app.run(&t.owner, &agent, None).await;
+    let r = app
+        .post(
+            &format!("/v1/runs/{run}/messages"),
+            &t.owner,
+            json!({"content": "hi", "request_id": "schedule:mine"}),
+        )
+        .await;
+    assert_problem(&r, 400, "invalid_request");
+    let runs = app.get("/v1/runs", &t.owner).await.expect_status(200);
+    assert_eq!(runs.items().len(), 1, "nothing made by the refusals");
+}
