@@ -1,7 +1,7 @@
 //! Retention: a tenant's admins set how long its ended runs are kept (a default for the
 //! tenant, and `limits.retention_days` on an agent for that agent's runs), and a
-//! background job deletes the runs past it and prunes idempotency records past their
-//! window.
+//! background job deletes the runs past it and prunes idempotency records and finished
+//! webhook deliveries past their windows.
 //!
 //! Every replica offers to run the job; the store's job lease lets one at a time run a
 //! round, and a round that finishes sets when the next is due, so the installation runs
@@ -63,6 +63,9 @@ pub struct RetentionOptions {
     pub batch: u32,
     /// How long a `request_id` is remembered: its record is pruned after.
     pub idempotency_window: Duration,
+    /// How long a webhook delivery that is over (delivered or failed) is kept, with its
+    /// attempts, after its last change.
+    pub deliveries_window: Duration,
     /// How long a round's lease lasts: a replica killed mid-round holds the job this long.
     pub lease_ttl: Duration,
 }
@@ -73,6 +76,7 @@ impl Default for RetentionOptions {
             interval: Duration::from_secs(60),
             batch: 100,
             idempotency_window: Duration::from_secs(7 * 24 * 3600),
+            deliveries_window: Duration::from_secs(30 * 24 * 3600),
             lease_ttl: Duration::from_secs(120),
         }
     }
@@ -87,6 +91,9 @@ pub struct RoundReport {
     /// Found but not deleted: moved since (a new message, a lease), or already gone.
     pub skipped_runs: u32,
     pub idempotency_pruned: u64,
+    /// Webhook deliveries (delivered or failed) pruned past their window.
+    #[serde(default)]
+    pub deliveries_pruned: u64,
     /// A batch was full (of runs deleted, or of records pruned): more may be due, and the
     /// next round is due at once.
     pub more: bool,
@@ -179,11 +186,18 @@ impl Retention {
                 Err(e) => report.error = Some(e.to_string()),
             }
         }
+        if report.error.is_none() {
+            match self.prune_deliveries(now).await {
+                Ok(n) => report.deliveries_pruned = n,
+                Err(e) => report.error = Some(e.to_string()),
+            }
+        }
         // A full batch of either may leave more due. Runs found but all skipped (moved
         // since) are no reason to go again at once: they would be found again.
         report.more = report.error.is_none()
             && ((report.found >= o.batch && report.deleted_runs > 0)
-                || report.idempotency_pruned >= u64::from(o.batch));
+                || report.idempotency_pruned >= u64::from(o.batch)
+                || report.deliveries_pruned >= u64::from(o.batch));
         let done = self.clock.now();
         let next = if report.more {
             done
@@ -199,12 +213,19 @@ impl Retention {
             .increment(u64::from(report.deleted_runs));
         metrics::counter!("baton_retention_idempotency_pruned_total")
             .increment(report.idempotency_pruned);
-        if report.deleted_runs > 0 || report.idempotency_pruned > 0 || report.error.is_some() {
+        metrics::counter!("baton_retention_deliveries_pruned_total")
+            .increment(report.deliveries_pruned);
+        if report.deleted_runs > 0
+            || report.idempotency_pruned > 0
+            || report.deliveries_pruned > 0
+            || report.error.is_some()
+        {
             tracing::info!(
                 found = report.found,
                 deleted_runs = report.deleted_runs,
                 skipped_runs = report.skipped_runs,
                 idempotency_pruned = report.idempotency_pruned,
+                deliveries_pruned = report.deliveries_pruned,
                 more = report.more,
                 error = report.error.as_deref(),
                 "retention round"
@@ -246,6 +267,20 @@ impl Retention {
             }
         }
         Ok(())
+    }
+
+    async fn prune_deliveries(
+        &self,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<u64, StoreError> {
+        let window = chrono::TimeDelta::from_std(self.options.deliveries_window)
+            .unwrap_or(chrono::TimeDelta::MAX);
+        let Some(before) = now.checked_sub_signed(window) else {
+            return Ok(0);
+        };
+        self.store
+            .prune_deliveries(before, self.options.batch)
+            .await
     }
 
     async fn prune(&self, now: chrono::DateTime<chrono::Utc>) -> Result<u64, StoreError> {

@@ -68,6 +68,11 @@ pub trait RetentionStore: Send + Sync {
     async fn prune_idempotency(&self, before: DateTime<Utc>, limit: u32)
     -> Result<u64, StoreError>;
 
+    /// Deletes webhook deliveries that are over (delivered or failed) and last changed
+    /// before `before`, with their attempts, at most `limit`; returns how many. Pending
+    /// ones stay, however old.
+    async fn prune_deliveries(&self, before: DateTime<Utc>, limit: u32) -> Result<u64, StoreError>;
+
     /// Takes job `name`'s lease for `owner` until `now + ttl` if its next round is due and
     /// no other owner holds a live lease; `None` otherwise. A claim bumps the epoch.
     async fn claim_job(

@@ -68,6 +68,7 @@ const KEY_ORDER: &[&str] = &[
     "retention.interval_ms",
     "retention.batch",
     "retention.idempotency_window_hours",
+    "retention.webhook_deliveries_days",
     "schedules.poll_interval_ms",
     "schedules.grace_ms",
     "schedules.min_interval_ms",

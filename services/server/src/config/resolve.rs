@@ -684,11 +684,18 @@ fn validate_retention(r: &RetentionSection) -> Result<RetentionOptions, ConfigEr
             "must be between 1 and 87600",
         ));
     }
+    if !(1..=3_650).contains(&r.webhook_deliveries_days) {
+        return Err(invalid(
+            "retention.webhook_deliveries_days",
+            "must be between 1 and 3650",
+        ));
+    }
     let interval = Duration::from_millis(r.interval_ms);
     Ok(RetentionOptions {
         interval,
         batch: r.batch,
         idempotency_window: Duration::from_secs(r.idempotency_window_hours * 3600),
+        deliveries_window: Duration::from_secs(r.webhook_deliveries_days * 24 * 3600),
         // A round deletes a batch in well under a minute; a replica killed mid-round
         // holds the job no longer than this.
         lease_ttl: interval.max(Duration::from_secs(60)),

@@ -437,6 +437,9 @@ pub struct RetentionSection {
     /// Hours a `request_id` is remembered: a retried request within it gets the original
     /// answer, and its record is pruned after it. 1 to 87600.
     pub idempotency_window_hours: u64,
+    /// Days a webhook delivery that is over (delivered or failed) is kept, with its
+    /// attempts, after its last change. 1 to 3650.
+    pub webhook_deliveries_days: u64,
 }
 
 impl Default for RetentionSection {
@@ -445,6 +448,7 @@ impl Default for RetentionSection {
             interval_ms: 60_000,
             batch: 100,
             idempotency_window_hours: 168,
+            webhook_deliveries_days: 30,
         }
     }
 }

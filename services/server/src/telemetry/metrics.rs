@@ -59,6 +59,7 @@ fn start_at_zero() {
         "baton_retention_rounds_total",
         "baton_retention_runs_deleted_total",
         "baton_retention_idempotency_pruned_total",
+        "baton_retention_deliveries_pruned_total",
         "baton_webhook_deliveries_failed_total",
     ] {
         metrics::counter!(name).increment(0);
@@ -263,6 +264,10 @@ fn describe() {
         "baton_webhook_delivery_latency_seconds",
         Unit::Seconds,
         "From a webhook event to its delivered attempt."
+    );
+    describe_counter!(
+        "baton_retention_deliveries_pruned_total",
+        "Finished webhook deliveries the retention job pruned on this replica, past their window."
     );
     describe_gauge!("baton_sse_subscribers", "Open SSE event streams.");
     describe_counter!(

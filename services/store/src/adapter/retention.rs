@@ -202,6 +202,34 @@ impl<B: Backend> RetentionStore for Store<B> {
         self.write_one(PoolKind::App, Scope::CrossTenant, q).await
     }
 
+    #[tracing::instrument(name = "store.prune_deliveries", skip_all)]
+    async fn prune_deliveries(&self, before: DateTime<Utc>, limit: u32) -> Result<u64> {
+        let mut tx = self.pools.write(PoolKind::App, Scope::CrossTenant).await?;
+        // The oldest deliveries that are over, attempts first; a delivery replayed
+        // meanwhile is pending again and stays (its older attempts may go).
+        const OVER: &str = "SELECT tenant_id, webhook_id, id FROM webhook_deliveries \
+             WHERE state <> 'pending' AND updated_at < $1 ORDER BY updated_at LIMIT $2";
+        let mut attempts = Query::new(
+            "DELETE FROM webhook_attempts WHERE (tenant_id, webhook_id, delivery_id) IN (",
+        );
+        attempts.push(OVER).push(")");
+        attempts
+            .bind(micros(before))
+            .bind(i64::from(limit))
+            .execute(&mut tx)
+            .await?;
+        let mut deliveries =
+            Query::new("DELETE FROM webhook_deliveries WHERE (tenant_id, webhook_id, id) IN (");
+        deliveries.push(OVER).push(") AND state <> 'pending'");
+        let pruned = deliveries
+            .bind(micros(before))
+            .bind(i64::from(limit))
+            .execute(&mut tx)
+            .await?;
+        commit(tx).await?;
+        Ok(pruned)
+    }
+
     #[tracing::instrument(name = "store.claim_job", skip_all)]
     async fn claim_job(
         &self,

@@ -236,3 +236,62 @@ pub async fn with_a_delivery_and_an_attempt<S: Store + WebhookStore>(s: &S, tena
             .expect("finish")
     );
 }
+
+pub async fn finished_deliveries_past_their_window_are_pruned_and_pending_ones_stay<
+    S: Store + WebhookStore,
+>(
+    s: &S,
+) {
+    let a = tenant(s).await;
+    let w = endpoint(a, &[WebhookEvent::RunCancelled]);
+    s.create_webhook(&w, &entry()).await.expect("create");
+    cancelled_run(s, a).await;
+    cancelled_run(s, a).await;
+    let at = now() + TimeDelta::seconds(1);
+    let mut claimed = s
+        .claim_deliveries("pruner", at, at + TimeDelta::seconds(30), 1)
+        .await
+        .expect("claim");
+    let mut done = claimed.pop().expect("one");
+    done.state = DeliveryState::Delivered;
+    done.attempts = 1;
+    let attempt = Attempt {
+        attempt: 1,
+        at,
+        status: Some(200),
+        error: None,
+        excerpt: None,
+        duration_ms: 1,
+    };
+    assert!(
+        s.finish_delivery(&done, &attempt, "pruner", None)
+            .await
+            .expect("finish")
+    );
+    // Not past the window yet: nothing goes.
+    assert_eq!(
+        baton_core::ports::RetentionStore::prune_deliveries(s, now() - TimeDelta::days(1), 10)
+            .await
+            .expect("prune"),
+        0
+    );
+    let later = now() + TimeDelta::days(1);
+    assert_eq!(
+        baton_core::ports::RetentionStore::prune_deliveries(s, later, 10)
+            .await
+            .expect("prune"),
+        1
+    );
+    assert!(
+        s.get_delivery(a, w.id, done.id)
+            .await
+            .expect("get")
+            .is_none()
+    );
+    let left = s
+        .list_deliveries(a, w.id, None, None, 10)
+        .await
+        .expect("list");
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].state, DeliveryState::Pending, "pending ones stay");
+}

@@ -79,6 +79,7 @@ egress.allow_loopback               (unset)         default
 retention.interval_ms               60000           default
 retention.batch                     100             default
 retention.idempotency_window_hours  168             default
+retention.webhook_deliveries_days   30              default
 schedules.poll_interval_ms          5000            default
 schedules.grace_ms                  60000           default
 schedules.min_interval_ms           60000           default
@@ -134,7 +135,7 @@ fn explain_covers_every_schema_key_exactly_once() {
     unique.sort_unstable();
     unique.dedup();
     assert_eq!(unique.len(), keys.len());
-    assert_eq!(keys.len(), 71);
+    assert_eq!(keys.len(), 72);
 }
 
 #[test]
