@@ -64,6 +64,7 @@ macro_rules! contract {
 }
 
 contract!(
+    webhooks::an_event_that_is_two_webhook_events_is_delivered_as_each,
     webhooks::finished_deliveries_past_their_window_are_pruned_and_pending_ones_stay,
     webhooks::deliveries_are_recorded_with_their_events_for_subscribed_enabled_endpoints,
     webhooks::a_delivery_is_leased_to_one_claimer_and_recorded_only_under_its_lease,

@@ -295,3 +295,59 @@ pub async fn finished_deliveries_past_their_window_are_pruned_and_pending_ones_s
     assert_eq!(left.len(), 1);
     assert_eq!(left[0].state, DeliveryState::Pending, "pending ones stay");
 }
+
+pub async fn an_event_that_is_two_webhook_events_is_delivered_as_each<S: Store + WebhookStore>(
+    s: &S,
+) {
+    use baton_events::{ReceiptId, ToolEffect, ToolId, ToolIntent, ToolKind, ToolUncertain};
+    let a = tenant(s).await;
+    let both = endpoint(
+        a,
+        &[WebhookEvent::ToolUncertain, WebhookEvent::RunRequiresAction],
+    );
+    s.create_webhook(&both, &entry()).await.expect("create");
+    let (run, version) = run_in_turn(s, a).await;
+    let receipt = ReceiptId::new();
+    let intent = ToolIntent {
+        receipt_id: receipt,
+        turn: 1,
+        call_id: "call-1".into(),
+        tool_id: ToolId::new(),
+        tool: "transfer".into(),
+        kind: ToolKind::Http,
+        effect: ToolEffect::Mutation,
+        idempotent: false,
+        arguments: serde_json::json!({}),
+        idempotency_key: receipt.to_string(),
+    };
+    let uncertain = ToolUncertain {
+        receipt_id: receipt,
+        reason: "cut off".into(),
+    };
+    append_ok(
+        s,
+        a,
+        request(
+            run,
+            version,
+            vec![
+                event(a, RunEvent::ToolIntent(intent)),
+                event(a, RunEvent::ToolUncertain(uncertain)),
+            ],
+        ),
+    )
+    .await;
+    let got = s
+        .list_deliveries(a, both.id, None, None, 10)
+        .await
+        .expect("list");
+    let mut types: Vec<WebhookEvent> = got.iter().map(|d| d.event_type).collect();
+    types.sort();
+    assert_eq!(
+        types,
+        [WebhookEvent::RunRequiresAction, WebhookEvent::ToolUncertain],
+        "an http intent is no action awaited; the uncertain call is both"
+    );
+    assert_ne!(got[0].id, got[1].id);
+    assert!(got.iter().all(|d| d.run_id == Some(run)));
+}
