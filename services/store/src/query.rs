@@ -2,9 +2,9 @@
 //! run by the [`Backend`] on a connection of `crate::pools` (a [`Conn`]). It is sqlx's
 //! `query(..).bind(..)` and `QueryBuilder` in one type: a fixed statement numbers its
 //! parameters (`$1`, `$2`, …) and binds them in order; a built one appends fixed SQL with
-//! [`Query::push`] and each argument with [`Query::push_bind`], which writes the backend's
-//! placeholder. Input is always bound, never written into the SQL: `push` takes only
-//! `&'static str`. Errors come back classified, as [`StoreError`]s.
+//! [`Query::push`] and each argument with [`Query::push_bind`], which writes its numbered
+//! placeholder, so the two may be mixed. Input is always bound, never written into the
+//! SQL: `push` takes only `&'static str`. Errors come back classified, as [`StoreError`]s.
 
 use crate::backend::{Backend, Bind, Decode};
 use crate::pools::Conn;
@@ -55,12 +55,17 @@ impl<B: Backend> Query<B> {
         self
     }
 
-    /// Binds `value` as the next argument and appends its placeholder.
+    /// Binds `value` as the next argument and appends its placeholder, numbered (`$N`,
+    /// which both backends read as the Nth argument), so a built statement may follow a
+    /// fixed one's `$1`, `$2`, … (SQLite's own unnumbered `?` would take the first
+    /// argument after them instead of the next).
     pub fn push_bind<'t, T: Bind<'t>>(&mut self, value: T) -> &mut Self {
         if let Ok(args) = &mut self.args {
             match B::add(args, value) {
-                // Writing to a `String` cannot fail.
-                Ok(()) => drop(args.format_placeholder(self.sql.to_mut())),
+                Ok(()) => {
+                    let number = args.len();
+                    self.sql.to_mut().push_str(&format!("${number}"));
+                }
                 Err(e) => self.args = Err(e),
             }
         }

@@ -32,21 +32,17 @@ use uuid::Uuid;
 /// An endpoint's row, by tenant and id (bound by the caller).
 const WEBHOOK: &str = concat!("SELECT ", webhook_columns!(), " FROM webhooks");
 
-/// The tenant's deliveries (the caller binds the tenant, then narrows).
+/// The deliveries of the tenant's endpoint (`$1`, `$2`), to narrow further.
 const DELIVERIES: &str = concat!(
     "SELECT ",
     delivery_columns!(),
-    " FROM webhook_deliveries WHERE tenant_id = "
+    " FROM webhook_deliveries WHERE tenant_id = $1 AND webhook_id = $2"
 );
 
-/// The deliveries of the tenant's endpoint, to narrow further; placeholders are all the
-/// backend's own (SQLite does not mix them with numbered ones).
 fn deliveries_of<B: Backend>(tenant: TenantId, webhook: WebhookId) -> Query<B> {
-    let mut q = Query::new(DELIVERIES);
-    q.push_bind(tenant.as_uuid())
-        .push(" AND webhook_id = ")
-        .push_bind(webhook.as_uuid());
-    q
+    Query::new(DELIVERIES)
+        .bind(tenant.as_uuid())
+        .bind(webhook.as_uuid())
 }
 
 const ATTEMPTS: &str = concat!(
