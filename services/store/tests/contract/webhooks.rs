@@ -213,13 +213,23 @@ pub async fn with_a_delivery_and_an_attempt<S: Store + WebhookStore>(s: &S, tena
     let w = endpoint(tenant, &[WebhookEvent::RunCancelled]);
     s.create_webhook(&w, &entry()).await.expect("create");
     cancelled_run(s, tenant).await;
+    deliver_one(s, tenant, Some(&EndpointOutcome::Succeeded)).await;
+}
+
+/// Leases `tenant`'s due deliveries and records one of them delivered at its first
+/// attempt, telling the store `endpoint`; returns it.
+async fn deliver_one<S: Store + WebhookStore>(
+    s: &S,
+    tenant: TenantId,
+    endpoint: Option<&EndpointOutcome>,
+) -> baton_core::model::Delivery {
     let at = now() + TimeDelta::seconds(1);
     let mut claimed = s
-        .claim_deliveries("populate", at, at + TimeDelta::seconds(30), 100)
+        .claim_deliveries("deliverer", at, at + TimeDelta::seconds(30), 100)
         .await
         .expect("claim");
     claimed.retain(|d| d.tenant == tenant);
-    let mut d = claimed.pop().expect("the delivery");
+    let mut d = claimed.pop().expect("a delivery");
     d.attempts = 1;
     d.state = DeliveryState::Delivered;
     let attempt = Attempt {
@@ -231,10 +241,11 @@ pub async fn with_a_delivery_and_an_attempt<S: Store + WebhookStore>(s: &S, tena
         duration_ms: 1,
     };
     assert!(
-        s.finish_delivery(&d, &attempt, "populate", Some(&EndpointOutcome::Succeeded))
+        s.finish_delivery(&d, &attempt, "deliverer", endpoint)
             .await
             .expect("finish")
     );
+    d
 }
 
 pub async fn finished_deliveries_past_their_window_are_pruned_and_pending_ones_stay<
@@ -247,27 +258,7 @@ pub async fn finished_deliveries_past_their_window_are_pruned_and_pending_ones_s
     s.create_webhook(&w, &entry()).await.expect("create");
     cancelled_run(s, a).await;
     cancelled_run(s, a).await;
-    let at = now() + TimeDelta::seconds(1);
-    let mut claimed = s
-        .claim_deliveries("pruner", at, at + TimeDelta::seconds(30), 1)
-        .await
-        .expect("claim");
-    let mut done = claimed.pop().expect("one");
-    done.state = DeliveryState::Delivered;
-    done.attempts = 1;
-    let attempt = Attempt {
-        attempt: 1,
-        at,
-        status: Some(200),
-        error: None,
-        excerpt: None,
-        duration_ms: 1,
-    };
-    assert!(
-        s.finish_delivery(&done, &attempt, "pruner", None)
-            .await
-            .expect("finish")
-    );
+    let done = deliver_one(s, a, None).await;
     // Not past the window yet: nothing goes.
     assert_eq!(
         baton_core::ports::RetentionStore::prune_deliveries(s, now() - TimeDelta::days(1), 10)
