@@ -2,13 +2,16 @@
 //! private NATS servers for tests that break the broker ([`nats`]), clusters of `baton`
 //! processes on one database and NATS ([`replicas`]) and a typed client of their HTTP
 //! API and event streams ([`api`]), and local stand-ins for what runs call out to: a
-//! chat-completions server ([`chat`]), tool endpoints ([`tool_server`]) and an OTLP
-//! trace collector ([`otlp`]); and a TCP proxy that can take a server away ([`proxy`]).
+//! chat-completions server ([`chat`]), tool endpoints ([`tool_server`]), an MCP server
+//! built with the official SDK ([`mcp_server`]), a webhook receiver
+//! ([`webhook_receiver`]) and an OTLP trace collector ([`otlp`]); and a TCP proxy that can
+//! take a server away ([`proxy`]).
 //! Depends on no Baton crate, so any crate's tests can use it.
 
 pub mod api;
 pub mod chat;
 pub mod db;
+pub mod mcp_server;
 pub mod nats;
 pub mod otlp;
 pub mod prometheus;
@@ -21,6 +24,7 @@ pub mod webhook_receiver;
 pub use api::{Api, Reply, assert_problem};
 pub use chat::ChatServer;
 pub use db::{TestDatabase, TestSqlite};
+pub use mcp_server::{McpExecution, McpMode, McpOptions, McpTestServer};
 pub use nats::TestNats;
 pub use proxy::TcpProxy;
 pub use replicas::{Cluster, ClusterBuilder, EventRow, Replica};
