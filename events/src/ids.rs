@@ -87,6 +87,10 @@ id_type!(
     WebhookId
 );
 id_type!(
+    /// A Model Context Protocol server a tenant's tools are called on.
+    McpServerId
+);
+id_type!(
     /// One tool call's receipt: the write-ahead record of a side effect. Also sent to
     /// HTTP tools as the `Idempotency-Key`.
     ReceiptId

@@ -13,8 +13,8 @@ pub mod upcast;
 
 pub use envelope::{Decoded, Envelope, EventMeta, NewEvent};
 pub use ids::{
-    AgentId, ApprovalId, CheckpointId, EventId, MessageId, ReceiptId, RunId, ScheduleId, TenantId,
-    ToolId, WebhookId,
+    AgentId, ApprovalId, CheckpointId, EventId, McpServerId, MessageId, ReceiptId, RunId,
+    ScheduleId, TenantId, ToolId, WebhookId,
 };
 pub use payloads::*;
 pub use tools::*;

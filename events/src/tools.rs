@@ -71,6 +71,8 @@ pub enum ToolKind {
     Client,
     /// Baton starts a child run of another agent and waits for its answer.
     Delegate,
+    /// Baton calls a tool of a Model Context Protocol server.
+    Mcp,
 }
 
 /// About to call a tool: committed before the call is made.

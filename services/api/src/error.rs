@@ -65,6 +65,7 @@ error_codes! {
     RateLimited => (TOO_MANY_REQUESTS, "rate_limited"),
     RequestTimeout => (REQUEST_TIMEOUT, "request_timeout"),
     Unavailable => (SERVICE_UNAVAILABLE, "unavailable"),
+    UpstreamFailed => (BAD_GATEWAY, "upstream_failed"),
     Internal => (INTERNAL_SERVER_ERROR, "internal"),
 }
 
@@ -148,6 +149,7 @@ impl From<CoreError> for ApiError {
             CoreError::AlreadyExists(_) => ApiError::new(Code::AlreadyExists, detail),
             CoreError::InUse(_) => ApiError::new(Code::InUse, detail),
             CoreError::EgressDenied(_) => ApiError::new(Code::EgressDenied, detail),
+            CoreError::Upstream(_) => ApiError::new(Code::UpstreamFailed, detail),
             CoreError::Unavailable(cause) => ApiError {
                 code: Code::Unavailable,
                 detail: "a backing service is unavailable; retry shortly".into(),

@@ -77,6 +77,18 @@ fn api() -> (Router<AppState>, serde_json::Value) {
         .routes(routes!(routes::schedules::pause))
         .routes(routes!(routes::schedules::resume))
         .routes(routes!(routes::schedules::run_now))
+        .routes(routes!(
+            routes::mcp_servers::create,
+            routes::mcp_servers::list
+        ))
+        .routes(routes!(
+            routes::mcp_servers::get,
+            routes::mcp_servers::update,
+            routes::mcp_servers::delete
+        ))
+        .routes(routes!(routes::mcp_servers::discover))
+        .routes(routes!(routes::mcp_servers::tools))
+        .routes(routes!(routes::mcp_servers::enable))
         .routes(routes!(routes::webhooks::create, routes::webhooks::list))
         .routes(routes!(
             routes::webhooks::get,

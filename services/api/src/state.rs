@@ -8,6 +8,7 @@ use baton_core::auth::Authenticator;
 use baton_core::egress_allowlists::EgressAllowlists;
 use baton_core::encryption_keys::EncryptionKeys;
 use baton_core::invitations::Invitations;
+use baton_core::mcp_servers::McpServers;
 use baton_core::members::Members;
 use baton_core::retention::Retention;
 use baton_core::runs::{Checkpoints, Runs};
@@ -66,6 +67,7 @@ pub struct AppState {
     pub schedules: Schedules,
     /// The tenant's webhook endpoints and their deliveries.
     pub webhooks: Webhooks,
+    pub mcp_servers: McpServers,
     pub checkpoints: Checkpoints,
     /// Write-only for clients; the engine reads values through its own `SecretReader`.
     pub secrets: Secrets,

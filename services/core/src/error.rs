@@ -65,6 +65,10 @@ pub enum CoreError {
     /// address a name resolved to.
     #[error("{0}")]
     EgressDenied(String),
+    /// A server the tenant named (an MCP server being discovered) did not answer as it
+    /// should: what went wrong in a few words, never an address or a secret.
+    #[error("{0}")]
+    Upstream(String),
     #[error("service unavailable: {0}")]
     Unavailable(String),
     #[error("internal error: {0}")]

@@ -25,6 +25,7 @@ pub mod encryption_keys;
 pub mod error;
 pub mod invitations;
 pub mod labels;
+pub mod mcp_servers;
 pub mod members;
 pub mod model;
 pub mod page;
@@ -40,7 +41,7 @@ pub mod validate;
 pub mod webhooks;
 
 pub use baton_events::{
-    AgentId, EventId, MessageId, RunId, ScheduleId, TenantId, ToolId, WebhookId,
+    AgentId, EventId, McpServerId, MessageId, RunId, ScheduleId, TenantId, ToolId, WebhookId,
 };
 pub use error::{CoreError, StoreError};
 pub use model::{Action, Principal, Role};

@@ -247,8 +247,58 @@ impl Tools {
                 }
             }
             ToolKindSpec::Client => {}
+            ToolKindSpec::Mcp { .. } => {
+                return Err(CoreError::invalid(
+                    "kind: an mcp tool is made by enabling a discovered tool \
+                     (POST /v1/mcp-servers/{id}/tools/{name}/enable)",
+                ));
+            }
         }
         Ok(new)
+    }
+
+    /// Stores `new`, an `mcp` tool an admin enabled, as a new tool, or as the next
+    /// version of `current` (the tool enabled from the same server tool before), with
+    /// `audit` (the enabling) beside the tool's own entry.
+    pub(crate) async fn put_mcp(
+        &self,
+        p: &Principal,
+        current: Option<Tool>,
+        new: NewTool,
+        audit: &AuditEntry,
+    ) -> Result<Tool, CoreError> {
+        validate(&new)?;
+        let tool = match current {
+            None => new.into_tool(ToolId::new(), p.tenant, 1, audit.at),
+            Some(current) if current.archived_at.is_some() => return Err(archived(current.id)),
+            Some(current) => Tool {
+                created_at: current.created_at,
+                ..new.into_tool(current.id, p.tenant, current.version + 1, audit.at)
+            },
+        };
+        let written = if tool.version == 1 {
+            self.store.create_tool(p.tenant, &tool, audit).await
+        } else {
+            self.store.update_tool(p.tenant, &tool, audit).await
+        };
+        match written {
+            Ok(()) => Ok(tool),
+            Err(crate::StoreError::Conflict {
+                expected: 0,
+                actual: 0,
+            }) => Err(CoreError::AlreadyExists(format!(
+                "a tool named {:?} already exists: enable it under another name",
+                tool.name
+            ))),
+            Err(crate::StoreError::Conflict { .. }) if tool.version == 1 => {
+                Err(CoreError::AlreadyExists(format!(
+                    "a tool named {:?} already exists: enable it under another name",
+                    tool.name
+                )))
+            }
+            Err(crate::StoreError::Conflict { .. }) => Err(CoreError::Conflict),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// The tenant's agents, archived or not, whose current version names tool `id` (an
@@ -365,9 +415,9 @@ fn validate(new: &NewTool) -> Result<(), CoreError> {
             secret_headers,
         } => {
             validate::http_url("kind.url", url)?;
-            check_headers(secret_headers)
+            check_headers("kind.secret_headers", secret_headers)
         }
-        ToolKindSpec::Client | ToolKindSpec::Delegate { .. } => Ok(()),
+        ToolKindSpec::Client | ToolKindSpec::Delegate { .. } | ToolKindSpec::Mcp { .. } => Ok(()),
     }
 }
 
@@ -386,10 +436,12 @@ fn check_schema(schema: &serde_json::Value) -> Result<(), CoreError> {
         .map_err(|e| CoreError::invalid(format!("input_schema is not a valid JSON schema: {e}")))
 }
 
-fn check_headers(headers: &[SecretHeader]) -> Result<(), CoreError> {
+/// Secret headers: at most [`MAX_SECRET_HEADERS`], valid names Baton does not set itself,
+/// each naming a secret.
+pub fn check_headers(field: &str, headers: &[SecretHeader]) -> Result<(), CoreError> {
     if headers.len() > MAX_SECRET_HEADERS {
         return Err(CoreError::invalid(format!(
-            "kind.secret_headers holds more than {MAX_SECRET_HEADERS} headers"
+            "{field} holds more than {MAX_SECRET_HEADERS} headers"
         )));
     }
     for (i, h) in headers.iter().enumerate() {
@@ -400,17 +452,28 @@ fn check_headers(headers: &[SecretHeader]) -> Result<(), CoreError> {
                 .all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c));
         if !token {
             return Err(CoreError::invalid(format!(
-                "kind.secret_headers[{i}].header is not a valid header name"
+                "{field}[{i}].header is not a valid header name"
             )));
         }
-        let reserved = ["content-type", "content-length", "host", "idempotency-key"];
+        let reserved = [
+            "content-type",
+            "content-length",
+            "host",
+            "idempotency-key",
+            "accept",
+            "mcp-session-id",
+            "mcp-protocol-version",
+            "mcp-method",
+            "mcp-name",
+            "last-event-id",
+        ];
         if reserved.contains(&h.header.to_ascii_lowercase().as_str()) {
             return Err(CoreError::invalid(format!(
-                "kind.secret_headers[{i}].header {} is set by Baton",
+                "{field}[{i}].header {} is set by Baton",
                 h.header
             )));
         }
-        check_name(&format!("kind.secret_headers[{i}].secret"), &h.secret)?;
+        check_name(&format!("{field}[{i}].secret"), &h.secret)?;
     }
     Ok(())
 }

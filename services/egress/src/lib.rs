@@ -12,6 +12,7 @@
 //! the address.
 
 mod mask;
+pub mod mcp;
 mod webhooks;
 
 pub use mask::{Mask, cut};

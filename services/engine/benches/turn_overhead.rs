@@ -12,7 +12,7 @@ use baton_core::agents::{Agents, NewAgent};
 use baton_core::model::{AgentLimits, ProviderSpec, ScriptedReply, ScriptedToolCall, ToolKindSpec};
 use baton_core::ports::{
     AgentStore, AuditStore, CheckpointStore, Clock, EgressAllowlistStore, EventLog, LeaseStore,
-    RunReader, SecretReader, SystemClock, TenantStore, ToolStore,
+    McpServerStore, RunReader, SecretReader, SystemClock, TenantStore, ToolStore,
 };
 use baton_core::runs::{CreateRun, PostMessage, Recorder, Runs};
 use baton_core::tools::{NewTool, Tools};
@@ -42,6 +42,7 @@ trait Store:
     + LeaseStore
     + AgentStore
     + ToolStore
+    + McpServerStore
     + TenantStore
     + CheckpointStore
     + AuditStore
@@ -57,6 +58,7 @@ impl<T> Store for T where
         + LeaseStore
         + AgentStore
         + ToolStore
+        + McpServerStore
         + TenantStore
         + CheckpointStore
         + AuditStore
@@ -102,6 +104,7 @@ impl Bench {
                 leases: Arc::new(store.clone()),
                 agents: Arc::new(store.clone()),
                 tools: Arc::new(store.clone()),
+                mcp_servers: Arc::new(store.clone()),
                 secrets: Arc::new(NoSecrets),
                 checkpoints: Arc::new(store.clone()),
                 keyring: Arc::new(baton_core::crypto::Keyring::ephemeral()),

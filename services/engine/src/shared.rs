@@ -7,7 +7,7 @@ use baton_core::crypto::Keyring;
 use baton_core::model::{AuditAction, AuditEntry, RunSummary};
 use baton_core::ports::{
     AgentStore, AuditStore, CheckpointStore, Clock, Control, ControlMessage, EgressAllowlistStore,
-    LeaseStore, RunReader, SecretReader, ToolStore,
+    LeaseStore, McpServerStore, RunReader, SecretReader, ToolStore,
 };
 use baton_core::runs::Recorder;
 use baton_egress::Egress;
@@ -53,6 +53,8 @@ pub struct EnginePorts {
     pub leases: Arc<dyn LeaseStore>,
     pub agents: Arc<dyn AgentStore>,
     pub tools: Arc<dyn ToolStore>,
+    /// The servers `mcp` tools are called on.
+    pub mcp_servers: Arc<dyn McpServerStore>,
     pub secrets: Arc<dyn SecretReader>,
     pub checkpoints: Arc<dyn CheckpointStore>,
     /// Seals checkpoints.

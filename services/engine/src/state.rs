@@ -224,7 +224,7 @@ impl RunState {
                     let first = matches!(c.state, CallState::New | CallState::Approved);
                     c.receipt = Some(i.receipt_id);
                     c.state = match i.kind {
-                        ToolKind::Http | ToolKind::Delegate => {
+                        ToolKind::Http | ToolKind::Delegate | ToolKind::Mcp => {
                             CallState::Running(Box::new(i.clone()))
                         }
                         ToolKind::Client => CallState::AwaitingClient,

@@ -5,11 +5,13 @@
 //! as the call's result ([`call`]). A mutation that was sent and got no answer is not an
 //! error but an uncertainty a member resolves.
 
-use crate::outcome::StepError;
+mod mcp;
+
+use crate::outcome::{StepError, info};
 use crate::secrets;
+use crate::shared::EnginePorts;
 use baton_core::TenantId;
-use baton_core::model::{Tool, ToolKindSpec};
-use baton_core::ports::SecretReader;
+use baton_core::model::{McpServer, Tool, ToolKindSpec};
 use baton_egress::{Egress, Mask, TenantEgress};
 use baton_events::{
     ErrorInfo, RunEvent, ToolEffect, ToolIntent, ToolOutcome, ToolResult, ToolUncertain,
@@ -28,28 +30,54 @@ pub(crate) struct Planned {
     pub(crate) intent: ToolIntent,
     pub(crate) tool: Tool,
     headers: Vec<(String, String)>,
+    /// An `mcp` tool's server, as it is now.
+    server: Option<McpServer>,
 }
 
-/// The call of `tool` that `intent` records, its secret headers revealed. A secret that
-/// is missing or cannot be read fails the turn before anything is recorded.
+impl Planned {
+    /// An `mcp` tool's server's URL.
+    pub(crate) fn server_url(&self) -> Option<&str> {
+        self.server.as_ref().map(|s| s.url.as_str())
+    }
+}
+
+/// The call of `tool` that `intent` records, its secret headers (an `http` tool's, or an
+/// `mcp` tool's server's) revealed. A secret that is missing or cannot be read, or an
+/// `mcp` tool's server that is gone, fails the turn before anything is recorded.
 pub(crate) async fn plan(
-    secrets: &dyn SecretReader,
+    ports: &EnginePorts,
     tenant: TenantId,
     intent: ToolIntent,
     tool: Tool,
 ) -> Result<Planned, StepError> {
+    let secrets = &*ports.secrets;
     let mut headers = Vec::new();
-    if let ToolKindSpec::Http { secret_headers, .. } = &tool.kind {
-        for h in secret_headers {
-            let what = format!("tool {}'s header secret {:?}", tool.name, h.secret);
-            let value = secrets::reveal(secrets, tenant, &h.secret, &what).await?;
-            headers.push((h.header.clone(), value));
+    let mut server = None;
+    let secret_headers = match &tool.kind {
+        ToolKindSpec::Http { secret_headers, .. } => secret_headers.clone(),
+        ToolKindSpec::Mcp { server_id, .. } => {
+            let Some(found) = ports.mcp_servers.get_mcp_server(tenant, *server_id).await? else {
+                return Err(StepError::Turn(info(
+                    "mcp_server_missing",
+                    format!("tool {}'s MCP server {server_id} is gone", tool.name),
+                )));
+            };
+            let h = found.secret_headers.clone();
+            server = Some(found);
+            h
         }
+        ToolKindSpec::Client | ToolKindSpec::Delegate { .. } => Vec::new(),
+    };
+    for h in &secret_headers {
+        let what = format!("tool {}'s header secret {:?}", tool.name, h.secret);
+        let value = secrets::reveal(secrets, tenant, &h.secret, &what).await?;
+        headers.push((h.header.clone(), value));
     }
     Ok(Planned {
         intent,
         tool,
         headers,
+        server,
     })
 }
 
@@ -99,13 +127,30 @@ pub(crate) async fn call(egress: &TenantEgress, p: &Planned, retry: bool) -> Cal
         ToolEffect::Read => "read",
         ToolEffect::Mutation => "mutation",
     };
+    let (kind, server, remote) = match (&p.tool.kind, &p.server) {
+        (ToolKindSpec::Mcp { tool, .. }, Some(s)) => {
+            ("mcp", Some(s.name.as_str()), Some(tool.as_str()))
+        }
+        _ => ("http", None, None),
+    };
     let span = tracing::info_span!(
         "tool_call",
         tool = %p.tool.name,
         effect,
+        kind,
+        gen_ai.tool.name = %p.tool.name,
+        mcp.server = server,
+        mcp.tool = remote,
         otel.name = format!("tool call {}", p.tool.name),
     );
-    let outcome = call_http_tool(egress, p, retry).instrument(span).await;
+    let outcome = match (&p.tool.kind, &p.server) {
+        (ToolKindSpec::Mcp { tool, .. }, Some(server)) => {
+            mcp::call(egress, p, server, tool, retry)
+                .instrument(span)
+                .await
+        }
+        _ => call_http_tool(egress, p, retry).instrument(span).await,
+    };
     let label = match (&outcome.end, outcome.outcome) {
         (End::NoAnswer(_), _) => "uncertain",
         (_, ToolOutcome::Ok) => "ok",
@@ -115,6 +160,7 @@ pub(crate) async fn call(egress: &TenantEgress, p: &Planned, retry: bool) -> Cal
     if let Some(e) = &outcome.error {
         metrics::counter!(
             "baton_tool_call_errors_total",
+            "kind" => kind,
             "effect" => effect,
             "code" => e.code.clone(),
         )
@@ -122,6 +168,7 @@ pub(crate) async fn call(egress: &TenantEgress, p: &Planned, retry: bool) -> Cal
     }
     metrics::histogram!(
         "baton_tool_call_duration_seconds",
+        "kind" => kind,
         "effect" => effect,
         "outcome" => label,
     )

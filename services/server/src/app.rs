@@ -17,13 +17,14 @@ use baton_core::egress::EgressPolicy;
 use baton_core::egress_allowlists::EgressAllowlists;
 use baton_core::encryption_keys::{EncryptionKeys, Resealer};
 use baton_core::invitations::Invitations;
+use baton_core::mcp_servers::McpServers;
 use baton_core::members::Members;
 use baton_core::model::Tenant;
 use baton_core::ports::{
     AgentStore, ApiKeyStore, AuditStore, CheckpointStore, Clock, DelegatorSlot,
-    EgressAllowlistStore, EventBus, EventLog, InvitationStore, LeaseStore, RetentionStore,
-    RunReader, ScheduleStore, SealedStore, SecretStore, StatsStore, SystemClock, TenantStore,
-    ToolStore, UserStore, WebhookStore,
+    EgressAllowlistStore, EventBus, EventLog, InvitationStore, LeaseStore, McpServerStore,
+    RetentionStore, RunReader, ScheduleStore, SealedStore, SecretStore, StatsStore, SystemClock,
+    TenantStore, ToolStore, UserStore, WebhookStore,
 };
 use baton_core::retention::Retention;
 use baton_core::runs::{Checkpoints, Recorder, Runs};
@@ -68,6 +69,8 @@ pub struct Stores {
     pub schedules: Arc<dyn ScheduleStore>,
     /// Webhook endpoints and their deliveries.
     pub webhooks: Arc<dyn WebhookStore>,
+    /// MCP servers and their discoveries.
+    pub mcp_servers: Arc<dyn McpServerStore>,
     /// Counts over every tenant, for `/metrics`.
     pub stats: Arc<dyn StatsStore>,
     /// The per-tenant audit stream.
@@ -93,6 +96,7 @@ trait AllPorts:
     + RetentionStore
     + ScheduleStore
     + WebhookStore
+    + McpServerStore
     + StatsStore
     + AuditStore
     + 'static
@@ -116,6 +120,7 @@ impl<T> AllPorts for T where
         + RetentionStore
         + ScheduleStore
         + WebhookStore
+        + McpServerStore
         + StatsStore
         + AuditStore
         + 'static
@@ -149,6 +154,7 @@ impl Stores {
             retention: s.clone(),
             schedules: s.clone(),
             webhooks: s.clone(),
+            mcp_servers: s.clone(),
             stats: s.clone(),
             users: s,
             closer,
@@ -654,6 +660,28 @@ impl Wiring<'_> {
         }
     }
 
+    fn tools(&self) -> Tools {
+        Tools {
+            store: self.stores.tools.clone(),
+            agents: self.stores.agents.clone(),
+            clock: self.clock.clone(),
+            egress: self.egress_allowlists(),
+        }
+    }
+
+    /// The MCP server use cases, listing tools through the egress client.
+    fn mcp_servers(&self) -> McpServers {
+        McpServers {
+            store: self.stores.mcp_servers.clone(),
+            tool_store: self.stores.tools.clone(),
+            tools: self.tools(),
+            secrets: Arc::new(self.secrets()),
+            lister: Arc::new(self.egress_client.clone()),
+            clock: self.clock.clone(),
+            egress: self.egress_allowlists(),
+        }
+    }
+
     fn secrets(&self) -> Secrets {
         Secrets {
             store: self.stores.secrets.clone(),
@@ -671,6 +699,7 @@ impl Wiring<'_> {
                 leases: stores.leases.clone(),
                 agents: stores.agents.clone(),
                 tools: stores.tools.clone(),
+                mcp_servers: stores.mcp_servers.clone(),
                 secrets: Arc::new(self.secrets()),
                 checkpoints: stores.checkpoints.clone(),
                 keyring: self.keyring.clone(),
@@ -708,12 +737,8 @@ impl Wiring<'_> {
                 clock: clock.clone(),
                 egress: self.egress_allowlists(),
             },
-            tools: Tools {
-                store: stores.tools.clone(),
-                agents: stores.agents.clone(),
-                clock: clock.clone(),
-                egress: self.egress_allowlists(),
-            },
+            tools: self.tools(),
+            mcp_servers: self.mcp_servers(),
             egress_allowlists: self.egress_allowlists(),
             retention: self.retention(),
             schedules: self.schedules(self.runs(engine)),

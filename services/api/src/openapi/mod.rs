@@ -41,6 +41,7 @@ use utoipa::OpenApi;
         (name = "egress", description = "The hosts the tenant's tools and providers may call"),
         (name = "retention", description = "How long the tenant's ended runs are kept"),
         (name = "schedules", description = "Runs of an agent started on a timetable"),
+        (name = "mcp-servers", description = "Model Context Protocol servers: discovery of their tools, and enabling them"),
         (name = "webhooks", description = "Signed notifications of what happens to runs and schedules"),
         (name = "sessions", description = "Logging in and out; who the caller is"),
         (name = "health", description = "Probes")

@@ -378,7 +378,12 @@ fn every_provider_and_tool_kind_is_a_named_variant() {
         ("ProviderSpec", &["ScriptedProvider", "OpenAiProvider"][..]),
         (
             "ToolKindSpec",
-            &["HttpToolKind", "ClientToolKind", "DelegateToolKind"][..],
+            &[
+                "HttpToolKind",
+                "ClientToolKind",
+                "DelegateToolKind",
+                "McpToolKind",
+            ][..],
         ),
     ] {
         let mapping = &schemas[union]["discriminator"]["mapping"];

@@ -9,6 +9,7 @@ pub mod encryption_keys;
 pub mod events;
 pub mod health;
 pub mod invitations;
+pub mod mcp_servers;
 pub mod members;
 pub mod retention;
 pub mod runs;
@@ -67,6 +68,8 @@ page!(/// A page of webhook endpoints, newest first.
     WebhookPage of baton_core::model::Webhook);
 page!(/// A page of an endpoint's deliveries, newest first.
     DeliveryPage of baton_core::model::Delivery);
+page!(/// A page of MCP servers, newest first.
+    McpServerPage of baton_core::model::McpServer);
 page!(/// A page of audit entries, newest first.
     AuditEntryPage of baton_core::model::AuditEntry);
 

@@ -12,6 +12,7 @@ mod errors;
 mod failed;
 mod invitations;
 mod lifecycle;
+mod mcp;
 mod openapi;
 mod queue;
 mod retention;

@@ -83,6 +83,11 @@ pub enum Action {
     /// Register, change, rotate the secrets of and delete webhook endpoints, and read and
     /// replay their deliveries.
     ManageWebhooks,
+    /// List an MCP server's tools anew (a discovery): its answer is stored, shown, and
+    /// offered to no agent until an admin enables a tool.
+    DiscoverMcpTools,
+    /// Register, change and delete MCP servers, and enable their discovered tools.
+    ManageMcpServers,
 }
 
 impl Action {
@@ -97,7 +102,8 @@ impl Action {
             | Action::UpdateRuns
             | Action::CancelRuns
             | Action::ResolveActions
-            | Action::ManageSchedules => Role::Member,
+            | Action::ManageSchedules
+            | Action::DiscoverMcpTools => Role::Member,
             Action::ManageAgents
             | Action::DeleteRuns
             | Action::ManageTools
@@ -108,7 +114,8 @@ impl Action {
             | Action::ReadAudit
             | Action::ManageEgress
             | Action::ManageRetention
-            | Action::ManageWebhooks => Role::Admin,
+            | Action::ManageWebhooks
+            | Action::ManageMcpServers => Role::Admin,
             Action::ManageOwners => Role::Owner,
         }
     }
@@ -137,6 +144,8 @@ impl Action {
             Action::ReadSchedules => "read schedules",
             Action::ManageSchedules => "manage schedules",
             Action::ManageWebhooks => "manage webhooks",
+            Action::DiscoverMcpTools => "discover MCP servers' tools",
+            Action::ManageMcpServers => "manage MCP servers",
         }
     }
 }

@@ -139,10 +139,23 @@ pub enum AuditAction {
     /// A delivery made pending again by a member.
     #[serde(rename = "webhook.replayed")]
     WebhookReplayed,
+    #[serde(rename = "mcp_server.created")]
+    McpServerCreated,
+    /// A server's URL, headers or timeout replaced.
+    #[serde(rename = "mcp_server.updated")]
+    McpServerUpdated,
+    #[serde(rename = "mcp_server.deleted")]
+    McpServerDeleted,
+    /// A server's tools listed and stored as its next discovery.
+    #[serde(rename = "mcp_server.discovered")]
+    McpServerDiscovered,
+    /// A discovered tool enabled, or its changed definition accepted.
+    #[serde(rename = "mcp_server.tool_enabled")]
+    McpToolEnabled,
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 39] = [
+    pub const ALL: [AuditAction; 44] = [
         AuditAction::MemberAdded,
         AuditAction::MemberRoleChanged,
         AuditAction::MemberRemoved,
@@ -182,6 +195,11 @@ impl AuditAction {
         AuditAction::WebhookEnabled,
         AuditAction::WebhookDisabled,
         AuditAction::WebhookReplayed,
+        AuditAction::McpServerCreated,
+        AuditAction::McpServerUpdated,
+        AuditAction::McpServerDeleted,
+        AuditAction::McpServerDiscovered,
+        AuditAction::McpToolEnabled,
     ];
 
     /// The name stored and shown (`member.added`).
@@ -226,6 +244,11 @@ impl AuditAction {
             AuditAction::WebhookEnabled => "webhook.enabled",
             AuditAction::WebhookDisabled => "webhook.disabled",
             AuditAction::WebhookReplayed => "webhook.replayed",
+            AuditAction::McpServerCreated => "mcp_server.created",
+            AuditAction::McpServerUpdated => "mcp_server.updated",
+            AuditAction::McpServerDeleted => "mcp_server.deleted",
+            AuditAction::McpServerDiscovered => "mcp_server.discovered",
+            AuditAction::McpToolEnabled => "mcp_server.tool_enabled",
         }
     }
 

@@ -1,6 +1,6 @@
 //! Baton's domain types: runs and their messages, tool-call receipts, agents, tools,
 //! tenants and API keys, users, members, invitations and sessions, the audit stream's
-//! entries, egress allowlists, retention policies, schedules, webhooks, what may be shown of secrets and
+//! entries, egress allowlists, retention policies, schedules, webhooks, MCP servers, what may be shown of secrets and
 //! checkpoints, and who may do what (`access.rs`). Pure data and pure functions; every
 //! port and use case speaks in these types.
 
@@ -10,6 +10,7 @@ mod audit;
 mod checkpoint;
 mod egress_allowlist;
 mod invitation;
+mod mcp;
 mod receipt;
 mod retention;
 mod run;
@@ -26,6 +27,7 @@ pub use audit::*;
 pub use checkpoint::*;
 pub use egress_allowlist::*;
 pub use invitation::*;
+pub use mcp::*;
 pub use receipt::*;
 pub use retention::*;
 pub use run::*;

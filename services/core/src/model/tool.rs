@@ -68,6 +68,16 @@ pub enum ToolKindSpec {
         #[schema(value_type = String, format = Uuid)]
         agent_id: baton_events::AgentId,
     },
+    /// Baton calls tool `tool` of the tenant's MCP server `server_id` with the arguments,
+    /// the receipt id as its idempotency key. Made by enabling a discovered tool
+    /// (`POST /v1/mcp-servers/{id}/tools/{name}/enable`), not through `/v1/tools`.
+    #[schema(title = "McpToolKind")]
+    Mcp {
+        #[schema(value_type = String, format = Uuid)]
+        server_id: baton_events::McpServerId,
+        /// The tool's name on the server.
+        tool: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -84,6 +94,7 @@ impl Tool {
             ToolKindSpec::Http { .. } => baton_events::ToolKind::Http,
             ToolKindSpec::Client => baton_events::ToolKind::Client,
             ToolKindSpec::Delegate { .. } => baton_events::ToolKind::Delegate,
+            ToolKindSpec::Mcp { .. } => baton_events::ToolKind::Mcp,
         }
     }
 

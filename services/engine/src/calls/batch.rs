@@ -46,12 +46,12 @@ fn is_delegate(tool: &Tool) -> bool {
     matches!(tool.kind, ToolKindSpec::Delegate { .. })
 }
 
-/// An `http` read, or a delegation (each starts a run of its own), that needs no
-/// approval: it may run alongside others like it.
+/// An `http` or `mcp` read, or a delegation (each starts a run of its own), that needs
+/// no approval: it may run alongside others like it.
 fn runs_alongside(tool: &Tool) -> bool {
     !tool.requires_approval
         && match tool.kind {
-            ToolKindSpec::Http { .. } => tool.effect == ToolEffect::Read,
+            ToolKindSpec::Http { .. } | ToolKindSpec::Mcp { .. } => tool.effect == ToolEffect::Read,
             ToolKindSpec::Delegate { .. } => true,
             ToolKindSpec::Client => false,
         }

@@ -154,8 +154,7 @@ impl<'a> Calls<'a> {
 
     /// The call `intent` records, its secret headers revealed.
     async fn plan(&self, intent: ToolIntent, tool: Tool) -> Result<Planned, StepError> {
-        let secrets = &*self.stream.shared.ports.secrets;
-        tools::plan(secrets, self.run.tenant, intent, tool).await
+        tools::plan(&self.stream.shared.ports, self.run.tenant, intent, tool).await
     }
 
     /// Commits the intents, makes the calls (concurrently when several), and commits
@@ -281,6 +280,7 @@ fn may_hand_off(planned: &[Planned]) -> bool {
 async fn audit_refused_tool_call(shared: &Shared, run: &RunSummary, p: &Planned, refusal: &str) {
     let url = match &p.tool.kind {
         ToolKindSpec::Http { url, .. } => Some(url.as_str()),
+        ToolKindSpec::Mcp { .. } => p.server_url(),
         ToolKindSpec::Client | ToolKindSpec::Delegate { .. } => None,
     };
     let details = serde_json::json!({

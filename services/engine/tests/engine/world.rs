@@ -30,6 +30,7 @@ pub fn ports(store: &SqliteStore, recorder: &Recorder) -> EnginePorts {
         leases: Arc::new(store.clone()),
         agents: Arc::new(store.clone()),
         tools: Arc::new(store.clone()),
+        mcp_servers: Arc::new(store.clone()),
         secrets: Arc::new(TestSecrets),
         checkpoints: Arc::new(store.clone()),
         keyring: KEYRING.clone(),

@@ -263,6 +263,8 @@ fn all_actions() -> Vec<Action> {
         ReadSchedules,
         ManageSchedules,
         ManageWebhooks,
+        DiscoverMcpTools,
+        ManageMcpServers,
     ];
     for a in all {
         match a {
@@ -270,7 +272,7 @@ fn all_actions() -> Vec<Action> {
             | CancelRuns | DeleteRuns | ResolveActions | ReadTools | ManageTools
             | ManageSecrets | ManageEncryptionKeys | ManageApiKeys | ManageMembers
             | ManageOwners | ReadAudit | ManageEgress | ManageRetention | ReadSchedules
-            | ManageSchedules | ManageWebhooks => {}
+            | ManageSchedules | ManageWebhooks | DiscoverMcpTools | ManageMcpServers => {}
         }
     }
     all.to_vec()

@@ -35,6 +35,7 @@ mod deletion;
 mod egress_allowlists;
 mod invitations;
 mod leases;
+mod mcp;
 mod reads;
 mod receipts;
 mod retention;

@@ -10,6 +10,7 @@ pub(crate) mod audit;
 pub(crate) mod checkpoints;
 pub(crate) mod egress_allowlists;
 pub(crate) mod invitations;
+pub(crate) mod mcp;
 pub(crate) mod receipts;
 pub(crate) mod runs;
 pub(crate) mod schedules;

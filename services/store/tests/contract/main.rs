@@ -14,6 +14,7 @@ mod frozen;
 mod idempotency;
 mod invitations;
 mod leases;
+mod mcp;
 mod receipts;
 mod retention;
 mod rls;
@@ -65,6 +66,8 @@ macro_rules! contract {
 
 contract!(
     webhooks::an_event_that_is_two_webhook_events_is_delivered_as_each,
+    mcp::servers_are_named_once_per_tenant_and_changed_by_version,
+    mcp::discoveries_are_numbered_and_go_with_their_server,
     webhooks::finished_deliveries_past_their_window_are_pruned_and_pending_ones_stay,
     webhooks::deliveries_are_recorded_with_their_events_for_subscribed_enabled_endpoints,
     webhooks::a_delivery_is_leased_to_one_claimer_and_recorded_only_under_its_lease,

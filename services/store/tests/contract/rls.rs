@@ -30,7 +30,7 @@ use uuid::Uuid;
 
 /// Every table that holds tenant rows. `every_table_with_a_tenant_column_is_covered`
 /// keeps this list complete.
-const TENANT_TABLES: [&str; 22] = [
+const TENANT_TABLES: [&str; 24] = [
     "api_keys",
     "agents",
     "agent_versions",
@@ -51,6 +51,8 @@ const TENANT_TABLES: [&str; 22] = [
     "webhook_subscriptions",
     "webhook_deliveries",
     "webhook_attempts",
+    "mcp_servers",
+    "mcp_discoveries",
     "tool_versions",
     "audit_log",
 ];
@@ -157,6 +159,7 @@ async fn populate(s: &PgStore, tenant: TenantId) {
         .await
         .expect("schedule");
     crate::webhooks::with_a_delivery_and_an_attempt(s, tenant).await;
+    crate::mcp::with_a_discovery(s, tenant).await;
 }
 
 /// Two tenants with rows everywhere, checked on a connection that bypasses row-level

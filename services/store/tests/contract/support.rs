@@ -36,6 +36,7 @@ pub trait Store:
     + baton_core::ports::RetentionStore
     + baton_core::ports::ScheduleStore
     + baton_core::ports::WebhookStore
+    + baton_core::ports::McpServerStore
     + Raw
     + Clone
     + 'static
@@ -55,6 +56,7 @@ impl<
         + baton_core::ports::RetentionStore
         + baton_core::ports::ScheduleStore
         + baton_core::ports::WebhookStore
+        + baton_core::ports::McpServerStore
         + Raw
         + Clone
         + 'static,

@@ -24,6 +24,7 @@ use baton_core::egress::EgressPolicy;
 use baton_core::egress_allowlists::EgressAllowlists;
 use baton_core::encryption_keys::{EncryptionKeys, Resealer};
 use baton_core::invitations::Invitations;
+use baton_core::mcp_servers::McpServers;
 use baton_core::members::Members;
 use baton_core::model::{ApiKey, AuditAction, AuditEntry, Tenant as TenantRecord};
 use baton_core::ports::{ApiKeyStore, Clock, SystemClock, TenantStore};
@@ -145,6 +146,7 @@ impl TestApp {
                 leases: db.clone(),
                 agents: db.clone(),
                 tools: db.clone(),
+                mcp_servers: db.clone(),
                 secrets: Arc::new(secrets.clone()),
                 checkpoints: db.clone(),
                 keyring: keyring.clone(),
@@ -221,6 +223,20 @@ impl TestApp {
                 clock: clock.clone(),
                 replica: "api-tests".into(),
                 options: WebhookOptions::default(),
+            },
+            mcp_servers: McpServers {
+                store: db.clone(),
+                tool_store: db.clone(),
+                tools: Tools {
+                    store: db.clone(),
+                    agents: db.clone(),
+                    clock: clock.clone(),
+                    egress: allowlists.clone(),
+                },
+                secrets: Arc::new(secrets.clone()),
+                lister: Arc::new(baton_egress::Egress::new(egress.clone()).expect("the client")),
+                clock: clock.clone(),
+                egress: allowlists.clone(),
             },
             checkpoints: Checkpoints {
                 store: db.clone(),

@@ -1,0 +1,500 @@
+//! MCP servers as a tool source: an admin registers a server (its Streamable HTTP URL,
+//! headers from the tenant's secrets, a timeout); a member asks Baton to list its tools
+//! (a discovery, stored numbered and shown); an admin enables a discovered tool, which
+//! makes a Baton tool of kind `mcp` with the effect and approval the admin chose.
+//!
+//! **Nothing a server says is trusted.** Its annotations are shown, never used: a tool's
+//! effect is the admin's (a mutation unless they say otherwise). A discovery that finds
+//! an enabled tool changed (another description or input schema) does not touch the
+//! enabled tool: agents keep calling the definition that was accepted, and the change is
+//! shown as `changed` until an admin enables the tool again, accepting it. Every request
+//! to a server goes through the egress client, and the URL is checked against the
+//! policy and the tenant's allowlist when it is stored, at each discovery, and at each
+//! call.
+
+use crate::egress_allowlists::EgressAllowlists;
+use crate::error::CoreError;
+use crate::model::{
+    Action, AuditAction, AuditEntry, McpDiscovery, McpServer, McpToolChanges, McpToolInfo,
+    McpToolState, Principal, SecretHeader, Tool, ToolKindSpec, mcp_tool_status,
+};
+use crate::page::{self, Page};
+use crate::ports::{Clock, McpLister, McpServerStore, SecretReader, ToolStore};
+use crate::tools::{self, NewTool, Tools};
+use crate::validate;
+use baton_events::{McpServerId, ToolEffect, ToolId};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Most servers one tenant may register.
+pub const MAX_SERVERS: u32 = 50;
+/// Most tools one discovery keeps; a server listing more is refused.
+pub const MAX_TOOLS: usize = 500;
+/// Per discovery and call when the server does not say, in milliseconds.
+pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+
+/// A server as a client registers or replaces it.
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewMcpServer {
+    /// `[A-Za-z0-9_-]{1,64}`, unique in the tenant.
+    pub name: String,
+    /// The server's Streamable HTTP endpoint, e.g. `https://mcp.example.com/mcp`.
+    pub url: String,
+    /// Headers whose values come from the tenant's secrets.
+    #[serde(default)]
+    pub secret_headers: Vec<SecretHeader>,
+    /// Per discovery, and per call of a tool enabled without its own; default 30000.
+    #[serde(default = "default_timeout")]
+    pub timeout_ms: u64,
+}
+
+fn default_timeout() -> u64 {
+    DEFAULT_TIMEOUT_MS
+}
+
+/// How an admin enables a discovered tool (or accepts its changed definition).
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EnableMcpTool {
+    /// The Baton tool's name, what the model calls (`[A-Za-z0-9_-]{1,64}`, unique in the
+    /// tenant); default: the server's name for it. Kept when accepting a change, unless
+    /// given.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// What a call may change, whatever the server's annotations say: `read` (a call cut
+    /// off is made again) or `mutation` (held `uncertain` for a member); default
+    /// `mutation`.
+    #[serde(default = "mutation")]
+    pub effect: ToolEffect,
+    /// The server recognises a repeated call by its idempotency key (a mutation cut off
+    /// may be sent again).
+    #[serde(default)]
+    pub idempotent: bool,
+    #[serde(default)]
+    pub requires_approval: bool,
+    /// Per call; default: the server's timeout.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+fn mutation() -> ToolEffect {
+    ToolEffect::Mutation
+}
+
+impl Default for EnableMcpTool {
+    fn default() -> Self {
+        EnableMcpTool {
+            name: None,
+            effect: mutation(),
+            idempotent: false,
+            requires_approval: false,
+            timeout_ms: None,
+        }
+    }
+}
+
+/// A discovery and what changed since the one before.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct DiscoveryReport {
+    pub discovery: McpDiscovery,
+    pub changes: McpToolChanges,
+}
+
+/// A server's tools: the latest discovery's, each with how it stands.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct McpToolList {
+    /// The discovery they come from; none before the first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub discovery: Option<i64>,
+    pub tools: Vec<McpToolState>,
+}
+
+#[derive(Clone)]
+pub struct McpServers {
+    pub store: Arc<dyn McpServerStore>,
+    /// Where enabled tools live (and which of them are a server's).
+    pub tool_store: Arc<dyn ToolStore>,
+    pub tools: Tools,
+    pub secrets: Arc<dyn SecretReader>,
+    pub lister: Arc<dyn McpLister>,
+    pub clock: Arc<dyn Clock>,
+    pub egress: EgressAllowlists,
+}
+
+impl McpServers {
+    #[tracing::instrument(name = "mcp_servers.create", skip_all)]
+    pub async fn create(&self, p: &Principal, new: NewMcpServer) -> Result<McpServer, CoreError> {
+        p.require(Action::ManageMcpServers)?;
+        self.check(p, &new).await?;
+        let existing = self
+            .store
+            .list_mcp_servers(p.tenant, None, MAX_SERVERS)
+            .await?;
+        if existing.len() >= MAX_SERVERS as usize {
+            return Err(CoreError::invalid(format!(
+                "the tenant has {MAX_SERVERS} MCP servers, the most it may have"
+            )));
+        }
+        let now = self.clock.now();
+        let server = McpServer {
+            id: McpServerId::new(),
+            tenant: p.tenant,
+            name: new.name,
+            url: new.url,
+            secret_headers: new.secret_headers,
+            timeout_ms: new.timeout_ms,
+            version: 1,
+            created_at: now,
+            updated_at: now,
+        };
+        let audit = self.audit(p, AuditAction::McpServerCreated, &server);
+        match self.store.create_mcp_server(&server, &audit).await {
+            Err(crate::StoreError::Conflict { .. }) => Err(taken(&server.name)),
+            other => other.map(|()| server).map_err(CoreError::from),
+        }
+    }
+
+    #[tracing::instrument(name = "mcp_servers.get", skip_all)]
+    pub async fn get(&self, p: &Principal, id: McpServerId) -> Result<McpServer, CoreError> {
+        p.require(Action::ReadTools)?;
+        self.store
+            .get_mcp_server(p.tenant, id)
+            .await?
+            .ok_or(CoreError::NotFound("MCP server"))
+    }
+
+    #[tracing::instrument(name = "mcp_servers.list", skip_all)]
+    pub async fn list(
+        &self,
+        p: &Principal,
+        cursor: Option<McpServerId>,
+        limit: Option<u32>,
+    ) -> Result<Page<McpServer>, CoreError> {
+        p.require(Action::ReadTools)?;
+        let limit = page::limit(limit)?;
+        let items = self.store.list_mcp_servers(p.tenant, cursor, limit).await?;
+        Ok(Page::of(items, limit, |s| s.id.to_string()))
+    }
+
+    /// Replaces the server's name, URL, headers and timeout. Its enabled tools call the
+    /// new URL from their next call.
+    #[tracing::instrument(name = "mcp_servers.replace", skip_all)]
+    pub async fn replace(
+        &self,
+        p: &Principal,
+        id: McpServerId,
+        new: NewMcpServer,
+    ) -> Result<McpServer, CoreError> {
+        p.require(Action::ManageMcpServers)?;
+        self.check(p, &new).await?;
+        let current = self.get(p, id).await?;
+        let server = McpServer {
+            name: new.name,
+            url: new.url,
+            secret_headers: new.secret_headers,
+            timeout_ms: new.timeout_ms,
+            version: current.version + 1,
+            updated_at: self.clock.now(),
+            ..current
+        };
+        let audit = self.audit(p, AuditAction::McpServerUpdated, &server);
+        match self
+            .store
+            .update_mcp_server(&server, current.version, &audit)
+            .await
+        {
+            Ok(true) => Ok(server),
+            Ok(false) => Err(CoreError::Conflict),
+            Err(crate::StoreError::Conflict { .. }) => Err(taken(&server.name)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Deletes the server and its discoveries; refused while a tool enabled from it
+    /// exists (delete those first: they may be archived and then deleted).
+    #[tracing::instrument(name = "mcp_servers.delete", skip_all)]
+    pub async fn delete(&self, p: &Principal, id: McpServerId) -> Result<(), CoreError> {
+        p.require(Action::ManageMcpServers)?;
+        let server = self.get(p, id).await?;
+        let enabled = self.enabled_tools(p, id).await?;
+        if !enabled.is_empty() {
+            let names: Vec<&str> = enabled.iter().map(|t| t.name.as_str()).collect();
+            return Err(CoreError::InUse(format!(
+                "MCP server {id} ({}) has enabled tools ({}): archive and delete them first",
+                server.name,
+                names.join(", ")
+            )));
+        }
+        let audit = self.audit(p, AuditAction::McpServerDeleted, &server);
+        match self.store.delete_mcp_server(p.tenant, id, &audit).await? {
+            true => Ok(()),
+            false => Err(CoreError::NotFound("MCP server")),
+        }
+    }
+
+    /// Lists the server's tools now and stores them as its next discovery. Enabled tools
+    /// are not changed: a difference shows as `changed` until accepted.
+    #[tracing::instrument(name = "mcp_servers.discover", skip_all)]
+    pub async fn discover(
+        &self,
+        p: &Principal,
+        id: McpServerId,
+    ) -> Result<DiscoveryReport, CoreError> {
+        p.require(Action::DiscoverMcpTools)?;
+        let server = self.get(p, id).await?;
+        let url = validate::http_url("url", &server.url)?;
+        self.egress.check_definition(p.tenant, "url", &url).await?;
+        let hosts = self.egress.rules(p.tenant).await?;
+        let headers = self.headers(p, &server).await?;
+        let listed = self
+            .lister
+            .list_tools(
+                hosts,
+                &url,
+                headers,
+                Duration::from_millis(server.timeout_ms),
+            )
+            .await
+            .map_err(|why| CoreError::Upstream(format!("MCP server {}: {why}", server.name)))?;
+        let tools = checked_tools(listed.tools)?;
+        let before = self.store.latest_mcp_discovery(p.tenant, id).await?;
+        let discovery = McpDiscovery {
+            number: before.as_ref().map_or(1, |d| d.number + 1),
+            discovered_at: self.clock.now(),
+            protocol_version: listed.protocol_version,
+            server_info: listed.server_info,
+            tools,
+        };
+        let changes = McpToolChanges::between(
+            before.as_ref().map(|d| d.tools.as_slice()),
+            &discovery.tools,
+        );
+        let audit = AuditEntry::by(
+            p,
+            discovery.discovered_at,
+            AuditAction::McpServerDiscovered,
+            id.to_string(),
+            serde_json::json!({
+                "discovery": discovery.number,
+                "tools": discovery.tools.len(),
+                "added": changes.added,
+                "removed": changes.removed,
+                "changed": changes.changed,
+            }),
+        );
+        match self
+            .store
+            .add_mcp_discovery(p.tenant, id, &discovery, &audit)
+            .await
+        {
+            Ok(()) => Ok(DiscoveryReport { discovery, changes }),
+            Err(crate::StoreError::NotFound) => Err(CoreError::NotFound("MCP server")),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The server's tools as its latest discovery listed them, and the enabled ones it no
+    /// longer lists, each with how it stands.
+    #[tracing::instrument(name = "mcp_servers.tools", skip_all)]
+    pub async fn tools(&self, p: &Principal, id: McpServerId) -> Result<McpToolList, CoreError> {
+        self.get(p, id).await?;
+        let latest = self.store.latest_mcp_discovery(p.tenant, id).await?;
+        let enabled = self.enabled_tools(p, id).await?;
+        let by_name = |name: &str| {
+            enabled
+                .iter()
+                .find(|t| matches!(&t.kind, ToolKindSpec::Mcp { tool, .. } if tool == name))
+        };
+        let discovered = latest.as_ref().map_or(&[][..], |d| d.tools.as_slice());
+        let mut tools: Vec<McpToolState> = discovered
+            .iter()
+            .map(|d| state(&d.name, Some(d), by_name(&d.name)))
+            .collect();
+        for t in &enabled {
+            let ToolKindSpec::Mcp { tool, .. } = &t.kind else {
+                continue;
+            };
+            if !discovered.iter().any(|d| &d.name == tool) {
+                tools.push(state(tool, None, Some(t)));
+            }
+        }
+        Ok(McpToolList {
+            discovery: latest.map(|d| d.number),
+            tools,
+        })
+    }
+
+    /// Enables tool `name` of the latest discovery as a Baton tool with the admin's
+    /// effect and approval policy, or, when it is enabled already, stores its latest
+    /// definition and the policy given as that tool's next version (accepting a change).
+    #[tracing::instrument(name = "mcp_servers.enable", skip_all)]
+    pub async fn enable(
+        &self,
+        p: &Principal,
+        id: McpServerId,
+        name: &str,
+        how: EnableMcpTool,
+    ) -> Result<Tool, CoreError> {
+        p.require(Action::ManageMcpServers)?;
+        p.require(Action::ManageTools)?;
+        let server = self.get(p, id).await?;
+        let latest = self.store.latest_mcp_discovery(p.tenant, id).await?;
+        let Some(found) = latest
+            .as_ref()
+            .and_then(|d| d.tools.iter().find(|t| t.name == name))
+        else {
+            return Err(CoreError::NotFound("discovered tool"));
+        };
+        let enabled = self.enabled_tools(p, id).await?;
+        let current = enabled
+            .into_iter()
+            .find(|t| matches!(&t.kind, ToolKindSpec::Mcp { tool, .. } if tool == name));
+        let tool_name = how
+            .name
+            .or_else(|| current.as_ref().map(|t| t.name.clone()))
+            .unwrap_or_else(|| name.to_string());
+        let new = NewTool {
+            name: tool_name,
+            description: found
+                .description
+                .chars()
+                .take(tools::MAX_DESCRIPTION_CHARS)
+                .collect(),
+            input_schema: found.input_schema.clone(),
+            effect: how.effect,
+            idempotent: how.idempotent,
+            requires_approval: how.requires_approval,
+            timeout_ms: how.timeout_ms.unwrap_or(server.timeout_ms),
+            kind: ToolKindSpec::Mcp {
+                server_id: id,
+                tool: name.to_string(),
+            },
+        };
+        let audit = AuditEntry::by(
+            p,
+            self.clock.now(),
+            AuditAction::McpToolEnabled,
+            id.to_string(),
+            serde_json::json!({
+                "tool": name,
+                "discovery": latest.as_ref().map(|d| d.number),
+                "effect": how.effect,
+                "requires_approval": how.requires_approval,
+            }),
+        );
+        self.tools.put_mcp(p, current, new, &audit).await
+    }
+
+    /// The tenant's tools, archived or not, enabled from server `id`.
+    async fn enabled_tools(&self, p: &Principal, id: McpServerId) -> Result<Vec<Tool>, CoreError> {
+        let mut found = Vec::new();
+        for archived in [false, true] {
+            let mut before: Option<ToolId> = None;
+            loop {
+                let page = self
+                    .tool_store
+                    .list_tools(p.tenant, archived, before, page::MAX_LIMIT)
+                    .await?;
+                found.extend(page.iter().filter(|t| {
+                    matches!(&t.kind, ToolKindSpec::Mcp { server_id, .. } if *server_id == id)
+                }).cloned());
+                match page.last() {
+                    Some(last) if page.len() == page::MAX_LIMIT as usize => before = Some(last.id),
+                    _ => break,
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// The server's headers in the clear; a secret that is not set is a bad request.
+    async fn headers(
+        &self,
+        p: &Principal,
+        server: &McpServer,
+    ) -> Result<Vec<(String, String)>, CoreError> {
+        let mut headers = Vec::with_capacity(server.secret_headers.len());
+        for h in &server.secret_headers {
+            match self.secrets.reveal(p.tenant, &h.secret).await? {
+                Some(value) => headers.push((h.header.clone(), value)),
+                None => {
+                    return Err(CoreError::invalid(format!(
+                        "the secret {:?} of header {} is not set",
+                        h.secret, h.header
+                    )));
+                }
+            }
+        }
+        Ok(headers)
+    }
+
+    /// A definition whose name, URL (policy and allowlist), headers or timeout is wrong
+    /// is refused whole.
+    async fn check(&self, p: &Principal, new: &NewMcpServer) -> Result<(), CoreError> {
+        tools::check_name("name", &new.name)?;
+        let url = validate::http_url("url", &new.url)?;
+        self.egress.check_definition(p.tenant, "url", &url).await?;
+        tools::check_headers("secret_headers", &new.secret_headers)?;
+        if new.timeout_ms == 0 || new.timeout_ms > tools::MAX_TIMEOUT_MS {
+            return Err(CoreError::invalid(format!(
+                "timeout_ms must be between 1 and {}",
+                tools::MAX_TIMEOUT_MS
+            )));
+        }
+        Ok(())
+    }
+
+    fn audit(&self, p: &Principal, action: AuditAction, s: &McpServer) -> AuditEntry {
+        AuditEntry::by(
+            p,
+            self.clock.now(),
+            action,
+            s.id.to_string(),
+            serde_json::json!({"name": s.name, "version": s.version}),
+        )
+    }
+}
+
+fn taken(name: &str) -> CoreError {
+    CoreError::AlreadyExists(format!("an MCP server named {name:?} already exists"))
+}
+
+fn state(name: &str, discovered: Option<&McpToolInfo>, enabled: Option<&Tool>) -> McpToolState {
+    McpToolState {
+        name: name.to_string(),
+        status: mcp_tool_status(discovered, enabled),
+        discovered: discovered.cloned(),
+        tool_id: enabled.map(|t| t.id),
+        tool_name: enabled.map(|t| t.name.clone()),
+    }
+}
+
+/// A server's tool list, as far as Baton keeps it: at most [`MAX_TOOLS`], each named
+/// within the limits of a tool name on the server's side, listed once.
+fn checked_tools(tools: Vec<McpToolInfo>) -> Result<Vec<McpToolInfo>, CoreError> {
+    if tools.len() > MAX_TOOLS {
+        return Err(CoreError::Upstream(format!(
+            "the server lists {} tools; Baton keeps at most {MAX_TOOLS}",
+            tools.len()
+        )));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for t in &tools {
+        if t.name.is_empty() || t.name.len() > 128 || t.name.chars().any(char::is_control) {
+            return Err(CoreError::Upstream(
+                "the server lists a tool whose name is empty, longer than 128 bytes or holds \
+                 control characters"
+                    .into(),
+            ));
+        }
+        if !seen.insert(t.name.as_str()) {
+            return Err(CoreError::Upstream(format!(
+                "the server lists tool {:?} twice",
+                t.name
+            )));
+        }
+    }
+    Ok(tools)
+}

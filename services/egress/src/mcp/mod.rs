@@ -1,0 +1,711 @@
+//! Baton's Model Context Protocol client: the Streamable HTTP transport, through the
+//! egress client, for the two things Baton asks of a server (list its tools, call one).
+//!
+//! **Negotiation.** A connection first probes `server/discover` at the stateless revision
+//! ([`MODERN_VERSION`]): a server that lists it is spoken to one self-contained POST per
+//! request, the protocol version, capabilities and client in each request's `_meta` and
+//! its `MCP-Protocol-Version`, `Mcp-Method` (and `Mcp-Name`) headers. Any other answer
+//! but a network failure (a JSON-RPC error, a 4xx) falls back to the `initialize`
+//! handshake at the newest revision of [`HANDSHAKE_VERSIONS`], accepting any of them the
+//! server picks, with the session id it hands out on every later request and the session
+//! ended (`DELETE`) when the connection is dropped.
+//!
+//! **Answers** are a JSON body or an event stream holding the response and, before it,
+//! the server's notifications (`notifications/progress` is handed to the caller; anything
+//! else is skipped). Bodies and events are read up to caps; nothing a server sends is
+//! kept whole beyond them.
+//!
+//! **Cancellation.** Dropping a connection while a call is in flight (the run was
+//! cancelled) sends `notifications/cancelled` for it in the handshake era, then ends the
+//! session; in the stateless revision closing the response is the cancellation.
+//!
+//! **What a failure says** ([`McpFailure`]) never holds an address or a header's value;
+//! and [`McpFailure::may_have_run`] tells a call that may have reached the tool from one
+//! that certainly did not.
+
+mod sse;
+
+use crate::{Egress, Mask, TenantEgress, describe, maybe_sent};
+use async_trait::async_trait;
+use baton_core::egress::HostRule;
+use baton_core::model::{McpImplementation, McpToolInfo};
+use baton_core::ports::{ListedTools, McpLister};
+use serde_json::{Value, json};
+use sse::SseReader;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// The stateless revision, tried first.
+pub const MODERN_VERSION: &str = "2026-07-28";
+/// The revisions of the `initialize` handshake Baton speaks, newest (the one offered)
+/// first.
+pub const HANDSHAKE_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+/// The `_meta` key carrying a call's idempotency key (its receipt id); the same value goes
+/// in the `Idempotency-Key` header.
+pub const IDEMPOTENCY_META_KEY: &str = "baton/idempotency_key";
+/// The largest JSON body or event read.
+const MAX_MESSAGE_BYTES: usize = 8 * 1024 * 1024;
+/// The most pages of a tool list followed.
+const MAX_LIST_PAGES: usize = 50;
+/// How long ending a session (and cancelling a call) may take, after the fact.
+const GOODBYE_TIMEOUT: Duration = Duration::from_secs(5);
+
+const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+const META_CLIENT: &str = "io.modelcontextprotocol/clientInfo";
+const META_SERVER: &str = "io.modelcontextprotocol/serverInfo";
+
+/// Why a request to a server came to nothing. Never holds an address or a header value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpFailure {
+    /// The egress policy refused the URL or what its host resolved to: the rule.
+    Denied(String),
+    /// Nothing was sent (the server could not be reached), in a few words.
+    Unreachable(String),
+    /// The request was sent and no answer came (a timeout, a broken connection, a stream
+    /// that ended first, an answer that was not MCP), in a few words.
+    NoAnswer(String),
+    /// The server answered the request with an HTTP error.
+    Status(u16),
+    /// The server answered with a JSON-RPC error.
+    Rpc { code: i64, message: String },
+    /// The server speaks no protocol revision Baton does, or broke the protocol before
+    /// the request that matters was sent.
+    Protocol(String),
+}
+
+impl McpFailure {
+    /// The request may have reached the tool and taken effect.
+    pub fn may_have_run(&self) -> bool {
+        matches!(self, McpFailure::NoAnswer(_))
+    }
+}
+
+impl std::fmt::Display for McpFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            McpFailure::Denied(rule) => write!(f, "{rule}"),
+            McpFailure::Unreachable(why) => write!(f, "the server could not be reached: {why}"),
+            McpFailure::NoAnswer(why) => write!(f, "no answer came: {why}"),
+            McpFailure::Status(401 | 403) => write!(
+                f,
+                "the server refused Baton's credentials (HTTP 401/403): check its secret headers"
+            ),
+            McpFailure::Status(status) => write!(f, "the server answered HTTP {status}"),
+            McpFailure::Rpc { code, message } => {
+                write!(f, "the server answered error {code}: {message}")
+            }
+            McpFailure::Protocol(why) => write!(f, "{why}"),
+        }
+    }
+}
+
+/// Where a server is and how long a whole exchange with it may take.
+#[derive(Debug, Clone)]
+pub struct McpEndpoint {
+    pub url: url::Url,
+    /// Sent with every request (from the tenant's secrets).
+    pub headers: Vec<(String, String)>,
+}
+
+/// A server's progress notification for a call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Progress {
+    pub progress: f64,
+    pub total: Option<f64>,
+    pub message: Option<String>,
+}
+
+/// How the connection talks to the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Era {
+    /// One POST per request, the version in each.
+    Modern,
+    /// After `initialize`, with the session id the server gave, if any.
+    Handshake { session: Option<String> },
+}
+
+/// A negotiated conversation with one server.
+pub struct McpConnection {
+    egress: TenantEgress,
+    endpoint: McpEndpoint,
+    mask: Mask,
+    era: Era,
+    /// The protocol revision agreed on.
+    pub version: String,
+    pub server_info: Option<McpImplementation>,
+    next_id: i64,
+    /// The request id of a call sent and not answered yet: cancelled if the connection is
+    /// dropped.
+    in_flight: Option<i64>,
+}
+
+impl std::fmt::Debug for McpConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpConnection")
+            .field("version", &self.version)
+            .field("era", &self.era)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One JSON-RPC request to send.
+struct Request<'a> {
+    method: &'a str,
+    params: Value,
+    /// Extra headers (a call's idempotency key).
+    headers: Vec<(&'static str, String)>,
+    /// `Mcp-Name` in the stateless revision.
+    name: Option<&'a str>,
+}
+
+impl McpConnection {
+    /// Connects to `endpoint` and agrees on a protocol revision, by `deadline`.
+    pub async fn open(
+        egress: &TenantEgress,
+        endpoint: McpEndpoint,
+        deadline: Instant,
+    ) -> Result<McpConnection, McpFailure> {
+        let mask = Mask::new(endpoint.headers.iter().map(|(_, v)| v.clone()));
+        let mut c = McpConnection {
+            egress: egress.clone(),
+            endpoint,
+            mask,
+            era: Era::Modern,
+            version: MODERN_VERSION.to_string(),
+            server_info: None,
+            next_id: 0,
+            in_flight: None,
+        };
+        let probe = Request {
+            method: "server/discover",
+            params: json!({}),
+            headers: Vec::new(),
+            name: None,
+        };
+        match c.exchange(probe, deadline, &mut |_| {}).await {
+            Ok(result) if lists_modern(&result) => {
+                c.server_info = result
+                    .pointer(&format!("/_meta/{}", META_SERVER.replace('/', "~1")))
+                    .and_then(implementation);
+                return Ok(c);
+            }
+            // A network failure, a refusal, a timeout: no verdict on the era.
+            Err(
+                e @ (McpFailure::Denied(_)
+                | McpFailure::Unreachable(_)
+                | McpFailure::NoAnswer(_)
+                | McpFailure::Status(401 | 403)),
+            ) => return Err(e),
+            // Anything else (an error, a 4xx, a result listing no modern revision) says
+            // the server speaks the handshake.
+            Ok(_) | Err(_) => {}
+        }
+        c.handshake(deadline).await?;
+        Ok(c)
+    }
+
+    /// `initialize`, then `notifications/initialized`.
+    async fn handshake(&mut self, deadline: Instant) -> Result<(), McpFailure> {
+        self.era = Era::Handshake { session: None };
+        let init = Request {
+            method: "initialize",
+            params: json!({
+                "protocolVersion": HANDSHAKE_VERSIONS[0],
+                "capabilities": {},
+                "clientInfo": client_info(),
+            }),
+            headers: Vec::new(),
+            name: None,
+        };
+        let result = self.exchange(init, deadline, &mut |_| {}).await?;
+        let version = result
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if !HANDSHAKE_VERSIONS.contains(&version) {
+            return Err(McpFailure::Protocol(format!(
+                "the server speaks MCP revision {:?}, which Baton does not (it speaks {} and {})",
+                version.chars().take(32).collect::<String>(),
+                MODERN_VERSION,
+                HANDSHAKE_VERSIONS.join(", ")
+            )));
+        }
+        self.version = version.to_string();
+        self.server_info = result.get("serverInfo").and_then(implementation);
+        self.notify("notifications/initialized", json!({}), deadline)
+            .await
+    }
+
+    /// Every tool the server lists, following its pages.
+    pub async fn list_tools(&mut self, deadline: Instant) -> Result<Vec<McpToolInfo>, McpFailure> {
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_LIST_PAGES {
+            let params = match &cursor {
+                Some(c) => json!({"cursor": c}),
+                None => json!({}),
+            };
+            let list = Request {
+                method: "tools/list",
+                params,
+                headers: Vec::new(),
+                name: None,
+            };
+            let page = self.exchange(list, deadline, &mut |_| {}).await?;
+            let Some(listed) = page.get("tools").and_then(Value::as_array) else {
+                return Err(McpFailure::Protocol(
+                    "the tool list holds no tools array".into(),
+                ));
+            };
+            for t in listed {
+                tools.push(tool_info(t)?);
+            }
+            match page.get("nextCursor").and_then(Value::as_str) {
+                Some(next) if !next.is_empty() => cursor = Some(next.to_string()),
+                _ => return Ok(tools),
+            }
+        }
+        Err(McpFailure::Protocol(format!(
+            "the tool list runs past {MAX_LIST_PAGES} pages"
+        )))
+    }
+
+    /// Calls tool `name` with `arguments`: `idempotency_key` in `_meta` and as the
+    /// `Idempotency-Key` header, a progress token so the server may report progress to
+    /// `progress`. The result object as the server gave it (`content`,
+    /// `structuredContent`, `isError`).
+    pub async fn call_tool(
+        &mut self,
+        name: &str,
+        arguments: &Value,
+        idempotency_key: &str,
+        deadline: Instant,
+        progress: &mut (dyn FnMut(Progress) + Send),
+    ) -> Result<Value, McpFailure> {
+        let call = Request {
+            method: "tools/call",
+            params: json!({
+                "name": name,
+                "arguments": arguments,
+                "_meta": {
+                    "progressToken": idempotency_key,
+                    IDEMPOTENCY_META_KEY: idempotency_key,
+                },
+            }),
+            headers: vec![("Idempotency-Key", idempotency_key.to_string())],
+            name: Some(name),
+        };
+        let result = self.exchange(call, deadline, progress).await;
+        self.in_flight = None;
+        result
+    }
+
+    /// Sends a notification; the server acknowledges it with 202 (or 200).
+    async fn notify(
+        &mut self,
+        method: &str,
+        params: Value,
+        deadline: Instant,
+    ) -> Result<(), McpFailure> {
+        let body = json!({"jsonrpc": "2.0", "method": method, "params": params});
+        let response = self.post(method, None, Vec::new(), body, deadline).await?;
+        let status = response.status().as_u16();
+        if (200..300).contains(&status) {
+            Ok(())
+        } else {
+            Err(McpFailure::Status(status))
+        }
+    }
+
+    /// Sends request `r` and reads its answer, handing progress notifications to
+    /// `progress` on the way.
+    async fn exchange(
+        &mut self,
+        r: Request<'_>,
+        deadline: Instant,
+        progress: &mut (dyn FnMut(Progress) + Send),
+    ) -> Result<Value, McpFailure> {
+        self.next_id += 1;
+        let id = self.next_id;
+        let mut params = r.params;
+        if self.era == Era::Modern {
+            let meta = params
+                .as_object_mut()
+                .map(|p| p.entry("_meta").or_insert_with(|| json!({})));
+            if let Some(Value::Object(meta)) = meta {
+                meta.insert(META_VERSION.into(), json!(self.version));
+                meta.insert(META_CAPABILITIES.into(), json!({}));
+                meta.insert(META_CLIENT.into(), client_info());
+            }
+        }
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": r.method, "params": params});
+        let is_call = r.method == "tools/call";
+        if is_call {
+            self.in_flight = Some(id);
+        }
+        let response = self
+            .post(r.method, r.name, r.headers, body, deadline)
+            .await?;
+        if r.method == "initialize"
+            && let Some(session) = response
+                .headers()
+                .get("mcp-session-id")
+                .and_then(|v| v.to_str().ok())
+                .filter(|s| {
+                    !s.is_empty() && s.len() <= 256 && s.bytes().all(|b| (0x21..=0x7e).contains(&b))
+                })
+        {
+            self.era = Era::Handshake {
+                session: Some(session.to_string()),
+            };
+        }
+        let status = response.status().as_u16();
+        if !(200..300).contains(&status) {
+            // A JSON-RPC error in the body says more than the status (but for a refusal
+            // of the credentials).
+            if !matches!(status, 401 | 403)
+                && let Ok(message) = self.read_json(response, deadline).await
+                && let Some(e) = rpc_error(&message)
+            {
+                return Err(e);
+            }
+            return Err(McpFailure::Status(status));
+        }
+        let stream = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if stream {
+            self.read_stream(response, id, deadline, progress).await
+        } else {
+            let message = self.read_json(response, deadline).await?;
+            answer_of(&message, id)
+        }
+    }
+
+    /// POSTs `body` with the transport's headers, by `deadline`.
+    async fn post(
+        &self,
+        method: &str,
+        name: Option<&str>,
+        extra: Vec<(&'static str, String)>,
+        body: Value,
+        deadline: Instant,
+    ) -> Result<reqwest::Response, McpFailure> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(McpFailure::Unreachable("the time allowed ran out".into()));
+        }
+        let mut req = self
+            .egress
+            .request(reqwest::Method::POST, &self.endpoint.url)
+            .map_err(|denied| McpFailure::Denied(denied.to_string()))?
+            .timeout(left)
+            .header(
+                reqwest::header::ACCEPT,
+                "application/json, text/event-stream",
+            )
+            .header(reqwest::header::USER_AGENT, "Baton-MCP/1")
+            .json(&body);
+        for (h, v) in &self.endpoint.headers {
+            req = req.header(h.as_str(), v.as_str());
+        }
+        for (h, v) in extra {
+            req = req.header(h, v);
+        }
+        match &self.era {
+            Era::Modern => {
+                req = req
+                    .header("MCP-Protocol-Version", &self.version)
+                    .header("Mcp-Method", method);
+                if let Some(name) = name.filter(|n| n.bytes().all(|b| (0x20..0x7f).contains(&b))) {
+                    req = req.header("Mcp-Name", name);
+                }
+            }
+            Era::Handshake { session } => {
+                if method != "initialize" {
+                    req = req.header("MCP-Protocol-Version", &self.version);
+                }
+                if let Some(session) = session {
+                    req = req.header("Mcp-Session-Id", session);
+                }
+            }
+        }
+        req.send().await.map_err(|e| failure(&e))
+    }
+
+    /// A JSON body, read up to the cap by `deadline`.
+    async fn read_json(
+        &self,
+        mut response: reqwest::Response,
+        deadline: Instant,
+    ) -> Result<Value, McpFailure> {
+        let mut bytes = Vec::new();
+        loop {
+            match tokio::time::timeout_at(deadline, response.chunk()).await {
+                Err(_) => {
+                    return Err(McpFailure::NoAnswer(
+                        "the answer did not come in time".into(),
+                    ));
+                }
+                Ok(Err(e)) => return Err(McpFailure::NoAnswer(describe(&e).into())),
+                Ok(Ok(None)) => break,
+                Ok(Ok(Some(chunk))) => {
+                    if bytes.len() + chunk.len() > MAX_MESSAGE_BYTES {
+                        return Err(McpFailure::NoAnswer(format!(
+                            "the answer is larger than {MAX_MESSAGE_BYTES} bytes"
+                        )));
+                    }
+                    bytes.extend_from_slice(&chunk);
+                }
+            }
+        }
+        serde_json::from_slice(&bytes).map_err(|_| {
+            McpFailure::NoAnswer(format!("the answer is not JSON: {}", self.excerpt(&bytes)))
+        })
+    }
+
+    /// The answer to request `id` out of an event stream, notifications handed on.
+    async fn read_stream(
+        &self,
+        mut response: reqwest::Response,
+        id: i64,
+        deadline: Instant,
+        progress: &mut (dyn FnMut(Progress) + Send),
+    ) -> Result<Value, McpFailure> {
+        let mut reader = SseReader::default();
+        loop {
+            let chunk = match tokio::time::timeout_at(deadline, response.chunk()).await {
+                Err(_) => {
+                    return Err(McpFailure::NoAnswer(
+                        "the answer did not come in time".into(),
+                    ));
+                }
+                Ok(Err(e)) => return Err(McpFailure::NoAnswer(describe(&e).into())),
+                Ok(Ok(None)) => {
+                    return Err(McpFailure::NoAnswer(
+                        "the server's stream ended before the answer".into(),
+                    ));
+                }
+                Ok(Ok(Some(chunk))) => chunk,
+            };
+            let events = reader.feed(&chunk, MAX_MESSAGE_BYTES).map_err(|_| {
+                McpFailure::NoAnswer(format!("an event is larger than {MAX_MESSAGE_BYTES} bytes"))
+            })?;
+            for data in events {
+                let Ok(message) = serde_json::from_str::<Value>(&data) else {
+                    continue;
+                };
+                if message.get("method").and_then(Value::as_str) == Some("notifications/progress") {
+                    if let Some(p) = message.get("params").and_then(progress_of) {
+                        progress(p);
+                    }
+                    continue;
+                }
+                if message.get("id") == Some(&json!(id)) && message.get("method").is_none() {
+                    return answer_of(&message, id);
+                }
+            }
+        }
+    }
+
+    /// The start of a body as text, masked, for a message.
+    fn excerpt(&self, bytes: &[u8]) -> String {
+        let text = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]);
+        self.mask
+            .apply(&text)
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect()
+    }
+}
+
+impl Drop for McpConnection {
+    /// Ends the session, cancelling a call still in flight first (after the fact, on
+    /// the runtime, within [`GOODBYE_TIMEOUT`]).
+    fn drop(&mut self) {
+        let Era::Handshake { session } = &self.era else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (egress, endpoint, version) = (
+            self.egress.clone(),
+            self.endpoint.clone(),
+            self.version.clone(),
+        );
+        let (session, in_flight) = (session.clone(), self.in_flight);
+        runtime.spawn(async move {
+            let send = |method: reqwest::Method, body: Option<Value>| {
+                let mut req = egress.request(method, &endpoint.url).ok()?;
+                req = req
+                    .timeout(GOODBYE_TIMEOUT)
+                    .header("MCP-Protocol-Version", &version)
+                    .header(
+                        reqwest::header::ACCEPT,
+                        "application/json, text/event-stream",
+                    );
+                for (h, v) in &endpoint.headers {
+                    req = req.header(h.as_str(), v.as_str());
+                }
+                if let Some(session) = &session {
+                    req = req.header("Mcp-Session-Id", session);
+                }
+                if let Some(body) = body {
+                    req = req.json(&body);
+                }
+                Some(req.send())
+            };
+            if let Some(id) = in_flight
+                && let Some(sent) = send(
+                    reqwest::Method::POST,
+                    Some(json!({
+                        "jsonrpc": "2.0",
+                        "method": "notifications/cancelled",
+                        "params": {"requestId": id, "reason": "the run was cancelled"},
+                    })),
+                )
+            {
+                let _ = sent.await;
+            }
+            if session.is_some()
+                && let Some(sent) = send(reqwest::Method::DELETE, None)
+            {
+                let _ = sent.await;
+            }
+        });
+    }
+}
+
+/// Baton as an MCP client.
+fn client_info() -> Value {
+    json!({"name": "baton", "version": env!("CARGO_PKG_VERSION")})
+}
+
+/// A `server/discover` result that lists the stateless revision.
+fn lists_modern(result: &Value) -> bool {
+    result
+        .get("supportedVersions")
+        .and_then(Value::as_array)
+        .is_some_and(|v| v.iter().any(|v| v == MODERN_VERSION))
+}
+
+fn implementation(v: &Value) -> Option<McpImplementation> {
+    let text = |key: &str| {
+        v.get(key)
+            .and_then(Value::as_str)
+            .map(|s| s.chars().take(200).collect::<String>())
+    };
+    Some(McpImplementation {
+        name: text("name")?,
+        version: text("version").unwrap_or_default(),
+    })
+}
+
+/// The result of JSON-RPC response `message` to request `id`, or its error.
+fn answer_of(message: &Value, id: i64) -> Result<Value, McpFailure> {
+    if message.get("id") != Some(&json!(id)) {
+        return Err(rpc_error(message)
+            .unwrap_or_else(|| McpFailure::NoAnswer("the answer is not for the request".into())));
+    }
+    if let Some(e) = rpc_error(message) {
+        return Err(e);
+    }
+    message.get("result").cloned().ok_or_else(|| {
+        McpFailure::NoAnswer("the answer holds neither a result nor an error".into())
+    })
+}
+
+/// The JSON-RPC error `message` holds, if it is one.
+fn rpc_error(message: &Value) -> Option<McpFailure> {
+    let error = message.get("error").filter(|e| e.is_object())?;
+    let code = error.get("code").and_then(Value::as_i64).unwrap_or(0);
+    let text: String = error
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .chars()
+        .take(1000)
+        .collect();
+    Some(McpFailure::Rpc {
+        code,
+        message: text,
+    })
+}
+
+fn progress_of(params: &Value) -> Option<Progress> {
+    Some(Progress {
+        progress: params.get("progress")?.as_f64()?,
+        total: params.get("total").and_then(Value::as_f64),
+        message: params
+            .get("message")
+            .and_then(Value::as_str)
+            .map(|m| m.chars().take(500).collect()),
+    })
+}
+
+/// One listed tool as Baton keeps it.
+fn tool_info(t: &Value) -> Result<McpToolInfo, McpFailure> {
+    let name = t
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| McpFailure::Protocol("a listed tool has no name".into()))?;
+    let input_schema = t
+        .get("inputSchema")
+        .filter(|s| s.is_object())
+        .cloned()
+        .ok_or_else(|| McpFailure::Protocol(format!("tool {name:?} has no input schema")))?;
+    Ok(McpToolInfo {
+        name: name.to_string(),
+        title: t.get("title").and_then(Value::as_str).map(str::to_string),
+        description: t
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        input_schema,
+        annotations: t.get("annotations").filter(|a| a.is_object()).cloned(),
+    })
+}
+
+/// What a failed send says: the policy's rule, or the kind of failure.
+fn failure(e: &reqwest::Error) -> McpFailure {
+    if let Some(denied) = Egress::denied(e) {
+        return McpFailure::Denied(denied.to_string());
+    }
+    if maybe_sent(e) {
+        McpFailure::NoAnswer(describe(e).into())
+    } else {
+        McpFailure::Unreachable(describe(e).into())
+    }
+}
+
+#[async_trait]
+impl McpLister for Egress {
+    async fn list_tools(
+        &self,
+        hosts: Vec<HostRule>,
+        url: &url::Url,
+        headers: Vec<(String, String)>,
+        timeout: Duration,
+    ) -> Result<ListedTools, String> {
+        let deadline = Instant::now() + timeout;
+        let egress = self.for_tenant(hosts);
+        let endpoint = McpEndpoint {
+            url: url.clone(),
+            headers,
+        };
+        let mut c = McpConnection::open(&egress, endpoint, deadline)
+            .await
+            .map_err(|e| e.to_string())?;
+        let tools = c.list_tools(deadline).await.map_err(|e| e.to_string())?;
+        Ok(ListedTools {
+            protocol_version: c.version.clone(),
+            server_info: c.server_info.clone(),
+            tools,
+        })
+    }
+}
