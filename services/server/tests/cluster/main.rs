@@ -17,6 +17,7 @@ mod credentials;
 mod delegation;
 mod fencing;
 mod handoff;
+mod mcp;
 mod nats;
 mod queue;
 mod receipts;
