@@ -21,14 +21,17 @@
 
 use crate::common::{Api, TestApp};
 use baton_core::{Action, Role};
-use baton_testkit::{Behaviour, Reply, ToolServer};
+use baton_testkit::{Behaviour, McpOptions, McpTestServer, Reply, ToolServer};
 use chrono::{Duration as Age, Utc};
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::path::Path;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
 /// Who may call a route.
 #[derive(Debug, Clone, Copy)]
@@ -233,6 +236,17 @@ const ROUTES: &[Row] = &[
     row("GET", "/v1/webhooks/{webhook_id}/deliveries/{delivery_id}", key(ManageWebhooks, Role::Admin), &[200], NotFound),
     row("POST", "/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/replay", key(ManageWebhooks, Role::Admin), &[200], NotFound),
     row("DELETE", "/v1/webhooks/{webhook_id}", key(ManageWebhooks, Role::Admin), &[204], NotFound),
+    row("POST", "/v1/mcp-servers", key(ManageMcpServers, Role::Admin), &[201], Scoped),
+    row("GET", "/v1/mcp-servers", key(ReadTools, Role::Viewer), &[200], Scoped),
+    row("GET", "/v1/mcp-servers/{server_id}", key(ReadTools, Role::Viewer), &[200], NotFound),
+    row("PUT", "/v1/mcp-servers/{server_id}", key(ManageMcpServers, Role::Admin), &[200], NotFound),
+    // 502 and 404 (nothing discovered) only where BATON_SKIP_MCP=1 left the set's MCP
+    // server unstarted.
+    row("POST", "/v1/mcp-servers/{server_id}/discover", key(DiscoverMcpTools, Role::Member), &[200, 502], NotFound),
+    row("GET", "/v1/mcp-servers/{server_id}/tools", key(ReadTools, Role::Viewer), &[200], NotFound),
+    row("POST", "/v1/mcp-servers/{server_id}/tools/{name}/enable", key(ManageMcpServers, Role::Admin), &[200, 404], NotFound),
+    // The row above left a tool enabled from it: refused (409) after authorization.
+    row("DELETE", "/v1/mcp-servers/{server_id}", key(ManageMcpServers, Role::Admin), &[409, 204], NotFound),
 ];
 
 const ROLES: [Role; 4] = [Role::Viewer, Role::Member, Role::Admin, Role::Owner];
@@ -335,6 +349,9 @@ struct Fixtures {
     /// A webhook endpoint subscribed to `run.cancelled`, and its delivery of the
     /// cancel of `uncertain_run`.
     webhook: String,
+    /// An MCP server (the test's, when it runs), discovered; and its URL.
+    mcp_server: String,
+    mcp_url: String,
     delivery: String,
     /// The user id of a viewer member, whose role changes and who is removed.
     member: String,
@@ -451,7 +468,7 @@ fn new_tag() -> String {
 
 impl Fixtures {
     /// Builds a set in the tenant of `api` (an owner), with `http` tools on `tools`.
-    async fn build(api: &Api, tenant: &str, tools: &ToolServer) -> Fixtures {
+    async fn build(api: &Api, tenant: &str, tools: &ToolServer, mcp_url: &str) -> Fixtures {
         let tag = new_tag();
         let tool = |name: String, extra: Value| {
             let mut body = json!({"name": name, "input_schema": {"type": "object"}});
@@ -565,6 +582,25 @@ impl Fixtures {
             .as_str()
             .expect("webhook id")
             .to_string();
+        let made = post(
+            api,
+            "/v1/mcp-servers",
+            json!({"name": format!("{tag}_mcp"), "url": mcp_url, "timeout_ms": 20_000}),
+        )
+        .await;
+        assert_eq!(made.status, 201, "create MCP server: {}", made.body);
+        let mcp_server = id_of(&made, "MCP server");
+        let found = post(
+            api,
+            &format!("/v1/mcp-servers/{mcp_server}/discover"),
+            json!({}),
+        )
+        .await;
+        assert!(
+            found.status == 200 || mcp_url.ends_with(":9/mcp"),
+            "discover: {}",
+            found.body
+        );
         let run = create_run(api, &chat, Some("hi")).await;
         let approval_run = create_run(api, &approving, Some("deploy")).await;
         let client_run = create_run(api, &asking, Some("ask")).await;
@@ -633,6 +669,7 @@ impl Fixtures {
             api_key.clone(),
             schedule.clone(),
             webhook.clone(),
+            mcp_server.clone(),
             delivery.clone(),
             token,
         ];
@@ -674,6 +711,8 @@ impl Fixtures {
             api_key,
             schedule,
             webhook,
+            mcp_server,
+            mcp_url: mcp_url.to_string(),
             delivery,
             // Users come from `add_users`, once the set exists.
             member: String::new(),
@@ -706,6 +745,8 @@ impl Fixtures {
             api_key: id(),
             schedule: id(),
             webhook: id(),
+            mcp_server: id(),
+            mcp_url: "http://127.0.0.1:9/mcp".into(),
             delivery: id(),
             member: id(),
             newcomer: format!("{tag}-new@example.com"),
@@ -719,6 +760,7 @@ impl Fixtures {
             f.tenant.clone(),
             f.schedule.clone(),
             f.webhook.clone(),
+            f.mcp_server.clone(),
             f.delivery.clone(),
             f.agent.clone(),
             f.archivable.clone(),
@@ -1049,6 +1091,32 @@ fn request(row: &Row, src: Src, nonce: &str) -> Req {
             ),
             None,
         ),
+        ("POST", "/v1/mcp-servers") => (
+            row.path.to_string(),
+            Some(json!({"name": format!("{nonce}_mcp"), "url": "http://127.0.0.1:9/mcp"})),
+        ),
+        ("GET", "/v1/mcp-servers") => (row.path.to_string(), None),
+        ("GET" | "DELETE", "/v1/mcp-servers/{server_id}") => {
+            (format!("/v1/mcp-servers/{}", outer.mcp_server), None)
+        }
+        ("PUT", "/v1/mcp-servers/{server_id}") => (
+            format!("/v1/mcp-servers/{}", outer.mcp_server),
+            Some(
+                json!({"name": format!("{}_mcp", outer.tag), "url": outer.mcp_url,
+                        "timeout_ms": 20_000}),
+            ),
+        ),
+        ("POST", "/v1/mcp-servers/{server_id}/discover") => (
+            format!("/v1/mcp-servers/{}/discover", outer.mcp_server),
+            None,
+        ),
+        ("GET", "/v1/mcp-servers/{server_id}/tools") => {
+            (format!("/v1/mcp-servers/{}/tools", outer.mcp_server), None)
+        }
+        ("POST", "/v1/mcp-servers/{server_id}/tools/{name}/enable") => (
+            format!("/v1/mcp-servers/{}/tools/lookup/enable", outer.mcp_server),
+            Some(json!({"name": format!("{nonce}_lookup"), "effect": "read"})),
+        ),
         _ => panic!("{row}: `request` does not know how to call this route; add it"),
     };
     Req {
@@ -1345,6 +1413,8 @@ struct World {
     b: Fixtures,
     /// Keeps the `http` tools' endpoint up; the mutation left uncertain waits on it.
     _tools: ToolServer,
+    /// The sets' MCP server (none where BATON_SKIP_MCP=1).
+    _mcp: Option<McpTestServer>,
 }
 
 impl World {
@@ -1363,6 +1433,10 @@ async fn world(tier: Tier) -> World {
         Tier::Embedded => TestApp::embedded().await,
     };
     let tools = ToolServer::start().await;
+    let mcp = McpTestServer::start(Path::new(ROOT), McpOptions::default()).await;
+    let mcp_url = mcp
+        .as_ref()
+        .map_or("http://127.0.0.1:9/mcp".to_string(), McpTestServer::url);
     tools.set(
         "transfer",
         Behaviour {
@@ -1386,11 +1460,11 @@ async fn world(tier: Tier) -> World {
         builders.push(Api::new(&app.base, Some(token)));
     }
     let (viewer, member, admin, owner, b) = tokio::join!(
-        Fixtures::build(&builders[0], &ta, &tools),
-        Fixtures::build(&builders[1], &ta, &tools),
-        Fixtures::build(&builders[2], &ta, &tools),
-        Fixtures::build(&builders[3], &ta, &tools),
-        Fixtures::build(&b_owner, &tb, &tools),
+        Fixtures::build(&builders[0], &ta, &tools, &mcp_url),
+        Fixtures::build(&builders[1], &ta, &tools, &mcp_url),
+        Fixtures::build(&builders[2], &ta, &tools, &mcp_url),
+        Fixtures::build(&builders[3], &ta, &tools, &mcp_url),
+        Fixtures::build(&b_owner, &tb, &tools, &mcp_url),
     );
     let mut a_sets = BTreeMap::from([
         (Role::Viewer, viewer),
@@ -1409,6 +1483,7 @@ async fn world(tier: Tier) -> World {
         b_owner,
         b,
         _tools: tools,
+        _mcp: mcp,
     }
 }
 
