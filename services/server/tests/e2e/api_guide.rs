@@ -10,6 +10,7 @@
 //! resumed stream starts right after the `Last-Event-ID` it gave, the retried message is
 //! the original one, and the error answers carry their documented status and code.
 
+use baton_testkit::{McpOptions, McpTestServer};
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
@@ -17,6 +18,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
 /// The guide, read when the test runs (not compiled in), so an edit is tested at once.
 const GUIDE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/api.md");
@@ -72,6 +75,9 @@ const MUST_SHOW: &[&str] = &[
     "/run\"",
     "/v1/webhooks",
     "/rotate-secret",
+    "/v1/mcp-servers",
+    "/discover",
+    "/enable",
 ];
 
 /// Why the guide cannot be turned into a script.
@@ -372,6 +378,18 @@ fn every_sh_block_of_the_api_guide_runs_against_a_real_server() {
         );
     }
 
+    // The MCP server the guide registers: the suite's own, with a bearer token.
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime for the MCP server");
+    let token = "guide-token-5c1d";
+    let options = McpOptions {
+        bearer: Some(token.to_string()),
+        ..McpOptions::default()
+    };
+    let Some(mcp) = runtime.block_on(McpTestServer::start(Path::new(ROOT), options)) else {
+        return;
+    };
+    let mcp_url = mcp.url();
+
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("baton-data").to_string_lossy().into_owned();
     let key = create_tenant(dir.path(), &data);
@@ -386,7 +404,12 @@ fn every_sh_block_of_the_api_guide_runs_against_a_real_server() {
     let mut bash = Script::start(
         &script_path,
         &work,
-        &[("BATON", &server.base), ("KEY", &key)],
+        &[
+            ("BATON", &server.base),
+            ("KEY", &key),
+            ("MCP_URL", &mcp_url),
+            ("MCP_TOKEN", token),
+        ],
         (&out_path, &err_path),
     );
     let status = bash.wait(SCRIPT_TIMEOUT);
