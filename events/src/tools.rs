@@ -199,8 +199,9 @@ pub struct CheckpointSaved {
     pub sha256: String,
 }
 
-/// Ephemeral (bus only, never stored): a piece of a model reply as it streams.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Ephemeral (bus only, never stored): a piece of a model reply as it streams, or, with
+/// `progress`, a tool call's progress as its server reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MessageDelta {
     pub turn: i64,
     pub step: u32,
@@ -210,4 +211,20 @@ pub struct MessageDelta {
     /// A piece of the model's reasoning, not of its answer.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reasoning: bool,
+    /// Not a piece of a reply but a tool call's progress (`content` is empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<ToolProgress>,
+}
+
+/// How far a running tool call has come, as the tool's server says (an MCP
+/// `notifications/progress`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolProgress {
+    pub receipt_id: ReceiptId,
+    pub tool: String,
+    pub progress: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }

@@ -21,6 +21,7 @@ fn delta(content: &str) -> MessageDelta {
         attempt: 1,
         content: content.into(),
         reasoning: false,
+        progress: None,
     }
 }
 

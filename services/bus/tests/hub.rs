@@ -74,6 +74,7 @@ fn delta(content: &str) -> baton_events::MessageDelta {
         attempt: 1,
         content: content.into(),
         reasoning: false,
+        progress: None,
     }
 }
 

@@ -118,6 +118,7 @@ async fn deltas_never_wait_on_an_outage_and_flow_again_after_it() {
         attempt: 1,
         content: format!("token {i}"),
         reasoning: false,
+        progress: None,
     };
 
     nats.stop();

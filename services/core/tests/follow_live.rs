@@ -132,6 +132,7 @@ impl World {
                 attempt: 1,
                 content: content.into(),
                 reasoning: false,
+                progress: None,
             },
         );
     }

@@ -122,7 +122,15 @@ pub(crate) const EGRESS_DENIED: &str = "egress_denied";
 /// Makes a planned `http` call through `egress` and returns what it came to; `retry`
 /// when the call is safe to repeat. A tool that is not `http` (the engine never runs
 /// `client` tools) gets an error result rather than a call.
-pub(crate) async fn call(egress: &TenantEgress, p: &Planned, retry: bool) -> Called {
+/// Where a call's progress goes (the run's live subscribers).
+pub(crate) type ProgressSink = Box<dyn Fn(baton_egress::mcp::Progress) + Send + Sync>;
+
+pub(crate) async fn call(
+    egress: &TenantEgress,
+    p: &Planned,
+    retry: bool,
+    progress: ProgressSink,
+) -> Called {
     let effect = match p.tool.effect {
         ToolEffect::Read => "read",
         ToolEffect::Mutation => "mutation",
@@ -145,7 +153,7 @@ pub(crate) async fn call(egress: &TenantEgress, p: &Planned, retry: bool) -> Cal
     );
     let outcome = match (&p.tool.kind, &p.server) {
         (ToolKindSpec::Mcp { tool, .. }, Some(server)) => {
-            mcp::call(egress, p, server, tool, retry)
+            mcp::call(egress, p, server, tool, retry, &progress)
                 .instrument(span)
                 .await
         }

@@ -162,6 +162,7 @@ fn delta_sink(shared: &Shared, run: &RunSummary, state: &RunState) -> Box<DeltaS
                 attempt: d.attempt,
                 content: d.content,
                 reasoning: d.reasoning,
+                progress: None,
             },
         );
     })

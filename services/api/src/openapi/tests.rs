@@ -474,6 +474,7 @@ fn every_event_type_has_a_typed_envelope_and_the_pages_and_the_stream_use_them()
         [
             "#/components/schemas/RunEvent",
             "#/components/schemas/StreamDelta",
+            "#/components/schemas/StreamProgress",
             "#/components/schemas/StreamError"
         ]
     );

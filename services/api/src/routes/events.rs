@@ -162,6 +162,7 @@ pub enum StreamData<'a> {
     #[schema(value_type = baton_events::RunEvent)]
     Event(&'a Envelope),
     Delta(StreamDelta<'a>),
+    Progress(StreamProgress<'a>),
     Error(StreamError),
 }
 
@@ -178,6 +179,22 @@ pub struct StreamDelta<'a> {
     pub content: &'a str,
 }
 
+/// A `tool.progress` frame: how far a running tool call (an MCP tool's) has come, as its
+/// server reports it. Never stored or replayed; the call's `tool.result` ends it.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct StreamProgress<'a> {
+    pub run_id: RunId,
+    pub turn: i64,
+    #[schema(value_type = String, format = Uuid)]
+    pub receipt_id: baton_events::ReceiptId,
+    pub tool: &'a str,
+    pub progress: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<&'a str>,
+}
+
 /// An `error` frame: the stream was interrupted; reconnect with `Last-Event-ID`.
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct StreamError {
@@ -189,6 +206,22 @@ pub struct StreamError {
 /// A delta as an SSE frame: no `id`, so the client's resume cursor stays on the last
 /// durable event.
 fn delta_frame(run_id: RunId, delta: &MessageDelta) -> Event {
+    if let Some(p) = &delta.progress {
+        let data = StreamData::Progress(StreamProgress {
+            run_id,
+            turn: delta.turn,
+            receipt_id: p.receipt_id,
+            tool: &p.tool,
+            progress: p.progress,
+            total: p.total,
+            message: p.message.as_deref(),
+        });
+        let base = Event::default().event(PROGRESS_EVENT);
+        return match serde_json::to_string(&data) {
+            Ok(json) => base.data(json),
+            Err(e) => base.comment(format!("unencodable progress: {e}")),
+        };
+    }
     let base = Event::default().event(if delta.reasoning {
         REASONING_EVENT
     } else {
@@ -209,6 +242,9 @@ fn delta_frame(run_id: RunId, delta: &MessageDelta) -> Event {
 
 /// The SSE event name of a delta frame of the answer.
 const DELTA_EVENT: &str = "message.delta";
+
+/// The SSE event name of a tool call's progress frame.
+const PROGRESS_EVENT: &str = "tool.progress";
 /// The SSE event name of a delta frame of the model's reasoning.
 const REASONING_EVENT: &str = "reasoning.delta";
 
@@ -247,6 +283,7 @@ mod tests {
             attempt: 3,
             content: "Hel\nlo".into(),
             reasoning: false,
+            progress: None,
         };
         let text = wire(vec![delta_frame(run, &delta)]).await;
         let lines: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
@@ -273,6 +310,7 @@ mod tests {
             attempt: 1,
             content: "let me think".into(),
             reasoning: true,
+            progress: None,
         };
         let text = wire(vec![delta_frame(RunId::new(), &delta)]).await;
         assert!(

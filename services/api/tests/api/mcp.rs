@@ -619,3 +619,56 @@ async fn a_cancel_during_a_slow_call_sends_the_protocols_cancellation() {
 async fn a_cancel_during_a_slow_call_closes_the_stateless_request() {
     cancel_reaches_the_server(McpMode::Modern).await;
 }
+
+#[tokio::test]
+async fn a_tools_progress_reaches_the_runs_live_stream() {
+    let Some(srv) = mcp(McpMode::Legacy, None).await else {
+        return;
+    };
+    let (app, t) = TestApp::with_tenant().await;
+    let id = server(&app, &t, "local", &srv.url(), json!({})).await;
+    discover(&app, &t, &id).await;
+    let count_to = enable(&app, &t, &id, "count_to", json!({"effect": "read"})).await;
+    let agent = app
+        .agent_with_tools(
+            &t.owner,
+            json!([
+                {"tool_calls": [{"name": "count_to", "arguments": {"n": 10}}]},
+                {"content": "done", "complete_run": true}
+            ]),
+            &[count_to["id"].as_str().expect("id")],
+        )
+        .await;
+    let run = app.run(&t.owner, &agent, None).await;
+    // The stream is open before the message starts the turn, and ends with the run.
+    let post = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        app.post(
+            &format!("/v1/runs/{run}/messages"),
+            &t.owner,
+            json!({"content": "count"}),
+        )
+        .await
+        .expect_status(201);
+    };
+    let (streamed, ()) = tokio::join!(app.send(app.events_request(&run, &t.owner, None)), post);
+    let text = streamed.expect_status(200).text;
+    let progress: Vec<Value> = text
+        .split("\n\n")
+        .filter(|frame| frame.lines().any(|l| l == "event: tool.progress"))
+        .filter_map(|frame| frame.lines().find_map(|l| l.strip_prefix("data: ")))
+        .map(|data| serde_json::from_str(data).expect("JSON data"))
+        .collect();
+    assert!(!progress.is_empty(), "no progress frame in {text}");
+    let last = progress.last().expect("one");
+    assert_eq!(last["tool"], "count_to", "{last}");
+    assert_eq!(last["total"], 10.0);
+    let step = last["progress"].as_f64().expect("a number");
+    assert_eq!(last["message"], format!("step {step}"));
+    assert!(
+        text.split("\n\n")
+            .filter(|f| f.contains("event: tool.progress"))
+            .all(|f| !f.lines().any(|l| l.starts_with("id:"))),
+        "progress frames carry no id"
+    );
+}

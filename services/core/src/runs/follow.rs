@@ -203,7 +203,11 @@ impl Follower {
                 () = tokio::time::sleep_until(quiet_until) => Err(()),
                 d = self.sub.deltas.recv(), if self.deltas => {
                     match d {
-                        Some(d) if self.completed < Some((d.turn, d.step)) => {
+                        // A tool call's progress comes after its step's reply.
+                        Some(d)
+                            if d.progress.is_some()
+                                || self.completed < Some((d.turn, d.step)) =>
+                        {
                             return Some(Ok(Live::Delta(d)));
                         }
                         // Stale: that step's full reply is out already.

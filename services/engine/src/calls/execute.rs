@@ -202,8 +202,37 @@ impl<'a> Calls<'a> {
                 let (tenant, run, depth) = (self.run.tenant, self.run.id, self.stream.state.depth);
                 Box::pin(async move { delegate::call(&shared, tenant, run, depth, p).await })
             }
-            _ => Box::pin(tools::call(self.egress, p, retry)),
+            _ => Box::pin(tools::call(self.egress, p, retry, self.progress_sink(p))),
         }
+    }
+
+    /// Publishes planned call `p`'s progress to the run's live subscribers (never
+    /// stored).
+    fn progress_sink(&self, p: &Planned) -> tools::ProgressSink {
+        let bus = self.stream.shared.ports.recorder.bus.clone();
+        let (tenant, run) = (self.run.tenant, self.run.id);
+        let (turn, step) = (self.stream.state.turn, self.stream.state.step);
+        let (receipt_id, tool) = (p.intent.receipt_id, p.tool.name.clone());
+        Box::new(move |progress: baton_egress::mcp::Progress| {
+            bus.publish_delta(
+                tenant,
+                run,
+                baton_events::MessageDelta {
+                    turn,
+                    step,
+                    attempt: 0,
+                    content: String::new(),
+                    reasoning: false,
+                    progress: Some(baton_events::ToolProgress {
+                        receipt_id,
+                        tool: tool.clone(),
+                        progress: progress.progress,
+                        total: progress.total,
+                        message: progress.message,
+                    }),
+                },
+            );
+        })
     }
 
     /// Records what calls came to on the stream (read at `after`): results, and the

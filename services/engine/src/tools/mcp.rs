@@ -9,7 +9,10 @@
 //! answer is [`End::NoAnswer`]: a read or idempotent call is made again while its time
 //! lasts, a mutation is held `uncertain` by the caller.
 
-use super::{CallOutcome, EGRESS_DENIED, End, MAX_OUTPUT_BYTES, MAX_RETRIES, Planned, RETRY_AFTER};
+use super::{
+    CallOutcome, EGRESS_DENIED, End, MAX_OUTPUT_BYTES, MAX_RETRIES, Planned, ProgressSink,
+    RETRY_AFTER,
+};
 use baton_core::model::McpServer;
 use baton_egress::mcp::{McpConnection, McpEndpoint, McpFailure, Progress};
 use baton_egress::{Mask, TenantEgress};
@@ -26,6 +29,7 @@ pub(super) async fn call(
     server: &McpServer,
     remote: &str,
     retry: bool,
+    progress: &ProgressSink,
 ) -> CallOutcome {
     let started = Instant::now();
     let timeout = Duration::from_millis(p.tool.timeout_ms);
@@ -37,13 +41,21 @@ pub(super) async fn call(
         url,
         headers: p.headers.clone(),
     };
-    let mask = Mask::new(p.headers.iter().map(|(_, v)| v.clone()));
+    let call = Attempt {
+        egress,
+        endpoint,
+        p,
+        remote,
+        mask: Mask::new(p.headers.iter().map(|(_, v)| v.clone())),
+        deadline,
+        timeout,
+        sink: progress,
+    };
     let mut attempt = 0;
     let mut sent = 0;
     let mut outcome = loop {
         attempt += 1;
-        let (outcome, retryable) =
-            attempt_once(egress, &endpoint, p, remote, &mask, deadline, timeout).await;
+        let (outcome, retryable) = call.once().await;
         sent += outcome.sent;
         let wait = RETRY_AFTER * attempt;
         if !(retryable && retry && attempt <= MAX_RETRIES) || Instant::now() + wait >= deadline {
@@ -57,43 +69,58 @@ pub(super) async fn call(
     outcome
 }
 
-/// One connection and call, and whether a failure may be retried.
-async fn attempt_once(
-    egress: &TenantEgress,
-    endpoint: &McpEndpoint,
-    p: &Planned,
-    remote: &str,
-    mask: &Mask,
+/// What each attempt of one call needs.
+struct Attempt<'a> {
+    egress: &'a TenantEgress,
+    endpoint: McpEndpoint,
+    p: &'a Planned,
+    /// The tool's name on the server.
+    remote: &'a str,
+    /// The secret header values, masked in whatever comes back.
+    mask: Mask,
     deadline: Instant,
     timeout: Duration,
-) -> (CallOutcome, bool) {
-    let mut conn = match McpConnection::open(egress, endpoint.clone(), deadline).await {
-        Ok(conn) => conn,
-        // Nothing reached the tool.
-        Err(f) => {
-            let retryable = !matches!(f, McpFailure::Denied(_) | McpFailure::Protocol(_));
-            return (failed(f, mask, deadline, timeout, false), retryable);
-        }
-    };
-    let mut progress = |p: Progress| {
-        tracing::debug!(progress = p.progress, total = p.total, "MCP tool progress");
-        metrics::counter!("baton_mcp_progress_notifications_total").increment(1);
-    };
-    let called = conn
-        .call_tool(
-            remote,
-            &p.intent.arguments,
-            &p.intent.idempotency_key,
-            deadline,
-            &mut progress,
-        )
-        .await;
-    match called {
-        Ok(result) => (output(&result, mask), false),
-        Err(f) => {
-            let retryable = matches!(f, McpFailure::NoAnswer(_) | McpFailure::Unreachable(_))
-                || matches!(f, McpFailure::Status(s) if s >= 500);
-            (failed(f, mask, deadline, timeout, true), retryable)
+    sink: &'a ProgressSink,
+}
+
+impl Attempt<'_> {
+    /// One connection and call, and whether a failure may be retried.
+    async fn once(&self) -> (CallOutcome, bool) {
+        let (mask, deadline, timeout) = (&self.mask, self.deadline, self.timeout);
+        let mut conn = match McpConnection::open(self.egress, self.endpoint.clone(), deadline).await
+        {
+            Ok(conn) => conn,
+            // Nothing reached the tool.
+            Err(f) => {
+                let retryable = !matches!(f, McpFailure::Denied(_) | McpFailure::Protocol(_));
+                return (failed(f, mask, deadline, timeout, false), retryable);
+            }
+        };
+        let sink = self.sink;
+        let mut progress = |p: Progress| {
+            tracing::debug!(progress = p.progress, total = p.total, "MCP tool progress");
+            metrics::counter!("baton_mcp_progress_notifications_total").increment(1);
+            sink(Progress {
+                message: p.message.map(|m| mask.apply(&m)),
+                ..p
+            });
+        };
+        let called = conn
+            .call_tool(
+                self.remote,
+                &self.p.intent.arguments,
+                &self.p.intent.idempotency_key,
+                deadline,
+                &mut progress,
+            )
+            .await;
+        match called {
+            Ok(result) => (output(&result, mask), false),
+            Err(f) => {
+                let retryable = matches!(f, McpFailure::NoAnswer(_) | McpFailure::Unreachable(_))
+                    || matches!(f, McpFailure::Status(s) if s >= 500);
+                (failed(f, mask, deadline, timeout, true), retryable)
+            }
         }
     }
 }
