@@ -1,8 +1,9 @@
 //! MCP tool calls across replicas (issue 15): three real `baton` processes call a real
 //! MCP server from the official Python SDK, which logs every execution. SIGKILL of the
 //! run's owner while a mutation's `tools/call` is in flight: the adopter holds the call
-//! `uncertain` and the server executed it once. The same for a read: the adopter calls
-//! it again, and the run goes on with its answer.
+//! `uncertain` and the server executed it once, though the server annotates the tool
+//! read-only (an admin enabled it as a mutation). The same tool enabled as a read: the
+//! adopter calls it again, and the run goes on with its answer.
 
 use crate::support::{
     DEADLINE, FAST_LEASES, client, index_of, start_cluster, turn_owner, until, uuid,
@@ -25,6 +26,16 @@ async fn slow_tool(api: &Api, name: &str, url: &str, tool: &str, effect: &str) -
         .post(&format!("/v1/mcp-servers/{id}/discover"), json!({}))
         .await;
     assert_eq!(found.status, 200, "{}", found.body);
+    let listed = found.body["discovery"]["tools"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let slow = listed
+        .iter()
+        .find(|t| t["name"] == "slow")
+        .expect("slow listed");
+    // The server claims it only reads: the admin's effect decides.
+    assert_eq!(slow["annotations"]["readOnlyHint"], true, "{slow}");
     let enabled = api
         .post(
             &format!("/v1/mcp-servers/{id}/tools/slow/enable"),

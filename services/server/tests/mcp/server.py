@@ -193,7 +193,7 @@ def build(state: State) -> MCPServer:
 
     # Plain text results (no structuredContent) except `increment`'s.
     server.add_tool(increment, annotations=READ_ONLY)
-    server.add_tool(slow, structured_output=False)
+    server.add_tool(slow, structured_output=False, annotations=READ_ONLY)
     server.add_tool(count_to, structured_output=False)
 
     variants: dict[str, list[tuple[Any, dict[str, Any]]]] = {
