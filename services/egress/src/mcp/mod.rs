@@ -694,14 +694,16 @@ impl McpLister for Egress {
     ) -> Result<ListedTools, String> {
         let deadline = Instant::now() + timeout;
         let egress = self.for_tenant(hosts);
+        let mask = Mask::new(headers.iter().map(|(_, v)| v.clone()));
+        let said = |e: McpFailure| mask.apply(&e.to_string());
         let endpoint = McpEndpoint {
             url: url.clone(),
             headers,
         };
         let mut c = McpConnection::open(&egress, endpoint, deadline)
             .await
-            .map_err(|e| e.to_string())?;
-        let tools = c.list_tools(deadline).await.map_err(|e| e.to_string())?;
+            .map_err(said)?;
+        let tools = c.list_tools(deadline).await.map_err(said)?;
         Ok(ListedTools {
             protocol_version: c.version.clone(),
             server_info: c.server_info.clone(),

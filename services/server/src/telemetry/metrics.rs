@@ -161,7 +161,7 @@ fn describe() {
     );
     describe_counter!(
         "baton_tool_calls_total",
-        "Tool calls made (intent recorded), by kind (http, client)."
+        "Tool calls made (intent recorded), by kind (http, client, delegate, mcp)."
     );
     describe_counter!(
         "baton_tool_call_outcomes_total",
@@ -336,11 +336,15 @@ fn describe() {
     describe_histogram!(
         "baton_tool_call_duration_seconds",
         Unit::Seconds,
-        "Tool calls the engine made, by effect (read, mutation) and outcome."
+        "Tool calls the engine made, by kind (http, mcp), effect (read, mutation) and outcome."
     );
     describe_counter!(
         "baton_tool_call_errors_total",
-        "Tool calls that failed, by effect and error code."
+        "Tool calls that failed, by kind, effect and error code."
+    );
+    describe_counter!(
+        "baton_mcp_progress_notifications_total",
+        "Progress notifications MCP servers sent during tool calls."
     );
     describe_histogram!(
         "baton_checkpoint_size_bytes",
