@@ -92,6 +92,32 @@ async fn results(app: &TestApp, t: &Tenant, run: &str) -> Vec<Value> {
         .collect()
 }
 
+/// A run of a new agent that calls `tool` (the Baton tool `tool_id`) once with
+/// `arguments` and then says "done", waited for; the run's `tool.result` events.
+async fn call_once(
+    app: &TestApp,
+    t: &Tenant,
+    tool_id: &str,
+    tool: &str,
+    arguments: Value,
+) -> Vec<Value> {
+    let agent = app
+        .agent_with_tools(
+            &t.owner,
+            json!([
+                {"tool_calls": [{"name": tool, "arguments": arguments}]},
+                {"content": "done"}
+            ]),
+            &[tool_id],
+        )
+        .await;
+    let created = app
+        .run_waiting(&t.owner, &agent, "go", 30)
+        .await
+        .expect_status(201);
+    results(app, t, &created.str("/run/id")).await
+}
+
 fn names(v: &Value) -> Vec<String> {
     let mut n: Vec<String> = v
         .as_array()
@@ -320,22 +346,8 @@ async fn a_server_requiring_a_bearer_secret_gets_it_from_the_tenants_secrets() {
     .expect_status(200);
     discover(&app, &t, &id).await;
     let lookup = enable(&app, &t, &id, "lookup", json!({"effect": "read"})).await;
-    let agent = app
-        .agent_with_tools(
-            &t.owner,
-            json!([
-                {"tool_calls": [{"name": "lookup", "arguments": {"key": "k"}}]},
-                {"content": "done"}
-            ]),
-            &[lookup["id"].as_str().expect("id")],
-        )
-        .await;
-    let created = app
-        .run_waiting(&t.owner, &agent, "go", 30)
-        .await
-        .expect_status(201);
-    let run = created.str("/run/id");
-    let results = results(&app, &t, &run).await;
+    let lookup = lookup["id"].as_str().expect("id");
+    let results = call_once(&app, &t, lookup, "lookup", json!({"key": "k"})).await;
     assert_eq!(results[0]["output"], "value of k", "{results:?}");
     let shown = app
         .get(&format!("/v1/mcp-servers/{id}"), &t.owner)
@@ -374,16 +386,6 @@ async fn a_denied_address_is_refused_at_definition_and_at_call_time() {
     let id = server(&app, &t, "local", &srv.url(), json!({})).await;
     discover(&app, &t, &id).await;
     let lookup = enable(&app, &t, &id, "lookup", json!({"effect": "read"})).await;
-    let agent = app
-        .agent_with_tools(
-            &t.owner,
-            json!([
-                {"tool_calls": [{"name": "lookup", "arguments": {"key": "k"}}]},
-                {"content": "done"}
-            ]),
-            &[lookup["id"].as_str().expect("id")],
-        )
-        .await;
     // The tenant narrows its egress to a host the server is not on.
     app.put(
         "/v1/egress-allowlist",
@@ -400,12 +402,8 @@ async fn a_denied_address_is_refused_at_definition_and_at_call_time() {
         )
         .await;
     assert_problem(&r, 422, "egress_denied");
-    let created = app
-        .run_waiting(&t.owner, &agent, "go", 30)
-        .await
-        .expect_status(201);
-    let run = created.str("/run/id");
-    let results = results(&app, &t, &run).await;
+    let lookup = lookup["id"].as_str().expect("id");
+    let results = call_once(&app, &t, lookup, "lookup", json!({"key": "k"})).await;
     assert_eq!(results[0]["error"]["code"], "egress_denied", "{results:?}");
     assert!(srv.executions().is_empty(), "nothing reached the server");
 }
