@@ -15,8 +15,8 @@
 use crate::egress_allowlists::EgressAllowlists;
 use crate::error::CoreError;
 use crate::model::{
-    Action, AuditAction, AuditEntry, McpDiscovery, McpServer, McpToolChanges, McpToolInfo,
-    McpToolState, Principal, SecretHeader, Tool, ToolKindSpec, mcp_tool_status,
+    Action, AuditAction, AuditEntry, McpDiscovery, McpOAuth, McpServer, McpToolChanges,
+    McpToolInfo, McpToolState, Principal, SecretHeader, Tool, ToolKindSpec, mcp_tool_status,
 };
 use crate::page::{self, Page};
 use crate::ports::{Clock, McpLister, McpServerStore, SecretReader, ToolStore};
@@ -45,6 +45,10 @@ pub struct NewMcpServer {
     /// Headers whose values come from the tenant's secrets.
     #[serde(default)]
     pub secret_headers: Vec<SecretHeader>,
+    /// OAuth client credentials (the secret by name), for a server that asks for a
+    /// token.
+    #[serde(default)]
+    pub oauth: Option<McpOAuth>,
     /// Per discovery, and per call of a tool enabled without its own; default 30000.
     #[serde(default = "default_timeout")]
     pub timeout_ms: u64,
@@ -144,6 +148,7 @@ impl McpServers {
             name: new.name,
             url: new.url,
             secret_headers: new.secret_headers,
+            oauth: new.oauth,
             timeout_ms: new.timeout_ms,
             version: 1,
             created_at: now,
@@ -194,6 +199,7 @@ impl McpServers {
             name: new.name,
             url: new.url,
             secret_headers: new.secret_headers,
+            oauth: new.oauth,
             timeout_ms: new.timeout_ms,
             version: current.version + 1,
             updated_at: self.clock.now(),
@@ -248,12 +254,22 @@ impl McpServers {
         self.egress.check_definition(p.tenant, "url", &url).await?;
         let hosts = self.egress.rules(p.tenant).await?;
         let headers = self.headers(p, &server).await?;
+        let oauth = match &server.oauth {
+            Some(o) => Some((
+                o.client_id.clone(),
+                self.reveal(p, &o.client_secret, "oauth.client_secret")
+                    .await?,
+                o.scope.clone(),
+            )),
+            None => None,
+        };
         let listed = self
             .lister
             .list_tools(
                 hosts,
                 &url,
                 headers,
+                oauth,
                 Duration::from_millis(server.timeout_ms),
             )
             .await
@@ -417,17 +433,19 @@ impl McpServers {
     ) -> Result<Vec<(String, String)>, CoreError> {
         let mut headers = Vec::with_capacity(server.secret_headers.len());
         for h in &server.secret_headers {
-            match self.secrets.reveal(p.tenant, &h.secret).await? {
-                Some(value) => headers.push((h.header.clone(), value)),
-                None => {
-                    return Err(CoreError::invalid(format!(
-                        "the secret {:?} of header {} is not set",
-                        h.secret, h.header
-                    )));
-                }
-            }
+            let what = format!("header {}", h.header);
+            headers.push((h.header.clone(), self.reveal(p, &h.secret, &what).await?));
         }
         Ok(headers)
+    }
+
+    /// Secret `name` in the clear; one that is not set is a bad request naming `what`
+    /// needs it.
+    async fn reveal(&self, p: &Principal, name: &str, what: &str) -> Result<String, CoreError> {
+        self.secrets
+            .reveal(p.tenant, name)
+            .await?
+            .ok_or_else(|| CoreError::invalid(format!("the secret {name:?} of {what} is not set")))
     }
 
     /// A definition whose name, URL (policy and allowlist), headers or timeout is wrong
@@ -437,6 +455,33 @@ impl McpServers {
         let url = validate::http_url("url", &new.url)?;
         self.egress.check_definition(p.tenant, "url", &url).await?;
         tools::check_headers("secret_headers", &new.secret_headers)?;
+        if let Some(o) = &new.oauth {
+            let printable = |s: &str| !s.is_empty() && s.chars().all(|c| (' '..='~').contains(&c));
+            if !printable(&o.client_id) || o.client_id.len() > 256 {
+                return Err(CoreError::invalid(
+                    "oauth.client_id must be 1 to 256 printable ASCII characters",
+                ));
+            }
+            tools::check_name("oauth.client_secret", &o.client_secret)?;
+            if o.scope
+                .as_deref()
+                .is_some_and(|s| !printable(s) || s.len() > 1000)
+            {
+                return Err(CoreError::invalid(
+                    "oauth.scope must be 1 to 1000 printable ASCII characters",
+                ));
+            }
+            if new
+                .secret_headers
+                .iter()
+                .any(|h| h.header.eq_ignore_ascii_case("authorization"))
+            {
+                return Err(CoreError::invalid(
+                    "secret_headers may not set Authorization when oauth is given: the token \
+                     goes there",
+                ));
+            }
+        }
         if new.timeout_ms == 0 || new.timeout_ms > tools::MAX_TIMEOUT_MS {
             return Err(CoreError::invalid(format!(
                 "timeout_ms must be between 1 and {}",

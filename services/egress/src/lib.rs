@@ -37,6 +37,9 @@ pub enum EgressError {
 pub struct Egress {
     policy: Arc<EgressPolicy>,
     client: reqwest::Client,
+    /// OAuth access tokens of MCP servers, shared by every tenant's connections (keyed by
+    /// server and client credentials).
+    mcp_tokens: mcp::TokenCache,
 }
 
 impl std::fmt::Debug for Egress {
@@ -66,7 +69,11 @@ impl Egress {
             .no_proxy()
             .build()
             .map_err(|e| EgressError::Client(e.to_string()))?;
-        Ok(Self { policy, client })
+        Ok(Self {
+            policy,
+            client,
+            mcp_tokens: mcp::TokenCache::default(),
+        })
     }
 
     pub fn policy(&self) -> &EgressPolicy {
@@ -104,6 +111,11 @@ pub struct TenantEgress {
 }
 
 impl TenantEgress {
+    /// The OAuth tokens of MCP servers bought so far.
+    pub fn mcp_tokens(&self) -> mcp::TokenCache {
+        self.egress.mcp_tokens.clone()
+    }
+
     /// A request to `url`, when the policy and the tenant's allowlist let it out; else the
     /// rule that refused it, counted. The addresses a host name resolves to are judged
     /// again when the request connects.

@@ -30,8 +30,9 @@ pub(crate) struct Planned {
     pub(crate) intent: ToolIntent,
     pub(crate) tool: Tool,
     headers: Vec<(String, String)>,
-    /// An `mcp` tool's server, as it is now.
+    /// An `mcp` tool's server, as it is now, and its OAuth client credentials.
     server: Option<McpServer>,
+    oauth: Option<baton_egress::mcp::ClientCredentials>,
 }
 
 impl Planned {
@@ -53,6 +54,7 @@ pub(crate) async fn plan(
     let secrets = &*ports.secrets;
     let mut headers = Vec::new();
     let mut server = None;
+    let mut oauth = None;
     let secret_headers = match &tool.kind {
         ToolKindSpec::Http { secret_headers, .. } => secret_headers.clone(),
         ToolKindSpec::Mcp { server_id, .. } => {
@@ -62,6 +64,15 @@ pub(crate) async fn plan(
                     format!("tool {}'s MCP server {server_id} is gone", tool.name),
                 )));
             };
+            if let Some(o) = &found.oauth {
+                let what = format!("tool {}'s MCP server's OAuth client secret", tool.name);
+                oauth = Some(baton_egress::mcp::ClientCredentials {
+                    client_id: o.client_id.clone(),
+                    client_secret: secrets::reveal(secrets, tenant, &o.client_secret, &what)
+                        .await?,
+                    scope: o.scope.clone(),
+                });
+            }
             let h = found.secret_headers.clone();
             server = Some(found);
             h
@@ -78,6 +89,7 @@ pub(crate) async fn plan(
         tool,
         headers,
         server,
+        oauth,
     })
 }
 

@@ -24,7 +24,7 @@ pub mod webhook_receiver;
 pub use api::{Api, Reply, assert_problem};
 pub use chat::ChatServer;
 pub use db::{TestDatabase, TestSqlite};
-pub use mcp_server::{McpExecution, McpMode, McpOptions, McpTestServer};
+pub use mcp_server::{McpExecution, McpMode, McpOptions, McpTestServer, TokenRequest};
 pub use nats::TestNats;
 pub use proxy::TcpProxy;
 pub use replicas::{Cluster, ClusterBuilder, EventRow, Replica};

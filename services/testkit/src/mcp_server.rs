@@ -1,9 +1,9 @@
 //! The MCP server of `services/server/tests/mcp/server.py`, a child process built with the
 //! official MCP Python SDK from PyPI (installed by `scripts/mcp`), not Baton's code. A test
-//! picks its transport mode and bearer token, reads every tool execution it recorded (with
-//! the idempotency keys the call carried), reads its counter, switches its tool list, and
-//! kills it and starts it again on the same port. It must not interpret the protocol:
-//! what the server answers is the SDK's.
+//! picks its transport mode and bearer token (or OAuth client credentials), reads every tool
+//! execution it recorded (with the idempotency keys the call carried) and every token
+//! request, reads its counter, switches its tool list, and kills it and starts it again on
+//! the same port. It must not interpret the protocol: what the server answers is the SDK's.
 
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -45,6 +45,38 @@ pub struct McpOptions {
     /// Every request must carry `Authorization: Bearer <this>` (else 401).
     pub bearer: Option<String>,
     pub mode: McpMode,
+    /// `(client_id, client_secret)`: the server is an OAuth protected resource and its own
+    /// authorization server, for the client credentials grant only (the script's
+    /// `--oauth`). `/mcp` then needs a bearer token from `POST /auth/token` (else 401 with
+    /// `WWW-Authenticate: Bearer ..., resource_metadata="<base>/.well-known/
+    /// oauth-protected-resource/mcp"`); the metadata documents are at that URL (RFC 9728)
+    /// and at `/.well-known/oauth-authorization-server/auth` (RFC 8414, issuer
+    /// `<base>/auth`). Excludes `bearer`.
+    pub oauth: Option<(String, String)>,
+    /// The lifetime of the tokens issued in `oauth` mode (the script's default: 3600 s).
+    pub token_ttl_secs: Option<u64>,
+}
+
+/// One request to the token endpoint (`oauth` mode), in the order the server received them.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct TokenRequest {
+    /// The client id presented (by Basic or in the form; empty when none).
+    pub client_id: String,
+    /// `basic` (client_secret_basic), `post` (client_secret_post) or `none`.
+    pub auth_method: String,
+    /// The `scope` parameter, as sent.
+    pub scope: Option<String>,
+    /// The `resource` parameter (RFC 8707), as sent.
+    pub resource: Option<String>,
+    /// Whether a token was issued.
+    pub granted: bool,
+    /// The `grant_type` parameter, as sent.
+    #[serde(default)]
+    pub grant_type: Option<String>,
+    /// The OAuth error answered (`invalid_client`, `unsupported_grant_type`,
+    /// `invalid_request`, `invalid_scope`, `invalid_target`), when not granted.
+    #[serde(default)]
+    pub error: Option<String>,
 }
 
 /// One event of one tool execution, in the order the server recorded them.
@@ -130,16 +162,13 @@ impl McpTestServer {
     /// Every tool event recorded so far, in order (all runs of the process, when started
     /// again).
     pub fn executions(&self) -> Vec<McpExecution> {
-        let log =
-            std::fs::read_to_string(self.dir.path().join("executions.jsonl")).unwrap_or_default();
-        // Only whole lines: the server may be writing the next one.
-        log.split_inclusive('\n')
-            .filter(|l| l.ends_with('\n'))
-            .map(|l| {
-                serde_json::from_str(l)
-                    .unwrap_or_else(|e| panic!("executions.jsonl has {l:?}: {e}"))
-            })
-            .collect()
+        read_jsonl(&self.dir.path().join("executions.jsonl"))
+    }
+
+    /// Every request to the token endpoint so far (`oauth` mode), in order (all runs of the
+    /// process, when started again).
+    pub fn token_requests(&self) -> Vec<TokenRequest> {
+        read_jsonl(&self.dir.path().join("token_requests.jsonl"))
     }
 
     /// Polls [`Self::executions`] until `done` holds, for up to `timeout`; panics naming
@@ -186,7 +215,8 @@ impl McpTestServer {
     }
 
     /// Starts the process again on its port, with the same options and state directory
-    /// (the recorded executions, the counter and the variant survive; sessions do not).
+    /// (the recorded executions and token requests, the counter and the variant survive;
+    /// sessions and issued OAuth tokens do not).
     pub async fn start_again(&mut self) {
         let (child, _) = launch(
             &self.python,
@@ -198,6 +228,18 @@ impl McpTestServer {
         .await;
         self.child = child;
     }
+}
+
+/// The whole lines of a JSON-lines log the server appends to (none when it is missing).
+fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Vec<T> {
+    let log = std::fs::read_to_string(path).unwrap_or_default();
+    // Only whole lines: the server may be writing the next one.
+    log.split_inclusive('\n')
+        .filter(|l| l.ends_with('\n'))
+        .map(|l| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("{} has {l:?}: {e}", path.display()))
+        })
+        .collect()
 }
 
 async fn launch(
@@ -218,6 +260,12 @@ async fn launch(
         .arg(port.to_string());
     if let Some(token) = &options.bearer {
         command.arg("--bearer").arg(token);
+    }
+    if let Some((id, secret)) = &options.oauth {
+        command.arg("--oauth").arg(format!("{id}:{secret}"));
+    }
+    if let Some(ttl) = options.token_ttl_secs {
+        command.arg("--token-ttl").arg(ttl.to_string());
     }
     let mut child = command
         .stdin(Stdio::null())

@@ -17,6 +17,7 @@ async fn mcp(mode: McpMode, bearer: Option<&str>) -> Option<McpTestServer> {
     let options = McpOptions {
         bearer: bearer.map(str::to_string),
         mode,
+        ..McpOptions::default()
     };
     McpTestServer::start(Path::new(ROOT), options).await
 }
@@ -426,6 +427,17 @@ async fn definitions_roles_and_tenants_are_checked() {
                    "secret_headers": [{"header": "Mcp-Session-Id", "secret": "s"}]}),
             "secret_headers[0].header",
         ),
+        (
+            json!({"name": "ok", "url": "http://127.0.0.1:9/mcp",
+                   "oauth": {"client_id": "c", "client_secret": "not a name"}}),
+            "oauth.client_secret",
+        ),
+        (
+            json!({"name": "ok", "url": "http://127.0.0.1:9/mcp",
+                   "oauth": {"client_id": "c", "client_secret": "s"},
+                   "secret_headers": [{"header": "Authorization", "secret": "s"}]}),
+            "Authorization",
+        ),
     ] {
         let r = app.post("/v1/mcp-servers", &t.owner, body).await;
         let detail = assert_problem(&r, 400, "invalid_request");
@@ -669,4 +681,79 @@ async fn a_tools_progress_reaches_the_runs_live_stream() {
             .all(|f| !f.lines().any(|l| l.starts_with("id:"))),
         "progress frames carry no id"
     );
+}
+
+#[tokio::test]
+async fn a_server_asking_for_oauth_gets_a_token_bought_with_client_credentials() {
+    let options = McpOptions {
+        oauth: Some(("baton-client".into(), "cl13nt+s3cret".into())),
+        mode: McpMode::Modern,
+        ..McpOptions::default()
+    };
+    let Some(srv) = McpTestServer::start(Path::new(ROOT), options).await else {
+        return;
+    };
+    let (app, t) = TestApp::with_tenant().await;
+    app.put(
+        "/v1/secrets/mcp_client",
+        &t.owner,
+        json!({"value": "cl13nt+s3cret"}),
+    )
+    .await
+    .expect_status(200);
+    let oauth = json!({"oauth": {"client_id": "baton-client", "client_secret": "mcp_client",
+                                 "scope": "tools"}});
+    let id = server(&app, &t, "guarded", &srv.url(), oauth).await;
+    let r = app
+        .post(
+            &format!("/v1/mcp-servers/{id}/discover"),
+            &t.owner,
+            json!({}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{} {:?}", r.text, srv.token_requests());
+    let found = r.body;
+    assert!(
+        found["discovery"]["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty()),
+        "{found}"
+    );
+    let asked = srv.token_requests();
+    assert!(
+        !asked.is_empty() && asked.iter().all(|r| r.granted),
+        "{asked:?}"
+    );
+    assert_eq!(asked[0].resource.as_deref(), Some(srv.url().as_str()));
+    assert_eq!(asked[0].scope.as_deref(), Some("tools"));
+    assert_eq!(asked[0].auth_method, "basic");
+
+    let lookup = enable(&app, &t, &id, "lookup", json!({"effect": "read"})).await;
+    let lookup = lookup["id"].as_str().expect("id");
+    let results = call_once(&app, &t, lookup, "lookup", json!({"key": "k"})).await;
+    assert_eq!(results[0]["output"], "value of k", "{results:?}");
+
+    // Credentials the authorization server refuses: a clear failure, no secret shown.
+    app.put(
+        "/v1/secrets/mcp_client",
+        &t.owner,
+        json!({"value": "wrong-s3cret"}),
+    )
+    .await
+    .expect_status(200);
+    let r = app
+        .post(
+            &format!("/v1/mcp-servers/{id}/discover"),
+            &t.owner,
+            json!({}),
+        )
+        .await;
+    let detail = assert_problem(&r, 502, "upstream_failed");
+    assert!(
+        detail.contains("refused the client credentials"),
+        "{detail}"
+    );
+    assert!(!detail.contains("wrong-s3cret"), "{detail}");
+    let refused = srv.token_requests();
+    assert!(refused.last().is_some_and(|r| !r.granted), "{refused:?}");
 }

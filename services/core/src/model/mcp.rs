@@ -25,12 +25,29 @@ pub struct McpServer {
     /// `Bearer ...`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secret_headers: Vec<SecretHeader>,
+    /// OAuth client credentials, for a server that asks for a token (the MCP
+    /// authorization flow: its protected resource metadata names the authorization server,
+    /// whose token endpoint Baton asks with the `client_credentials` grant).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<McpOAuth>,
     /// A discovery, or one call of a tool with no timeout of its own, may take this long.
     pub timeout_ms: u64,
     /// 1 when created, one more at each change.
     pub version: i64,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+/// A client of an MCP server's authorization server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct McpOAuth {
+    pub client_id: String,
+    /// The name of the tenant secret holding the client secret.
+    pub client_secret: String,
+    /// The scope asked for, if the server wants one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
 }
 
 /// What one discovery found: the server's tools as it listed them, numbered from 1 per

@@ -80,13 +80,15 @@ pub struct ListedTools {
 #[async_trait]
 pub trait McpLister: Send + Sync {
     /// Every tool `url` lists (all pages), under the installation's egress policy
-    /// narrowed by `hosts`, with `headers`, within `timeout`; or in a few words why not
-    /// (never an address, never a header's value).
+    /// narrowed by `hosts`, with `headers` and, for a server that asks, the OAuth client
+    /// credentials `oauth` (client id, secret, scope), within `timeout`; or in a few
+    /// words why not (never an address, never a secret).
     async fn list_tools(
         &self,
         hosts: Vec<HostRule>,
         url: &url::Url,
         headers: Vec<(String, String)>,
+        oauth: Option<(String, String, Option<String>)>,
         timeout: Duration,
     ) -> Result<ListedTools, String>;
 }

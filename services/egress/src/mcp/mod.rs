@@ -23,7 +23,10 @@
 //! and [`McpFailure::may_have_run`] tells a call that may have reached the tool from one
 //! that certainly did not.
 
+mod oauth;
 mod sse;
+
+pub use oauth::{ClientCredentials, TokenCache};
 
 use crate::{Egress, Mask, TenantEgress, describe, maybe_sent};
 use async_trait::async_trait;
@@ -72,6 +75,8 @@ pub enum McpFailure {
     /// The server speaks no protocol revision Baton does, or broke the protocol before
     /// the request that matters was sent.
     Protocol(String),
+    /// No OAuth access token could be had for the server: why, in a few words.
+    Auth(String),
 }
 
 impl McpFailure {
@@ -96,6 +101,7 @@ impl std::fmt::Display for McpFailure {
                 write!(f, "the server answered error {code}: {message}")
             }
             McpFailure::Protocol(why) => write!(f, "{why}"),
+            McpFailure::Auth(why) => write!(f, "OAuth: {why}"),
         }
     }
 }
@@ -106,6 +112,9 @@ pub struct McpEndpoint {
     pub url: url::Url,
     /// Sent with every request (from the tenant's secrets).
     pub headers: Vec<(String, String)>,
+    /// OAuth client credentials, used when the server answers `401` (their tokens are
+    /// kept and sent as `Authorization: Bearer`).
+    pub oauth: Option<ClientCredentials>,
 }
 
 /// A server's progress notification for a call.
@@ -138,6 +147,10 @@ pub struct McpConnection {
     /// The request id of a call sent and not answered yet: cancelled if the connection is
     /// dropped.
     in_flight: Option<i64>,
+    /// The OAuth access token sent, if any; `authorized`: one was bought for this
+    /// connection (a second `401` is final).
+    bearer: Option<String>,
+    authorized: bool,
 }
 
 impl std::fmt::Debug for McpConnection {
@@ -166,7 +179,13 @@ impl McpConnection {
         endpoint: McpEndpoint,
         deadline: Instant,
     ) -> Result<McpConnection, McpFailure> {
-        let mask = Mask::new(endpoint.headers.iter().map(|(_, v)| v.clone()));
+        let secrets = endpoint.headers.iter().map(|(_, v)| v.clone());
+        let client_secret = endpoint.oauth.iter().map(|o| o.client_secret.clone());
+        let mask = Mask::new(secrets.chain(client_secret));
+        let bearer = endpoint
+            .oauth
+            .as_ref()
+            .and_then(|o| egress.mcp_tokens().get(&endpoint.url, o));
         let mut c = McpConnection {
             egress: egress.clone(),
             endpoint,
@@ -176,6 +195,8 @@ impl McpConnection {
             server_info: None,
             next_id: 0,
             in_flight: None,
+            bearer,
+            authorized: false,
         };
         let probe = Request {
             method: "server/discover",
@@ -195,6 +216,7 @@ impl McpConnection {
                 e @ (McpFailure::Denied(_)
                 | McpFailure::Unreachable(_)
                 | McpFailure::NoAnswer(_)
+                | McpFailure::Auth(_)
                 | McpFailure::Status(401 | 403)),
             ) => return Err(e),
             // Anything else (an error, a 4xx, a result listing no modern revision) says
@@ -344,9 +366,37 @@ impl McpConnection {
         if is_call {
             self.in_flight = Some(id);
         }
-        let response = self
-            .post(r.method, r.name, r.headers, body, deadline)
+        let mut response = self
+            .post(r.method, r.name, r.headers.clone(), body.clone(), deadline)
             .await?;
+        // A server asking for OAuth (or whose token expired) answers 401 before it does
+        // anything: buy a token with the client credentials and send the request again.
+        if response.status().as_u16() == 401
+            && !self.authorized
+            && let Some(creds) = self.endpoint.oauth.clone()
+        {
+            let challenge = response
+                .headers()
+                .get(reqwest::header::WWW_AUTHENTICATE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            let tokens = self.egress.mcp_tokens();
+            tokens.forget(&self.endpoint.url, &creds);
+            self.authorized = true;
+            let token = oauth::token(
+                &self.egress,
+                &tokens,
+                &self.endpoint.url,
+                challenge.as_deref(),
+                &creds,
+                deadline,
+            )
+            .await?;
+            self.bearer = Some(token);
+            response = self
+                .post(r.method, r.name, r.headers, body, deadline)
+                .await?;
+        }
         if r.method == "initialize"
             && let Some(session) = response
                 .headers()
@@ -411,6 +461,9 @@ impl McpConnection {
             .json(&body);
         for (h, v) in &self.endpoint.headers {
             req = req.header(h.as_str(), v.as_str());
+        }
+        if let Some(token) = &self.bearer {
+            req = req.bearer_auth(token);
         }
         for (h, v) in extra {
             req = req.header(h, v);
@@ -537,7 +590,7 @@ impl Drop for McpConnection {
             self.endpoint.clone(),
             self.version.clone(),
         );
-        let (session, in_flight) = (session.clone(), self.in_flight);
+        let (session, in_flight, bearer) = (session.clone(), self.in_flight, self.bearer.clone());
         runtime.spawn(async move {
             let send = |method: reqwest::Method, body: Option<Value>| {
                 let mut req = egress.request(method, &endpoint.url).ok()?;
@@ -553,6 +606,9 @@ impl Drop for McpConnection {
                 }
                 if let Some(session) = &session {
                     req = req.header("Mcp-Session-Id", session);
+                }
+                if let Some(token) = &bearer {
+                    req = req.bearer_auth(token);
                 }
                 if let Some(body) = body {
                     req = req.json(&body);
@@ -672,7 +728,7 @@ fn tool_info(t: &Value) -> Result<McpToolInfo, McpFailure> {
 }
 
 /// What a failed send says: the policy's rule, or the kind of failure.
-fn failure(e: &reqwest::Error) -> McpFailure {
+pub(crate) fn failure(e: &reqwest::Error) -> McpFailure {
     if let Some(denied) = Egress::denied(e) {
         return McpFailure::Denied(denied.to_string());
     }
@@ -690,15 +746,23 @@ impl McpLister for Egress {
         hosts: Vec<HostRule>,
         url: &url::Url,
         headers: Vec<(String, String)>,
+        oauth: Option<(String, String, Option<String>)>,
         timeout: Duration,
     ) -> Result<ListedTools, String> {
         let deadline = Instant::now() + timeout;
         let egress = self.for_tenant(hosts);
-        let mask = Mask::new(headers.iter().map(|(_, v)| v.clone()));
+        let secrets = headers.iter().map(|(_, v)| v.clone());
+        let mask = Mask::new(secrets.chain(oauth.iter().map(|o| o.1.clone())));
+        let oauth = oauth.map(|(client_id, client_secret, scope)| ClientCredentials {
+            client_id,
+            client_secret,
+            scope,
+        });
         let said = |e: McpFailure| mask.apply(&e.to_string());
         let endpoint = McpEndpoint {
             url: url.clone(),
             headers,
+            oauth,
         };
         let mut c = McpConnection::open(&egress, endpoint, deadline)
             .await

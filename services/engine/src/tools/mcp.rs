@@ -40,13 +40,19 @@ pub(super) async fn call(
     let endpoint = McpEndpoint {
         url,
         headers: p.headers.clone(),
+        oauth: p.oauth.clone(),
     };
     let call = Attempt {
         egress,
         endpoint,
         p,
         remote,
-        mask: Mask::new(p.headers.iter().map(|(_, v)| v.clone())),
+        mask: Mask::new(
+            p.headers
+                .iter()
+                .map(|(_, v)| v.clone())
+                .chain(p.oauth.iter().map(|o| o.client_secret.clone())),
+        ),
         deadline,
         timeout,
         sink: progress,
@@ -92,7 +98,10 @@ impl Attempt<'_> {
             Ok(conn) => conn,
             // Nothing reached the tool.
             Err(f) => {
-                let retryable = !matches!(f, McpFailure::Denied(_) | McpFailure::Protocol(_));
+                let retryable = !matches!(
+                    f,
+                    McpFailure::Denied(_) | McpFailure::Protocol(_) | McpFailure::Auth(_)
+                );
                 return (failed(f, mask, deadline, timeout, false), retryable);
             }
         };
@@ -142,7 +151,7 @@ fn failed(
             CallOutcome::error("tool_unreachable", mask.apply(&f.to_string()))
         }
         McpFailure::Status(_) => CallOutcome::error("tool_http_status", f.to_string()),
-        McpFailure::Rpc { .. } | McpFailure::Protocol(_) => {
+        McpFailure::Rpc { .. } | McpFailure::Protocol(_) | McpFailure::Auth(_) => {
             CallOutcome::error("tool_mcp_error", mask.apply(&f.to_string()))
         }
     };

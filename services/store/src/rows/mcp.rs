@@ -3,7 +3,7 @@
 
 use super::{corrupt, to_json};
 use baton_core::StoreError;
-use baton_core::model::{McpDiscovery, McpServer, SecretHeader};
+use baton_core::model::{McpDiscovery, McpOAuth, McpServer, SecretHeader};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sqlx::types::Json;
@@ -23,6 +23,8 @@ struct Definition {
     url: String,
     #[serde(default)]
     secret_headers: Vec<SecretHeader>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    oauth: Option<McpOAuth>,
     timeout_ms: u64,
 }
 
@@ -32,6 +34,7 @@ pub(crate) fn definition_json(s: &McpServer) -> Result<serde_json::Value, StoreE
         &Definition {
             url: s.url.clone(),
             secret_headers: s.secret_headers.clone(),
+            oauth: s.oauth.clone(),
             timeout_ms: s.timeout_ms,
         },
     )
@@ -64,6 +67,7 @@ impl TryFrom<McpServerRow> for McpServer {
             name: r.name,
             url: d.url,
             secret_headers: d.secret_headers,
+            oauth: d.oauth,
             timeout_ms: d.timeout_ms,
             version: r.version,
             created_at: r.created_at,

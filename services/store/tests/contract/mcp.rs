@@ -28,6 +28,11 @@ fn server(tenant: TenantId, name: &str) -> McpServer {
             header: "Authorization".into(),
             secret: "mcp_token".into(),
         }],
+        oauth: Some(baton_core::model::McpOAuth {
+            client_id: "baton".into(),
+            client_secret: "mcp_client".into(),
+            scope: Some("tools".into()),
+        }),
         timeout_ms: 5_000,
         version: 1,
         created_at: now(),
