@@ -7,7 +7,11 @@
 use crate::support::{DEADLINE, index_of, start_cluster, until, uuid};
 use baton_testkit::chat::{ChatResponse, ChatServer, ScriptedChat};
 use baton_testkit::otlp::{Collector, ReceivedSpan};
+use baton_testkit::{McpOptions, McpTestServer};
 use serde_json::json;
+use std::path::Path;
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
 /// The client's trace and span.
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -223,5 +227,72 @@ async fn spans_carry_the_conventional_http_and_gen_ai_attributes() {
             model.attributes
         );
     }
+    cluster.stop().await.expect("stop");
+}
+
+/// An MCP tool call is a span of its own, `tool call <name>`, naming the MCP server and
+/// the tool's name on it beside the tool's own name.
+#[tokio::test]
+async fn an_mcp_tool_call_is_a_span_naming_the_server_and_the_tool() {
+    let Some(srv) = McpTestServer::start(Path::new(ROOT), McpOptions::default()).await else {
+        return;
+    };
+    let collector = Collector::start().await.expect("collector");
+    let (cluster, apis) = start_cluster(
+        1,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint()),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ],
+        None,
+    )
+    .await;
+    let api = &apis[0];
+    let made = api
+        .post(
+            "/v1/mcp-servers",
+            json!({"name": "lookups", "url": srv.url()}),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    let server = made.body["id"].as_str().expect("server id").to_owned();
+    let found = api
+        .post(&format!("/v1/mcp-servers/{server}/discover"), json!({}))
+        .await;
+    assert_eq!(found.status, 200, "{}", found.body);
+    let tool = api
+        .post(
+            &format!("/v1/mcp-servers/{server}/tools/lookup/enable"),
+            json!({"name": "find", "effect": "read"}),
+        )
+        .await;
+    assert_eq!(tool.status, 200, "{}", tool.body);
+    let agent = api
+        .post(
+            "/v1/agents",
+            json!({"name": "finder", "tools": [tool.body["id"]],
+                   "provider": {"kind": "scripted", "replies": [
+                       {"tool_calls": [{"name": "find", "arguments": {"key": "k"}}]},
+                       {"content": "found"}]}}),
+        )
+        .await;
+    assert_eq!(agent.status, 201, "{}", agent.body);
+    let run = api
+        .run(agent.body["id"].as_str().expect("agent id"), Some("go"))
+        .await;
+    api.wait_status(&run, "waiting").await;
+
+    let span = until("the MCP call's span", DEADLINE, || async {
+        collector
+            .spans()
+            .into_iter()
+            .find(|s| of(s, "replica-0") && s.name == "tool call find")
+    })
+    .await;
+    let attr = |key: &str| span.attributes.get(key).map(String::as_str);
+    assert_eq!(attr("mcp.server"), Some("lookups"), "{span:?}");
+    assert_eq!(attr("mcp.tool"), Some("lookup"), "{span:?}");
+    assert_eq!(attr("gen_ai.tool.name"), Some("find"), "{span:?}");
+    assert_eq!(attr("kind"), Some("mcp"), "{span:?}");
     cluster.stop().await.expect("stop");
 }
