@@ -40,6 +40,8 @@ pub struct Egress {
     /// OAuth access tokens of MCP servers, shared by every tenant's connections (keyed by
     /// server and client credentials).
     mcp_tokens: mcp::TokenCache,
+    /// The protocol revision each MCP server agreed on last.
+    mcp_eras: mcp::Eras,
 }
 
 impl std::fmt::Debug for Egress {
@@ -73,6 +75,7 @@ impl Egress {
             policy,
             client,
             mcp_tokens: mcp::TokenCache::default(),
+            mcp_eras: mcp::Eras::default(),
         })
     }
 
@@ -114,6 +117,11 @@ impl TenantEgress {
     /// The OAuth tokens of MCP servers bought so far.
     pub fn mcp_tokens(&self) -> mcp::TokenCache {
         self.egress.mcp_tokens.clone()
+    }
+
+    /// The protocol revisions MCP servers agreed on.
+    pub fn mcp_eras(&self) -> mcp::Eras {
+        self.egress.mcp_eras.clone()
     }
 
     /// A request to `url`, when the policy and the tenant's allowlist let it out; else the

@@ -125,6 +125,49 @@ pub struct Progress {
     pub message: Option<String>,
 }
 
+/// What a server agreed on before.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Known {
+    /// The stateless revision, at this version.
+    Modern(String),
+    /// The `initialize` handshake.
+    Handshake,
+}
+
+/// The revision each server URL agreed on last, so a call needs no probe; shared by the
+/// process's connections, forgotten when a server answers as if it no longer spoke it.
+#[derive(Clone, Default)]
+pub struct Eras {
+    known: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, Known>>>,
+}
+
+impl Eras {
+    /// Servers remembered at most (all are forgotten beyond it).
+    const MAX: usize = 4096;
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Known>> {
+        self.known
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub(crate) fn get(&self, url: &url::Url) -> Option<Known> {
+        self.lock().get(url.as_str()).cloned()
+    }
+
+    pub(crate) fn put(&self, url: &url::Url, known: Known) {
+        let mut map = self.lock();
+        if map.len() >= Self::MAX {
+            map.clear();
+        }
+        map.insert(url.to_string(), known);
+    }
+
+    pub(crate) fn forget(&self, url: &url::Url) {
+        self.lock().remove(url.as_str());
+    }
+}
+
 /// How the connection talks to the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Era {
@@ -173,12 +216,43 @@ struct Request<'a> {
 }
 
 impl McpConnection {
-    /// Connects to `endpoint` and agrees on a protocol revision, by `deadline`.
+    /// Connects to `endpoint` and agrees on a protocol revision, by `deadline`. The
+    /// revision a server agreed on before (kept per URL, see [`Eras`]) is used without
+    /// asking again: a stateless server is spoken to at once, a handshake server gets no
+    /// probe first.
     pub async fn open(
         egress: &TenantEgress,
         endpoint: McpEndpoint,
         deadline: Instant,
     ) -> Result<McpConnection, McpFailure> {
+        let known = egress.mcp_eras().get(&endpoint.url);
+        let mut c = Self::new(egress, endpoint);
+        match known {
+            Some(Known::Modern(version)) => {
+                c.version = version;
+                Ok(c)
+            }
+            Some(Known::Handshake) => {
+                c.handshake(deadline).await?;
+                Ok(c)
+            }
+            None => c.negotiate(deadline).await.map(|()| c),
+        }
+    }
+
+    /// Connects to `endpoint`, asking the server which revisions it speaks (a discovery
+    /// does, so it sees the server as it is now), by `deadline`.
+    pub async fn probe(
+        egress: &TenantEgress,
+        endpoint: McpEndpoint,
+        deadline: Instant,
+    ) -> Result<McpConnection, McpFailure> {
+        let mut c = Self::new(egress, endpoint);
+        c.negotiate(deadline).await?;
+        Ok(c)
+    }
+
+    fn new(egress: &TenantEgress, endpoint: McpEndpoint) -> McpConnection {
         let secrets = endpoint.headers.iter().map(|(_, v)| v.clone());
         let client_secret = endpoint.oauth.iter().map(|o| o.client_secret.clone());
         let mask = Mask::new(secrets.chain(client_secret));
@@ -186,7 +260,7 @@ impl McpConnection {
             .oauth
             .as_ref()
             .and_then(|o| egress.mcp_tokens().get(&endpoint.url, o));
-        let mut c = McpConnection {
+        McpConnection {
             egress: egress.clone(),
             endpoint,
             mask,
@@ -197,7 +271,13 @@ impl McpConnection {
             in_flight: None,
             bearer,
             authorized: false,
-        };
+        }
+    }
+
+    /// `server/discover` at the stateless revision, else the handshake; the outcome is
+    /// kept for the URL.
+    async fn negotiate(&mut self, deadline: Instant) -> Result<(), McpFailure> {
+        let c = self;
         let probe = Request {
             method: "server/discover",
             params: json!({}),
@@ -209,7 +289,9 @@ impl McpConnection {
                 c.server_info = result
                     .pointer(&format!("/_meta/{}", META_SERVER.replace('/', "~1")))
                     .and_then(implementation);
-                return Ok(c);
+                let eras = c.egress.mcp_eras();
+                eras.put(&c.endpoint.url, Known::Modern(c.version.clone()));
+                return Ok(());
             }
             // A network failure, a refusal, a timeout: no verdict on the era.
             Err(
@@ -224,7 +306,8 @@ impl McpConnection {
             Ok(_) | Err(_) => {}
         }
         c.handshake(deadline).await?;
-        Ok(c)
+        c.egress.mcp_eras().put(&c.endpoint.url, Known::Handshake);
+        Ok(())
     }
 
     /// `initialize`, then `notifications/initialized`.
@@ -240,7 +323,10 @@ impl McpConnection {
             headers: Vec::new(),
             name: None,
         };
-        let result = self.exchange(init, deadline, &mut |_| {}).await?;
+        let result = self
+            .exchange(init, deadline, &mut |_| {})
+            .await
+            .inspect_err(|_| self.egress.mcp_eras().forget(&self.endpoint.url))?;
         let version = result
             .get("protocolVersion")
             .and_then(Value::as_str)
@@ -414,6 +500,11 @@ impl McpConnection {
         if !(200..300).contains(&status) {
             // A JSON-RPC error in the body says more than the status (but for a refusal
             // of the credentials).
+            // What a server answers to a revision it no longer speaks: the next
+            // connection asks again.
+            if matches!(status, 400 | 404 | 405 | 406) {
+                self.egress.mcp_eras().forget(&self.endpoint.url);
+            }
             if !matches!(status, 401 | 403)
                 && let Ok(message) = self.read_json(response, deadline).await
                 && let Some(e) = rpc_error(&message)
@@ -764,7 +855,7 @@ impl McpLister for Egress {
             headers,
             oauth,
         };
-        let mut c = McpConnection::open(&egress, endpoint, deadline)
+        let mut c = McpConnection::probe(&egress, endpoint, deadline)
             .await
             .map_err(said)?;
         let tools = c.list_tools(deadline).await.map_err(said)?;
