@@ -50,6 +50,12 @@ pub const IDEMPOTENCY_META_KEY: &str = "baton/idempotency_key";
 const MAX_MESSAGE_BYTES: usize = 8 * 1024 * 1024;
 /// The most pages of a tool list followed.
 const MAX_LIST_PAGES: usize = 50;
+/// The most tools a listing holds, and the most bytes of tool definitions (names,
+/// descriptions, schemas, annotations) kept of it, across its pages.
+pub const MAX_LISTED_TOOLS: usize = 500;
+pub const MAX_LISTED_BYTES: usize = 4 * 1024 * 1024;
+/// The most characters of a tool's description or title kept.
+const MAX_DESCRIPTION_CHARS: usize = 4_000;
 /// How long ending a session (and cancelling a call) may take, after the fact.
 const GOODBYE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -348,6 +354,7 @@ impl McpConnection {
     /// Every tool the server lists, following its pages.
     pub async fn list_tools(&mut self, deadline: Instant) -> Result<Vec<McpToolInfo>, McpFailure> {
         let mut tools = Vec::new();
+        let mut bytes = 0;
         let mut cursor: Option<String> = None;
         for _ in 0..MAX_LIST_PAGES {
             let params = match &cursor {
@@ -367,7 +374,19 @@ impl McpConnection {
                 ));
             };
             for t in listed {
-                tools.push(tool_info(t)?);
+                let tool = tool_info(t)?;
+                bytes += tool.name.len()
+                    + tool.description.len()
+                    + tool.input_schema.to_string().len()
+                    + tool.annotations.as_ref().map_or(0, |a| a.to_string().len());
+                tools.push(tool);
+                if tools.len() > MAX_LISTED_TOOLS || bytes > MAX_LISTED_BYTES {
+                    return Err(McpFailure::Protocol(format!(
+                        "the server lists more than {MAX_LISTED_TOOLS} tools or {} MiB of \
+                         tool definitions",
+                        MAX_LISTED_BYTES / (1024 * 1024)
+                    )));
+                }
             }
             match page.get("nextCursor").and_then(Value::as_str) {
                 Some(next) if !next.is_empty() => cursor = Some(next.to_string()),
@@ -805,14 +824,15 @@ fn tool_info(t: &Value) -> Result<McpToolInfo, McpFailure> {
         .filter(|s| s.is_object())
         .cloned()
         .ok_or_else(|| McpFailure::Protocol(format!("tool {name:?} has no input schema")))?;
+    let text = |key: &str| {
+        t.get(key)
+            .and_then(Value::as_str)
+            .map(|s| s.chars().take(MAX_DESCRIPTION_CHARS).collect::<String>())
+    };
     Ok(McpToolInfo {
         name: name.to_string(),
-        title: t.get("title").and_then(Value::as_str).map(str::to_string),
-        description: t
-            .get("description")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string(),
+        title: text("title"),
+        description: text("description").unwrap_or_default(),
         input_schema,
         annotations: t.get("annotations").filter(|a| a.is_object()).cloned(),
     })
