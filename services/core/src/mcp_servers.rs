@@ -19,7 +19,7 @@ use crate::model::{
     McpToolInfo, McpToolState, Principal, SecretHeader, Tool, ToolKindSpec, mcp_tool_status,
 };
 use crate::page::{self, Page};
-use crate::ports::{Clock, McpLister, McpServerStore, SecretReader, ToolStore};
+use crate::ports::{ClientCredentials, Clock, McpLister, McpServerStore, SecretReader, ToolStore};
 use crate::tools::{self, NewTool, Tools};
 use crate::validate;
 use baton_events::{McpServerId, ToolEffect, ToolId};
@@ -255,12 +255,13 @@ impl McpServers {
         let hosts = self.egress.rules(p.tenant).await?;
         let headers = self.headers(p, &server).await?;
         let oauth = match &server.oauth {
-            Some(o) => Some((
-                o.client_id.clone(),
-                self.reveal(p, &o.client_secret, "oauth.client_secret")
+            Some(o) => Some(ClientCredentials {
+                client_id: o.client_id.clone(),
+                client_secret: self
+                    .reveal(p, &o.client_secret, "oauth.client_secret")
                     .await?,
-                o.scope.clone(),
-            )),
+                scope: o.scope.clone(),
+            }),
             None => None,
         };
         let listed = self

@@ -12,6 +12,7 @@ use crate::secrets;
 use crate::shared::EnginePorts;
 use baton_core::TenantId;
 use baton_core::model::{McpServer, Tool, ToolKindSpec};
+use baton_core::ports::ClientCredentials;
 use baton_egress::{Egress, Mask, TenantEgress};
 use baton_events::{
     ErrorInfo, RunEvent, ToolEffect, ToolIntent, ToolOutcome, ToolResult, ToolUncertain,
@@ -32,7 +33,7 @@ pub(crate) struct Planned {
     headers: Vec<(String, String)>,
     /// An `mcp` tool's server, as it is now, and its OAuth client credentials.
     server: Option<McpServer>,
-    oauth: Option<baton_egress::mcp::ClientCredentials>,
+    oauth: Option<ClientCredentials>,
 }
 
 impl Planned {
@@ -66,7 +67,7 @@ pub(crate) async fn plan(
             };
             if let Some(o) = &found.oauth {
                 let what = format!("tool {}'s MCP server's OAuth client secret", tool.name);
-                oauth = Some(baton_egress::mcp::ClientCredentials {
+                oauth = Some(ClientCredentials {
                     client_id: o.client_id.clone(),
                     client_secret: secrets::reveal(secrets, tenant, &o.client_secret, &what)
                         .await?,

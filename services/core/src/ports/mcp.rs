@@ -76,19 +76,37 @@ pub struct ListedTools {
     pub tools: Vec<McpToolInfo>,
 }
 
+/// A client of an MCP server's authorization server, its secret revealed (so its `Debug`
+/// leaves the secret out).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClientCredentials {
+    pub client_id: String,
+    pub client_secret: String,
+    pub scope: Option<String>,
+}
+
+impl std::fmt::Debug for ClientCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientCredentials")
+            .field("client_id", &self.client_id)
+            .field("scope", &self.scope)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Lists an MCP server's tools through the egress client.
 #[async_trait]
 pub trait McpLister: Send + Sync {
     /// Every tool `url` lists (all pages), under the installation's egress policy
     /// narrowed by `hosts`, with `headers` and, for a server that asks, the OAuth client
-    /// credentials `oauth` (client id, secret, scope), within `timeout`; or in a few
+    /// credentials `oauth`, within `timeout`; or in a few
     /// words why not (never an address, never a secret).
     async fn list_tools(
         &self,
         hosts: Vec<HostRule>,
         url: &url::Url,
         headers: Vec<(String, String)>,
-        oauth: Option<(String, String, Option<String>)>,
+        oauth: Option<ClientCredentials>,
         timeout: Duration,
     ) -> Result<ListedTools, String>;
 }

@@ -26,7 +26,8 @@
 mod oauth;
 mod sse;
 
-pub use oauth::{ClientCredentials, TokenCache};
+pub use baton_core::ports::ClientCredentials;
+pub use oauth::TokenCache;
 
 use crate::{Egress, Mask, TenantEgress, describe, maybe_sent};
 use async_trait::async_trait;
@@ -857,18 +858,13 @@ impl McpLister for Egress {
         hosts: Vec<HostRule>,
         url: &url::Url,
         headers: Vec<(String, String)>,
-        oauth: Option<(String, String, Option<String>)>,
+        oauth: Option<ClientCredentials>,
         timeout: Duration,
     ) -> Result<ListedTools, String> {
         let deadline = Instant::now() + timeout;
         let egress = self.for_tenant(hosts);
         let secrets = headers.iter().map(|(_, v)| v.clone());
-        let mask = Mask::new(secrets.chain(oauth.iter().map(|o| o.1.clone())));
-        let oauth = oauth.map(|(client_id, client_secret, scope)| ClientCredentials {
-            client_id,
-            client_secret,
-            scope,
-        });
+        let mask = Mask::new(secrets.chain(oauth.iter().map(|o| o.client_secret.clone())));
         let said = |e: McpFailure| mask.apply(&e.to_string());
         let endpoint = McpEndpoint {
             url: url.clone(),

@@ -11,6 +11,7 @@
 
 use super::McpFailure;
 use crate::TenantEgress;
+use baton_core::ports::ClientCredentials;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -23,23 +24,6 @@ const MAX_BYTES: usize = 64 * 1024;
 const EXPIRY_MARGIN: Duration = Duration::from_secs(30);
 /// Tokens kept at most (the oldest are dropped beyond it).
 const MAX_CACHED: usize = 1024;
-
-/// A client's credentials at an MCP server, the secret revealed.
-#[derive(Clone)]
-pub struct ClientCredentials {
-    pub client_id: String,
-    pub client_secret: String,
-    pub scope: Option<String>,
-}
-
-impl std::fmt::Debug for ClientCredentials {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClientCredentials")
-            .field("client_id", &self.client_id)
-            .field("scope", &self.scope)
-            .finish_non_exhaustive()
-    }
-}
 
 /// A server URL, client id and client secret.
 type Key = (String, String, String);
