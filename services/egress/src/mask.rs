@@ -12,9 +12,29 @@ pub struct Mask {
     secrets: Vec<String>,
 }
 
+/// The shortest credential after an authorization scheme (`Bearer <credential>`) masked
+/// on its own: shorter ones are too likely to be ordinary words.
+const MIN_CREDENTIAL: usize = 8;
+
 impl Mask {
+    /// Masks each of `secrets`; of a header value in the `<scheme> <credential>` form
+    /// (`Bearer ...`, `Basic ...`), the credential alone too, since a server that echoes
+    /// it back rarely echoes the scheme.
     pub fn new(secrets: impl IntoIterator<Item = String>) -> Self {
-        let mut secrets: Vec<String> = secrets.into_iter().filter(|s| !s.is_empty()).collect();
+        let mut secrets: Vec<String> = secrets
+            .into_iter()
+            .flat_map(|s| {
+                let credential = s
+                    .split_once(' ')
+                    .filter(|(scheme, _)| {
+                        !scheme.is_empty() && scheme.bytes().all(|b| b.is_ascii_alphabetic())
+                    })
+                    .map(|(_, credential)| credential.trim().to_string())
+                    .filter(|c| c.len() >= MIN_CREDENTIAL);
+                std::iter::once(s).chain(credential)
+            })
+            .filter(|s| !s.is_empty())
+            .collect();
         secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
         secrets.dedup();
         Self { secrets }
@@ -88,6 +108,16 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_credential_after_an_authorization_scheme_is_masked_alone() {
+        let mask = Mask::new(["Bearer tok-9f8e7d6c".to_string(), "Token short".to_string()]);
+        assert_eq!(
+            mask.apply("got Bearer tok-9f8e7d6c and tok-9f8e7d6c"),
+            "got *** and ***"
+        );
+        assert_eq!(mask.apply("a short answer"), "a short answer");
     }
 
     #[test]

@@ -274,6 +274,19 @@ struct CallOutcome {
 }
 
 impl CallOutcome {
+    /// The tool's answer (`truncated`: cut to the output cap).
+    fn answered(output: String, truncated: bool) -> Self {
+        Self {
+            outcome: ToolOutcome::Ok,
+            output,
+            error: None,
+            duration_ms: 0,
+            truncated,
+            sent: 1,
+            end: End::Settled,
+        }
+    }
+
     fn error(code: &str, message: impl Into<String>) -> Self {
         let message = message.into();
         Self {
@@ -356,15 +369,7 @@ async fn attempt_once(
         }
     };
     let mut outcome = if status.is_success() {
-        CallOutcome {
-            outcome: ToolOutcome::Ok,
-            output: body,
-            error: None,
-            duration_ms: 0,
-            truncated,
-            sent: 1,
-            end: End::Settled,
-        }
+        CallOutcome::answered(body, truncated)
     } else if status.is_client_error() {
         // What the tool says was wrong with the call helps the model fix it.
         CallOutcome::error(

@@ -57,6 +57,10 @@ pub const MAX_LISTED_TOOLS: usize = 500;
 pub const MAX_LISTED_BYTES: usize = 4 * 1024 * 1024;
 /// The most characters of a tool's description or title kept.
 const MAX_DESCRIPTION_CHARS: usize = 4_000;
+/// The most characters of a failure's words kept.
+const MAX_FAILURE_CHARS: usize = 1_000;
+/// The most characters of a progress message kept.
+const MAX_PROGRESS_CHARS: usize = 500;
 /// How long ending a session (and cancelling a call) may take, after the fact.
 const GOODBYE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -91,6 +95,26 @@ impl McpFailure {
     pub fn may_have_run(&self) -> bool {
         matches!(self, McpFailure::NoAnswer(_))
     }
+
+    /// The failure with `mask` applied to what it says, then cut to
+    /// [`MAX_FAILURE_CHARS`] (a server's words can be long).
+    fn masked(self, mask: &Mask) -> McpFailure {
+        let m = |text: String| -> String {
+            mask.apply(&text).chars().take(MAX_FAILURE_CHARS).collect()
+        };
+        match self {
+            McpFailure::Denied(why) => McpFailure::Denied(m(why)),
+            McpFailure::Unreachable(why) => McpFailure::Unreachable(m(why)),
+            McpFailure::NoAnswer(why) => McpFailure::NoAnswer(m(why)),
+            McpFailure::Status(status) => McpFailure::Status(status),
+            McpFailure::Rpc { code, message } => McpFailure::Rpc {
+                code,
+                message: m(message),
+            },
+            McpFailure::Protocol(why) => McpFailure::Protocol(m(why)),
+            McpFailure::Auth(why) => McpFailure::Auth(m(why)),
+        }
+    }
 }
 
 impl std::fmt::Display for McpFailure {
@@ -113,8 +137,8 @@ impl std::fmt::Display for McpFailure {
     }
 }
 
-/// Where a server is and how long a whole exchange with it may take.
-#[derive(Debug, Clone)]
+/// Where a server is and the credentials it is called with.
+#[derive(Clone)]
 pub struct McpEndpoint {
     pub url: url::Url,
     /// Sent with every request (from the tenant's secrets).
@@ -122,6 +146,31 @@ pub struct McpEndpoint {
     /// OAuth client credentials, used when the server answers `401` (their tokens are
     /// kept and sent as `Authorization: Bearer`).
     pub oauth: Option<ClientCredentials>,
+}
+
+impl McpEndpoint {
+    /// The secrets the endpoint carries (and `bearer`, a token bought for it), masked in
+    /// whatever a server sends back.
+    fn mask(&self, bearer: Option<&str>) -> Mask {
+        let headers = self.headers.iter().map(|(_, v)| v.clone());
+        let client_secret = self.oauth.iter().map(|o| o.client_secret.clone());
+        Mask::new(
+            headers
+                .chain(client_secret)
+                .chain(bearer.map(str::to_string)),
+        )
+    }
+}
+
+impl std::fmt::Debug for McpEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.headers.iter().map(|(h, _)| h.as_str()).collect();
+        f.debug_struct("McpEndpoint")
+            .field("url", &self.url.as_str())
+            .field("headers", &names)
+            .field("oauth", &self.oauth)
+            .finish()
+    }
 }
 
 /// A server's progress notification for a call.
@@ -260,13 +309,11 @@ impl McpConnection {
     }
 
     fn new(egress: &TenantEgress, endpoint: McpEndpoint) -> McpConnection {
-        let secrets = endpoint.headers.iter().map(|(_, v)| v.clone());
-        let client_secret = endpoint.oauth.iter().map(|o| o.client_secret.clone());
-        let mask = Mask::new(secrets.chain(client_secret));
         let bearer = endpoint
             .oauth
             .as_ref()
             .and_then(|o| egress.mcp_tokens().get(&endpoint.url, o));
+        let mask = endpoint.mask(bearer.as_deref());
         McpConnection {
             egress: egress.clone(),
             endpoint,
@@ -350,6 +397,13 @@ impl McpConnection {
         self.server_info = result.get("serverInfo").and_then(implementation);
         self.notify("notifications/initialized", json!({}), deadline)
             .await
+    }
+
+    /// The secrets this connection sends (secret headers, the OAuth client secret and
+    /// token): whatever a server answers is to be shown through it. Failures and
+    /// progress messages are masked already.
+    pub fn mask(&self) -> &Mask {
+        &self.mask
     }
 
     /// Every tool the server lists, following its pages.
@@ -447,8 +501,18 @@ impl McpConnection {
     }
 
     /// Sends request `r` and reads its answer, handing progress notifications to
-    /// `progress` on the way.
+    /// `progress` on the way; a failure says nothing the connection's secrets are in.
     async fn exchange(
+        &mut self,
+        r: Request<'_>,
+        deadline: Instant,
+        progress: &mut (dyn FnMut(Progress) + Send),
+    ) -> Result<Value, McpFailure> {
+        let answer = self.round_trip(r, deadline, progress).await;
+        answer.map_err(|f| f.masked(&self.mask))
+    }
+
+    async fn round_trip(
         &mut self,
         r: Request<'_>,
         deadline: Instant,
@@ -498,6 +562,7 @@ impl McpConnection {
                 deadline,
             )
             .await?;
+            self.mask = self.endpoint.mask(Some(&token));
             self.bearer = Some(token);
             response = self
                 .post(r.method, r.name, r.headers, body, deadline)
@@ -664,7 +729,14 @@ impl McpConnection {
                 };
                 if message.get("method").and_then(Value::as_str) == Some("notifications/progress") {
                     if let Some(p) = message.get("params").and_then(progress_of) {
-                        progress(p);
+                        let message = p.message.map(|m| {
+                            self.mask
+                                .apply(&m)
+                                .chars()
+                                .take(MAX_PROGRESS_CHARS)
+                                .collect()
+                        });
+                        progress(Progress { message, ..p });
                     }
                     continue;
                 }
@@ -675,12 +747,14 @@ impl McpConnection {
         }
     }
 
-    /// The start of a body as text, masked, for a message.
+    /// The start of a body as text, masked (before it is cut, so a secret across the
+    /// cut is not shown in part), for a message.
     fn excerpt(&self, bytes: &[u8]) -> String {
-        let text = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]);
+        let start = &bytes[..bytes.len().min(200 + self.mask.longest())];
         self.mask
-            .apply(&text)
+            .apply(&String::from_utf8_lossy(start))
             .chars()
+            .take(200)
             .map(|c| if c.is_control() { ' ' } else { c })
             .collect()
     }
@@ -790,16 +864,10 @@ fn answer_of(message: &Value, id: i64) -> Result<Value, McpFailure> {
 fn rpc_error(message: &Value) -> Option<McpFailure> {
     let error = message.get("error").filter(|e| e.is_object())?;
     let code = error.get("code").and_then(Value::as_i64).unwrap_or(0);
-    let text: String = error
-        .get("message")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .chars()
-        .take(1000)
-        .collect();
+    let message = error.get("message").and_then(Value::as_str).unwrap_or("");
     Some(McpFailure::Rpc {
         code,
-        message: text,
+        message: message.to_string(),
     })
 }
 
@@ -810,7 +878,7 @@ fn progress_of(params: &Value) -> Option<Progress> {
         message: params
             .get("message")
             .and_then(Value::as_str)
-            .map(|m| m.chars().take(500).collect()),
+            .map(str::to_string),
     })
 }
 
@@ -839,6 +907,31 @@ fn tool_info(t: &Value) -> Result<McpToolInfo, McpFailure> {
     })
 }
 
+/// A listed tool with `mask` applied to everything it says (a server could echo the
+/// secrets it was sent into a description for members to read).
+fn masked_tool(t: McpToolInfo, mask: &Mask) -> Result<McpToolInfo, McpFailure> {
+    let json = |v: Value| -> Result<Value, McpFailure> {
+        let text = v.to_string();
+        let shown = mask.apply(&text);
+        if shown == text {
+            return Ok(v);
+        }
+        serde_json::from_str(&shown).map_err(|_| {
+            McpFailure::Protocol(format!(
+                "tool {:?}'s definition holds a secret Baton sent",
+                mask.apply(&t.name)
+            ))
+        })
+    };
+    Ok(McpToolInfo {
+        name: mask.apply(&t.name),
+        title: t.title.as_deref().map(|s| mask.apply(s)),
+        description: mask.apply(&t.description),
+        input_schema: json(t.input_schema.clone())?,
+        annotations: t.annotations.clone().map(json).transpose()?,
+    })
+}
+
 /// What a failed send says: the policy's rule, or the kind of failure.
 pub(crate) fn failure(e: &reqwest::Error) -> McpFailure {
     if let Some(denied) = Egress::denied(e) {
@@ -863,22 +956,78 @@ impl McpLister for Egress {
     ) -> Result<ListedTools, String> {
         let deadline = Instant::now() + timeout;
         let egress = self.for_tenant(hosts);
-        let secrets = headers.iter().map(|(_, v)| v.clone());
-        let mask = Mask::new(secrets.chain(oauth.iter().map(|o| o.client_secret.clone())));
-        let said = |e: McpFailure| mask.apply(&e.to_string());
         let endpoint = McpEndpoint {
             url: url.clone(),
             headers,
             oauth,
         };
+        let said = |e: McpFailure| e.to_string();
         let mut c = McpConnection::probe(&egress, endpoint, deadline)
             .await
             .map_err(said)?;
         let tools = c.list_tools(deadline).await.map_err(said)?;
+        let tools = tools
+            .into_iter()
+            .map(|t| masked_tool(t, c.mask()))
+            .collect::<Result<_, _>>()
+            .map_err(said)?;
         Ok(ListedTools {
             protocol_version: c.version.clone(),
             server_info: c.server_info.clone(),
             tools,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_is_masked_before_it_is_cut() {
+        let mask = Mask::new(["Bearer tok-5e4d3c2b1a".to_string()]);
+        let long = format!("{}tok-5e4d3c2b1a", "x".repeat(MAX_FAILURE_CHARS - 4));
+        let f = McpFailure::Rpc {
+            code: -1,
+            message: long,
+        }
+        .masked(&mask);
+        let McpFailure::Rpc { message, .. } = f else {
+            panic!("{f:?}")
+        };
+        assert!(message.chars().count() <= MAX_FAILURE_CHARS);
+        assert!(message.ends_with("x***"), "{}", &message[980..]);
+        let very_long = McpFailure::Protocol("y".repeat(5_000)).masked(&mask);
+        assert_eq!(very_long.to_string().len(), MAX_FAILURE_CHARS);
+    }
+
+    #[test]
+    fn a_listed_tool_shows_no_secret_it_was_sent() {
+        let mask = Mask::new(["hdr-secret-Q1w2E3r4".to_string()]);
+        let tool = McpToolInfo {
+            name: "echo".into(),
+            title: Some("hdr-secret-Q1w2E3r4".into()),
+            description: "sent hdr-secret-Q1w2E3r4".into(),
+            input_schema: json!({"type": "object", "default": "hdr-secret-Q1w2E3r4"}),
+            annotations: None,
+        };
+        let shown = masked_tool(tool, &mask).expect("masked");
+        assert_eq!(shown.title.as_deref(), Some("***"));
+        assert_eq!(shown.description, "sent ***");
+        assert_eq!(shown.input_schema["default"], "***");
+    }
+
+    #[test]
+    fn an_endpoint_debug_names_headers_not_their_values() {
+        let e = McpEndpoint {
+            url: url::Url::parse("https://mcp.example/mcp").expect("url"),
+            headers: vec![("X-Key".into(), "hdr-secret-Q1w2E3r4".into())],
+            oauth: None,
+        };
+        let shown = format!("{e:?}");
+        assert!(
+            shown.contains("X-Key") && !shown.contains("Q1w2E3r4"),
+            "{shown}"
+        );
     }
 }

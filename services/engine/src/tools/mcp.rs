@@ -16,7 +16,6 @@ use super::{
 use baton_core::model::McpServer;
 use baton_egress::mcp::{McpConnection, McpEndpoint, McpFailure, Progress};
 use baton_egress::{Mask, TenantEgress};
-use baton_events::ToolOutcome;
 use serde_json::Value;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -47,12 +46,6 @@ pub(super) async fn call(
         endpoint,
         p,
         remote,
-        mask: Mask::new(
-            p.headers
-                .iter()
-                .map(|(_, v)| v.clone())
-                .chain(p.oauth.iter().map(|o| o.client_secret.clone())),
-        ),
         deadline,
         timeout,
         sink: progress,
@@ -82,8 +75,6 @@ struct Attempt<'a> {
     p: &'a Planned,
     /// The tool's name on the server.
     remote: &'a str,
-    /// The secret header values, masked in whatever comes back.
-    mask: Mask,
     deadline: Instant,
     timeout: Duration,
     sink: &'a ProgressSink,
@@ -92,7 +83,7 @@ struct Attempt<'a> {
 impl Attempt<'_> {
     /// One connection and call, and whether a failure may be retried.
     async fn once(&self) -> (CallOutcome, bool) {
-        let (mask, deadline, timeout) = (&self.mask, self.deadline, self.timeout);
+        let (deadline, timeout) = (self.deadline, self.timeout);
         let mut conn = match McpConnection::open(self.egress, self.endpoint.clone(), deadline).await
         {
             Ok(conn) => conn,
@@ -102,17 +93,14 @@ impl Attempt<'_> {
                     f,
                     McpFailure::Denied(_) | McpFailure::Protocol(_) | McpFailure::Auth(_)
                 );
-                return (failed(f, mask, deadline, timeout, false), retryable);
+                return (failed(f, deadline, timeout, false), retryable);
             }
         };
         let sink = self.sink;
         let mut progress = |p: Progress| {
             tracing::debug!(progress = p.progress, total = p.total, "MCP tool progress");
             metrics::counter!("baton_mcp_progress_notifications_total").increment(1);
-            sink(Progress {
-                message: p.message.map(|m| mask.apply(&m)),
-                ..p
-            });
+            sink(p);
         };
         let called = conn
             .call_tool(
@@ -124,35 +112,29 @@ impl Attempt<'_> {
             )
             .await;
         match called {
-            Ok(result) => (output(&result, mask), false),
+            Ok(result) => (output(&result, conn.mask()), false),
             Err(f) => {
                 let retryable = matches!(f, McpFailure::NoAnswer(_) | McpFailure::Unreachable(_))
                     || matches!(f, McpFailure::Status(s) if s >= 500);
-                (failed(f, mask, deadline, timeout, true), retryable)
+                (failed(f, deadline, timeout, true), retryable)
             }
         }
     }
 }
 
-/// A failure as the call's outcome; `calling`: it happened on `tools/call` (not while
-/// connecting), so a request may have reached the tool.
-fn failed(
-    f: McpFailure,
-    mask: &Mask,
-    deadline: Instant,
-    timeout: Duration,
-    calling: bool,
-) -> CallOutcome {
+/// A failure (masked by the connection) as the call's outcome; `calling`: it happened on
+/// `tools/call` (not while connecting), so a request may have reached the tool.
+fn failed(f: McpFailure, deadline: Instant, timeout: Duration, calling: bool) -> CallOutcome {
     let timed_out = Instant::now() >= deadline;
     let mut outcome = match &f {
         McpFailure::Denied(rule) => CallOutcome::error(EGRESS_DENIED, rule.clone()),
         _ if timed_out => super::timed_out(timeout),
         McpFailure::Unreachable(_) | McpFailure::NoAnswer(_) => {
-            CallOutcome::error("tool_unreachable", mask.apply(&f.to_string()))
+            CallOutcome::error("tool_unreachable", f.to_string())
         }
         McpFailure::Status(_) => CallOutcome::error("tool_http_status", f.to_string()),
         McpFailure::Rpc { .. } | McpFailure::Protocol(_) | McpFailure::Auth(_) => {
-            CallOutcome::error("tool_mcp_error", mask.apply(&f.to_string()))
+            CallOutcome::error("tool_mcp_error", f.to_string())
         }
     };
     if calling && !matches!(f, McpFailure::Denied(_) | McpFailure::Unreachable(_)) {
@@ -161,7 +143,7 @@ fn failed(
     if calling && f.may_have_run() {
         outcome.end = End::NoAnswer(match timed_out {
             true => format!("no answer came within {} ms", timeout.as_millis()),
-            false => mask.apply(&f.to_string()),
+            false => f.to_string(),
         });
     }
     outcome
@@ -179,19 +161,10 @@ fn output(result: &Value, mask: &Mask) -> CallOutcome {
         ));
     }
     let is_error = result.get("isError").and_then(Value::as_bool) == Some(true);
-    let mut outcome = if is_error {
-        CallOutcome::error("tool_error", text)
-    } else {
-        CallOutcome {
-            outcome: ToolOutcome::Ok,
-            output: text,
-            error: None,
-            duration_ms: 0,
-            truncated: cut,
-            sent: 1,
-            end: End::Settled,
-        }
-    };
+    if !is_error {
+        return CallOutcome::answered(text, cut);
+    }
+    let mut outcome = CallOutcome::error("tool_error", text);
     outcome.sent = 1;
     outcome.truncated = cut;
     outcome
@@ -256,6 +229,7 @@ fn render(result: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use baton_events::ToolOutcome;
     use serde_json::json;
 
     #[test]
