@@ -1,7 +1,7 @@
 //! `/v1/mcp-servers`: the tenant's MCP servers. Admins register, replace and delete them
 //! and enable discovered tools; members ask for a discovery; anyone in the tenant reads.
 
-use super::{McpServerPage, parse_cursor};
+use super::{McpServerPage, PageQuery, parse_cursor};
 use crate::auth::Caller;
 use crate::error::{ApiResult, Problem};
 use crate::extract::{ApiJson, ApiPath, ApiQuery, OptionalJson};
@@ -11,17 +11,6 @@ use axum::http::StatusCode;
 use baton_core::McpServerId;
 use baton_core::mcp_servers::{DiscoveryReport, EnableMcpTool, McpToolList, NewMcpServer};
 use baton_core::model::{McpServer, Tool};
-use serde::Deserialize;
-
-#[derive(Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct ListQuery {
-    /// `next_cursor` of the previous page.
-    pub cursor: Option<String>,
-    /// Page size, 1 to 500 (default 50).
-    #[param(minimum = 1, maximum = 500)]
-    pub limit: Option<u32>,
-}
 
 /// Register an MCP server (admin). Its URL must pass the installation's egress policy
 /// and the tenant's allowlist. Nothing is asked of the server until a discovery.
@@ -39,12 +28,12 @@ pub async fn create(
 
 /// List MCP servers, newest first.
 #[utoipa::path(get, path = "/v1/mcp-servers", operation_id = "listMcpServers", tag = "mcp-servers",
-    params(ListQuery),
+    params(PageQuery),
     responses((status = 200, body = McpServerPage), (status = "4XX", body = Problem)))]
 pub async fn list(
     State(st): State<AppState>,
     Caller(p): Caller,
-    ApiQuery(q): ApiQuery<ListQuery>,
+    ApiQuery(q): ApiQuery<PageQuery>,
 ) -> ApiResult<axum::Json<McpServerPage>> {
     let cursor = parse_cursor::<McpServerId>(q.cursor.as_deref())?;
     Ok(axum::Json(

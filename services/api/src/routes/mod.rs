@@ -73,6 +73,17 @@ page!(/// A page of MCP servers, newest first.
 page!(/// A page of audit entries, newest first.
     AuditEntryPage of baton_core::model::AuditEntry);
 
+/// The query of a list with no filter: where the page starts and how long it is.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PageQuery {
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+    /// Page size, 1 to 500 (default 50).
+    #[param(minimum = 1, maximum = 500)]
+    pub limit: Option<u32>,
+}
+
 /// Parses a list cursor (the id of the previous page's last item).
 pub(crate) fn parse_cursor<T: std::str::FromStr>(
     cursor: Option<&str>,

@@ -2,7 +2,7 @@
 //! rotate the secret, enable again, delete; and each endpoint's deliveries, with their
 //! attempts, to read and replay.
 
-use super::{DeliveryPage, WebhookPage, parse_cursor};
+use super::{DeliveryPage, PageQuery, WebhookPage, parse_cursor};
 use crate::auth::Caller;
 use crate::error::{ApiResult, Problem};
 use crate::extract::{ApiJson, ApiPath, ApiQuery, OptionalJson};
@@ -13,16 +13,6 @@ use baton_core::WebhookId;
 use baton_core::model::{DeliveryState, Webhook, WebhookSpec};
 use baton_core::webhooks::{CreatedWebhook, DeliveryDetail, RotateSecret};
 use serde::Deserialize;
-
-#[derive(Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct ListQuery {
-    /// `next_cursor` of the previous page.
-    pub cursor: Option<String>,
-    /// Page size, 1 to 500 (default 50).
-    #[param(minimum = 1, maximum = 500)]
-    pub limit: Option<u32>,
-}
 
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -52,12 +42,12 @@ pub async fn create(
 
 /// List webhook endpoints, newest first (admin).
 #[utoipa::path(get, path = "/v1/webhooks", operation_id = "listWebhooks", tag = "webhooks",
-    params(ListQuery),
+    params(PageQuery),
     responses((status = 200, body = WebhookPage), (status = "4XX", body = Problem)))]
 pub async fn list(
     State(st): State<AppState>,
     Caller(p): Caller,
-    ApiQuery(q): ApiQuery<ListQuery>,
+    ApiQuery(q): ApiQuery<PageQuery>,
 ) -> ApiResult<axum::Json<WebhookPage>> {
     let cursor = parse_cursor::<WebhookId>(q.cursor.as_deref())?;
     Ok(axum::Json(
