@@ -261,6 +261,7 @@ impl McpServers {
                     .reveal(p, &o.client_secret, "oauth.client_secret")
                     .await?,
                 scope: o.scope.clone(),
+                issuer: o.issuer.clone(),
             }),
             None => None,
         };
@@ -471,6 +472,12 @@ impl McpServers {
                 return Err(CoreError::invalid(
                     "oauth.scope must be 1 to 1000 printable ASCII characters",
                 ));
+            }
+            if let Some(issuer) = &o.issuer {
+                let issuer = validate::http_url("oauth.issuer", issuer)?;
+                self.egress
+                    .check_definition(p.tenant, "oauth.issuer", &issuer)
+                    .await?;
             }
             if new
                 .secret_headers

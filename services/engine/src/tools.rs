@@ -72,6 +72,7 @@ pub(crate) async fn plan(
                     client_secret: secrets::reveal(secrets, tenant, &o.client_secret, &what)
                         .await?,
                     scope: o.scope.clone(),
+                    issuer: o.issuer.clone(),
                 });
             }
             let h = found.secret_headers.clone();

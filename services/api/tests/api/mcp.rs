@@ -733,6 +733,48 @@ async fn a_server_asking_for_oauth_gets_a_token_bought_with_client_credentials()
     let results = call_once(&app, &t, lookup, "lookup", json!({"key": "k"})).await;
     assert_eq!(results[0]["output"], "value of k", "{results:?}");
 
+    // An issuer pinned by the admin that the server does not name: the secret is not
+    // sent anywhere; the right pin is accepted.
+    let issuer = srv.url().replace("/mcp", "/auth");
+    let pinned = |issuer: &str| {
+        json!({"name": "guarded", "url": srv.url(), "oauth": {"client_id": "baton-client",
+               "client_secret": "mcp_client", "scope": "tools", "issuer": issuer}})
+    };
+    app.put(
+        &format!("/v1/mcp-servers/{id}"),
+        &t.owner,
+        pinned("http://127.0.0.1:9/elsewhere"),
+    )
+    .await
+    .expect_status(200);
+    let before = srv.token_requests().len();
+    let r = app
+        .post(
+            &format!("/v1/mcp-servers/{id}/discover"),
+            &t.owner,
+            json!({}),
+        )
+        .await;
+    let detail = assert_problem(&r, 502, "upstream_failed");
+    assert!(detail.contains("pinned issuer"), "{detail}");
+    assert_eq!(srv.token_requests().len(), before, "no token was asked for");
+    app.put(&format!("/v1/mcp-servers/{id}"), &t.owner, pinned(&issuer))
+        .await
+        .expect_status(200);
+    let r = app
+        .post(
+            &format!("/v1/mcp-servers/{id}/discover"),
+            &t.owner,
+            json!({}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(
+        srv.token_requests().len(),
+        before + 1,
+        "a new token for the pin"
+    );
+
     // Credentials the authorization server refuses: a clear failure, no secret shown.
     app.put(
         "/v1/secrets/mcp_client",

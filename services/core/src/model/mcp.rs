@@ -48,6 +48,11 @@ pub struct McpOAuth {
     /// The scope asked for, if the server wants one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<String>,
+    /// The authorization server trusted with the client secret (its issuer URL). When
+    /// set, a server naming another is refused; when not, the token endpoint must be on
+    /// the origin of the issuer the server names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
 }
 
 /// What one discovery found: the server's tools as it listed them, numbered from 1 per

@@ -83,6 +83,8 @@ pub struct ClientCredentials {
     pub client_id: String,
     pub client_secret: String,
     pub scope: Option<String>,
+    /// The only authorization server the secret may go to, if pinned.
+    pub issuer: Option<String>,
 }
 
 impl std::fmt::Debug for ClientCredentials {
@@ -90,6 +92,7 @@ impl std::fmt::Debug for ClientCredentials {
         f.debug_struct("ClientCredentials")
             .field("client_id", &self.client_id)
             .field("scope", &self.scope)
+            .field("issuer", &self.issuer)
             .finish_non_exhaustive()
     }
 }

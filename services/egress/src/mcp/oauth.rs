@@ -6,8 +6,12 @@
 //!
 //! Every request goes through the tenant's egress client (the metadata URLs come from
 //! the server, so they are as untrusted as it is); the metadata must name the resource
-//! and issuer it was asked for. Tokens are kept in memory per server URL and client until
-//! shortly before they expire, so a call does not buy one each time.
+//! and issuer it was asked for. The client secret goes only to an authorization server
+//! over https (loopback aside), and only to the issuer the admin pinned, or else to a
+//! token endpoint on the origin of the issuer the server named: a server cannot send the
+//! secret to a host of its choosing. Tokens are kept in memory per server URL, client
+//! and scope until shortly before they expire (a day at most), so a call does not buy
+//! one each time.
 
 use super::McpFailure;
 use crate::TenantEgress;
@@ -24,12 +28,16 @@ const MAX_BYTES: usize = 64 * 1024;
 const EXPIRY_MARGIN: Duration = Duration::from_secs(30);
 /// Tokens kept at most (the oldest are dropped beyond it).
 const MAX_CACHED: usize = 1024;
+/// The longest a token is kept, whatever its `expires_in` says.
+const MAX_LIFETIME: Duration = Duration::from_secs(24 * 3600);
+/// A token's lifetime when the answer does not say.
+const DEFAULT_LIFETIME: Duration = Duration::from_secs(300);
 
-/// A server URL, client id and client secret.
-type Key = (String, String, String);
+/// A server URL, client id, client secret, scope and pinned issuer.
+type Key = (String, String, String, Option<String>, Option<String>);
 
-/// Access tokens bought, by server URL, client id and secret (a changed secret buys a new
-/// token), with when each stops being used; shared by the process's MCP connections.
+/// Access tokens bought, by server URL and credentials (a changed secret or scope buys a
+/// new token), with when each stops being used; shared by the process's MCP connections.
 #[derive(Clone, Default)]
 pub struct TokenCache {
     tokens: Arc<Mutex<HashMap<Key, (String, Instant)>>>,
@@ -65,12 +73,35 @@ fn key(url: &url::Url, c: &ClientCredentials) -> Key {
         url.to_string(),
         c.client_id.clone(),
         c.client_secret.clone(),
+        c.scope.clone(),
+        c.issuer.clone(),
     )
 }
 
 /// Buys an access token for the MCP server at `resource`, whose `401` said
-/// `challenge` (its `WWW-Authenticate`), and keeps it in `cache`.
+/// `challenge` (its `WWW-Authenticate`), and keeps it in `cache`. Whatever went wrong
+/// on the way is an [`McpFailure::Auth`] (or the policy's refusal): nothing reached the
+/// tool.
 pub(super) async fn token(
+    egress: &TenantEgress,
+    cache: &TokenCache,
+    resource: &url::Url,
+    challenge: Option<&str>,
+    c: &ClientCredentials,
+    deadline: Instant,
+) -> Result<String, McpFailure> {
+    buy(egress, cache, resource, challenge, c, deadline)
+        .await
+        .map_err(|f| match f {
+            McpFailure::Denied(_) | McpFailure::Auth(_) => f,
+            McpFailure::Status(status) => {
+                auth(&format!("an OAuth metadata request answered HTTP {status}"))
+            }
+            other => auth(&other.to_string()),
+        })
+}
+
+async fn buy(
     egress: &TenantEgress,
     cache: &TokenCache,
     resource: &url::Url,
@@ -98,13 +129,28 @@ pub(super) async fn token(
         .and_then(|a| a.first())
         .and_then(Value::as_str)
         .ok_or_else(|| auth("the server's metadata names no authorization server"))?;
-    let issuer = parse(issuer, "the authorization server")?;
+    let issuer = secure(
+        parse(issuer, "the authorization server")?,
+        "the authorization server",
+    )?;
+    if let Some(pinned) = &c.issuer
+        && !same_resource(pinned, &issuer)
+    {
+        return Err(auth(
+            "the server names an authorization server other than the pinned issuer",
+        ));
+    }
     let asm = authorization_server(egress, &issuer, deadline).await?;
     let endpoint = asm
         .get("token_endpoint")
         .and_then(Value::as_str)
         .ok_or_else(|| auth("the authorization server's metadata has no token_endpoint"))?;
-    let endpoint = parse(endpoint, "the token endpoint")?;
+    let endpoint = secure(parse(endpoint, "the token endpoint")?, "the token endpoint")?;
+    if c.issuer.is_none() && endpoint.origin() != issuer.origin() {
+        return Err(auth(
+            "the token endpoint is not on the issuer's origin (pin the issuer to trust it)",
+        ));
+    }
     let post_only = asm
         .get("token_endpoint_auth_methods_supported")
         .and_then(Value::as_array)
@@ -167,7 +213,8 @@ pub(super) async fn token(
     let lifetime = answer
         .get("expires_in")
         .and_then(Value::as_u64)
-        .map_or(Duration::from_secs(300), Duration::from_secs);
+        .map_or(DEFAULT_LIFETIME, Duration::from_secs)
+        .min(MAX_LIFETIME);
     let until = Instant::now() + lifetime.saturating_sub(EXPIRY_MARGIN);
     cache.put(resource, c, token.clone(), until);
     Ok(token)
@@ -224,6 +271,21 @@ fn resource_metadata(challenge: &str) -> Option<String> {
 
 fn same_resource(named: &str, url: &url::Url) -> bool {
     named.trim_end_matches('/') == url.as_str().trim_end_matches('/')
+}
+
+/// `url`, if the client secret may be sent to it: over https, or to a loopback host.
+fn secure(url: url::Url, what: &str) -> Result<url::Url, McpFailure> {
+    let loopback = match url.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    };
+    if url.scheme() == "https" || loopback {
+        Ok(url)
+    } else {
+        Err(auth(&format!("{what} is not an https URL")))
+    }
 }
 
 fn parse(url: &str, what: &str) -> Result<url::Url, McpFailure> {
@@ -298,6 +360,17 @@ mod tests {
             Some("https://a.example/m")
         );
         assert_eq!(resource_metadata("Bearer realm=\"x\""), None);
+    }
+
+    #[test]
+    fn the_secret_goes_over_https_or_to_loopback_only() {
+        let ok = |u: &str| secure(url::Url::parse(u).expect("url"), "x").is_ok();
+        assert!(ok("https://as.example/token"));
+        assert!(ok("http://127.0.0.1:8080/token"));
+        assert!(ok("http://[::1]/token"));
+        assert!(ok("http://localhost/token"));
+        assert!(!ok("http://as.example/token"));
+        assert!(!ok("http://10.0.0.1/token"));
     }
 
     #[test]

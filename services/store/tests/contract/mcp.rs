@@ -32,6 +32,7 @@ fn server(tenant: TenantId, name: &str) -> McpServer {
             client_id: "baton".into(),
             client_secret: "mcp_client".into(),
             scope: Some("tools".into()),
+            issuer: Some("https://auth.example.com".into()),
         }),
         timeout_ms: 5_000,
         version: 1,
