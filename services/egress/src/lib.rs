@@ -24,6 +24,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use thiserror::Error;
 
+/// How long making a connection (and its TLS handshake) may take.
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 pub use baton_core::egress;
 
 #[derive(Debug, Error)]
@@ -68,6 +71,9 @@ impl Egress {
                 policy: policy.clone(),
             }))
             .redirect(reqwest::redirect::Policy::none())
+            // A connection not made in this time is a failure to connect (nothing was
+            // sent), not a timeout of a request that may have been.
+            .connect_timeout(CONNECT_TIMEOUT)
             .no_proxy()
             .build()
             .map_err(|e| EgressError::Client(e.to_string()))?;
@@ -145,10 +151,12 @@ impl TenantEgress {
 pub fn describe(error: &reqwest::Error) -> &'static str {
     if Egress::denied(error).is_some() {
         "the host may not be called from this installation"
-    } else if error.is_timeout() {
-        "the request timed out"
+    } else if error.is_connect() && error.is_timeout() {
+        "connecting timed out"
     } else if error.is_connect() {
         "could not connect"
+    } else if error.is_timeout() {
+        "the request timed out"
     } else if error.is_body() || error.is_decode() {
         "the answer broke off"
     } else {
@@ -157,9 +165,10 @@ pub fn describe(error: &reqwest::Error) -> &'static str {
 }
 
 /// Whether a failed call may have reached the other side: anything but a failure to
-/// connect (or a refusal by the policy, which is one) may have been sent.
+/// connect (or a refusal by the policy, which is one) or a request that could not be
+/// built may have been sent.
 pub fn maybe_sent(error: &reqwest::Error) -> bool {
-    !error.is_connect() && Egress::denied(error).is_none()
+    !error.is_connect() && !error.is_builder() && Egress::denied(error).is_none()
 }
 
 /// The addresses of this machine's interfaces that are not loopback: a replica never

@@ -173,3 +173,41 @@ async fn a_tenants_allowlist_narrows_the_policy_and_never_widens_it() {
         "the strict policy was widened"
     );
 }
+
+#[tokio::test]
+async fn a_request_that_could_not_be_built_or_connected_was_never_sent() {
+    let (addr, hits) = internal_service().await;
+    let policy = EgressPolicy {
+        allow: vec![HostRule::parse("127.0.0.1").expect("rule")],
+        ..EgressPolicy::strict()
+    };
+    let egress = Egress::new(policy).expect("client");
+    let tenant = egress.for_tenant(vec![]);
+    let target = url(&format!("http://127.0.0.1:{}/secret", addr.port()));
+    let bad_header = tenant
+        .request(reqwest::Method::GET, &target)
+        .expect("allowed")
+        .header("X-Bad", "line\nbreak")
+        .send()
+        .await
+        .expect_err("a header with a line break is refused");
+    assert!(!baton_egress::maybe_sent(&bad_header), "{bad_header:?}");
+    // A port nothing listens on: refused while connecting.
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let closed_port = closed.local_addr().expect("addr").port();
+    drop(closed);
+    let refused = tenant
+        .request(
+            reqwest::Method::GET,
+            &url(&format!("http://127.0.0.1:{closed_port}/secret")),
+        )
+        .expect("allowed")
+        .send()
+        .await
+        .expect_err("nothing listens");
+    assert!(!baton_egress::maybe_sent(&refused), "{refused:?}");
+    assert_eq!(baton_egress::describe(&refused), "could not connect");
+    assert_eq!(hits.load(Ordering::SeqCst), 0);
+}

@@ -395,7 +395,7 @@ fn unanswered(e: &reqwest::Error, timeout: Duration) -> CallOutcome {
     if let Some(denied) = Egress::denied(e) {
         return CallOutcome::error(EGRESS_DENIED, denied.to_string());
     }
-    let mut outcome = if e.is_timeout() {
+    let mut outcome = if e.is_timeout() && !e.is_connect() {
         timed_out(timeout)
     } else {
         CallOutcome::error(
