@@ -89,7 +89,7 @@ pub struct McpExecution {
     pub idempotency_key_meta: Option<String>,
     /// The call's HTTP `Idempotency-Key` header.
     pub idempotency_key_header: Option<String>,
-    /// The protocol version the call was served at (e.g. `2025-11-25`, `2026-07-28`).
+    /// The protocol version the call was served at (e.g. `2025-06-18`, `2026-07-28`).
     #[serde(default)]
     pub protocol_version: Option<String>,
     /// `started`, then `finished` (returned or raised) or `cancelled`.

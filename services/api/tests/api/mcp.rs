@@ -143,7 +143,14 @@ async fn tools_work_through(mode: McpMode, version: &str) {
     assert_eq!(found["discovery"]["number"], 1);
     assert_eq!(found["discovery"]["protocol_version"], version, "{found}");
     assert_eq!(found["discovery"]["server_info"]["name"], "baton-test-mcp");
-    let all = ["count_to", "fail", "increment", "lookup", "slow"];
+    let all = [
+        "ask_client",
+        "count_to",
+        "fail",
+        "increment",
+        "lookup",
+        "slow",
+    ];
     assert_eq!(names(&found["changes"]["added"]), all);
     let increment = found["discovery"]["tools"]
         .as_array()
@@ -239,7 +246,7 @@ async fn tools_work_through(mode: McpMode, version: &str) {
 
 #[tokio::test]
 async fn tools_work_through_a_stateful_streamable_http_server() {
-    tools_work_through(McpMode::Legacy, "2025-11-25").await;
+    tools_work_through(McpMode::Legacy, "2025-06-18").await;
 }
 
 #[tokio::test]
@@ -249,12 +256,35 @@ async fn tools_work_through_a_server_of_the_stateless_revision() {
 
 #[tokio::test]
 async fn tools_work_through_a_stateless_handshake_server() {
-    tools_work_through(McpMode::Stateless, "2025-11-25").await;
+    tools_work_through(McpMode::Stateless, "2025-06-18").await;
 }
 
 #[tokio::test]
 async fn tools_work_through_a_server_answering_json() {
-    tools_work_through(McpMode::Json, "2025-11-25").await;
+    tools_work_through(McpMode::Json, "2025-06-18").await;
+}
+
+#[tokio::test]
+async fn a_server_asking_during_a_call_is_answered_a_ping_and_refused_the_rest() {
+    let Some(srv) = mcp(McpMode::Legacy, None).await else {
+        return;
+    };
+    let (app, t) = TestApp::with_tenant().await;
+    let id = server(&app, &t, "asking", &srv.url(), json!({})).await;
+    discover(&app, &t, &id).await;
+    let ask = enable(&app, &t, &id, "ask_client", json!({"effect": "read"})).await;
+    let ask = ask["id"].as_str().expect("id");
+    for (what, said) in [("ping", "answered"), ("roots", "refused -32601")] {
+        let results = call_once(&app, &t, ask, "ask_client", json!({"what": what})).await;
+        assert_eq!(
+            (
+                results[0]["outcome"].as_str(),
+                results[0]["output"].as_str()
+            ),
+            (Some("ok"), Some(said)),
+            "{results:?}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -623,6 +653,24 @@ async fn cancel_reaches_the_server(mode: McpMode) {
 #[tokio::test]
 async fn a_cancel_during_a_slow_call_sends_the_protocols_cancellation() {
     cancel_reaches_the_server(McpMode::Legacy).await;
+}
+
+#[tokio::test]
+async fn a_call_that_times_out_does_not_keep_running_at_the_server() {
+    let Some(srv) = mcp(McpMode::Legacy, None).await else {
+        return;
+    };
+    let (app, t) = TestApp::with_tenant().await;
+    let id = server(&app, &t, "local", &srv.url(), json!({})).await;
+    discover(&app, &t, &id).await;
+    // A mutation, so it is tried once and held uncertain, not retried.
+    let slow = enable(&app, &t, &id, "slow", json!({"timeout_ms": 500})).await;
+    let slow = slow["id"].as_str().expect("id");
+    call_once(&app, &t, slow, "slow", json!({"seconds": 30})).await;
+    srv.wait_for_executions("slow cancelled", Duration::from_secs(10), |e| {
+        e.iter().any(|x| x.tool == "slow" && x.event == "cancelled")
+    })
+    .await;
 }
 
 #[tokio::test]

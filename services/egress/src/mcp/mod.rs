@@ -6,22 +6,26 @@
 //! request, the protocol version, capabilities and client in each request's `_meta` and
 //! its `MCP-Protocol-Version`, `Mcp-Method` (and `Mcp-Name`) headers. Any other answer
 //! but a network failure (a JSON-RPC error, a 4xx) falls back to the `initialize`
-//! handshake at the newest revision of [`HANDSHAKE_VERSIONS`], accepting any of them the
+//! handshake offering [`OFFERED_VERSION`], accepting any of [`HANDSHAKE_VERSIONS`] the
 //! server picks, with the session id it hands out on every later request and the session
-//! ended (`DELETE`) when the connection is dropped.
+//! ended (`DELETE`) when the connection is dropped. What a server agreed on is kept per
+//! URL and credentials ([`Eras`]).
 //!
 //! **Answers** are a JSON body or an event stream holding the response and, before it,
-//! the server's notifications (`notifications/progress` is handed to the caller; anything
-//! else is skipped). Bodies and events are read up to caps; nothing a server sends is
-//! kept whole beyond them.
+//! the server's messages: `notifications/progress` for the call's own progress token is
+//! handed to the caller; a server's request is answered (`ping`) or refused (-32601:
+//! Baton offers no sampling, elicitation or roots); other notifications are skipped.
+//! Bodies and events are read up to caps; nothing a server sends is kept whole beyond
+//! them.
 //!
 //! **Cancellation.** Dropping a connection while a call is in flight (the run was
-//! cancelled) sends `notifications/cancelled` for it in the handshake era, then ends the
-//! session; in the stateless revision closing the response is the cancellation.
+//! cancelled, or the call got no answer in its time) sends `notifications/cancelled`
+//! for it in the handshake era, then ends the session; in the stateless revision closing
+//! the response is the cancellation.
 //!
-//! **What a failure says** ([`McpFailure`]) never holds an address or a header's value;
-//! and [`McpFailure::may_have_run`] tells a call that may have reached the tool from one
-//! that certainly did not.
+//! **What a failure says** ([`McpFailure`]) never holds an address or a secret the
+//! connection sent (see [`McpConnection::mask`]); and [`McpFailure::may_have_run`] tells
+//! a call that may have reached the tool from one that certainly did not.
 
 mod oauth;
 mod sse;
@@ -41,9 +45,13 @@ use tokio::time::Instant;
 
 /// The stateless revision, tried first.
 pub const MODERN_VERSION: &str = "2026-07-28";
-/// The revisions of the `initialize` handshake Baton speaks, newest (the one offered)
-/// first.
+/// The revisions of the `initialize` handshake Baton accepts, newest first.
 pub const HANDSHAKE_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+/// The handshake revision Baton offers. 2025-11-25 lets a server close a call's stream
+/// and expect the client to resume it by `Last-Event-ID`, which Baton does not do (a
+/// mutation cut off that way would be held uncertain), so it is accepted from a server
+/// that insists, not offered.
+pub const OFFERED_VERSION: &str = "2025-06-18";
 /// The `_meta` key carrying a call's idempotency key (its receipt id); the same value goes
 /// in the `Idempotency-Key` header.
 pub const IDEMPOTENCY_META_KEY: &str = "baton/idempotency_key";
@@ -190,8 +198,10 @@ pub(crate) enum Known {
     Handshake,
 }
 
-/// The revision each server URL agreed on last, so a call needs no probe; shared by the
+/// The revision each server agreed on last, so a call needs no probe; shared by the
 /// process's connections, forgotten when a server answers as if it no longer spoke it.
+/// Kept per URL and credentials: what a server speaks may depend on who asks (a gateway
+/// in front of it), and one tenant's answers never steer another's calls.
 #[derive(Clone, Default)]
 pub struct Eras {
     known: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, Known>>>,
@@ -207,20 +217,31 @@ impl Eras {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    pub(crate) fn get(&self, url: &url::Url) -> Option<Known> {
-        self.lock().get(url.as_str()).cloned()
+    fn key(endpoint: &McpEndpoint) -> String {
+        let mut key = endpoint.url.to_string();
+        for (h, v) in &endpoint.headers {
+            key.push_str(&format!("\n{h}: {v}"));
+        }
+        if let Some(o) = &endpoint.oauth {
+            key.push_str(&format!("\noauth: {}", o.client_id));
+        }
+        key
     }
 
-    pub(crate) fn put(&self, url: &url::Url, known: Known) {
+    pub(crate) fn get(&self, endpoint: &McpEndpoint) -> Option<Known> {
+        self.lock().get(&Self::key(endpoint)).cloned()
+    }
+
+    pub(crate) fn put(&self, endpoint: &McpEndpoint, known: Known) {
         let mut map = self.lock();
         if map.len() >= Self::MAX {
             map.clear();
         }
-        map.insert(url.to_string(), known);
+        map.insert(Self::key(endpoint), known);
     }
 
-    pub(crate) fn forget(&self, url: &url::Url) {
-        self.lock().remove(url.as_str());
+    pub(crate) fn forget(&self, endpoint: &McpEndpoint) {
+        self.lock().remove(&Self::key(endpoint));
     }
 }
 
@@ -281,7 +302,7 @@ impl McpConnection {
         endpoint: McpEndpoint,
         deadline: Instant,
     ) -> Result<McpConnection, McpFailure> {
-        let known = egress.mcp_eras().get(&endpoint.url);
+        let known = egress.mcp_eras().get(&endpoint);
         let mut c = Self::new(egress, endpoint);
         match known {
             Some(Known::Modern(version)) => {
@@ -344,7 +365,7 @@ impl McpConnection {
                     .pointer(&format!("/_meta/{}", META_SERVER.replace('/', "~1")))
                     .and_then(implementation);
                 let eras = c.egress.mcp_eras();
-                eras.put(&c.endpoint.url, Known::Modern(c.version.clone()));
+                eras.put(&c.endpoint, Known::Modern(c.version.clone()));
                 return Ok(());
             }
             // A network failure, a refusal, a timeout: no verdict on the era.
@@ -360,7 +381,7 @@ impl McpConnection {
             Ok(_) | Err(_) => {}
         }
         c.handshake(deadline).await?;
-        c.egress.mcp_eras().put(&c.endpoint.url, Known::Handshake);
+        c.egress.mcp_eras().put(&c.endpoint, Known::Handshake);
         Ok(())
     }
 
@@ -370,7 +391,7 @@ impl McpConnection {
         let init = Request {
             method: "initialize",
             params: json!({
-                "protocolVersion": HANDSHAKE_VERSIONS[0],
+                "protocolVersion": OFFERED_VERSION,
                 "capabilities": {},
                 "clientInfo": client_info(),
             }),
@@ -380,7 +401,7 @@ impl McpConnection {
         let result = self
             .exchange(init, deadline, &mut |_| {})
             .await
-            .inspect_err(|_| self.egress.mcp_eras().forget(&self.endpoint.url))?;
+            .inspect_err(|_| self.egress.mcp_eras().forget(&self.endpoint))?;
         let version = result
             .get("protocolVersion")
             .and_then(Value::as_str)
@@ -479,7 +500,11 @@ impl McpConnection {
             name: Some(name),
         };
         let result = self.exchange(call, deadline, progress).await;
-        self.in_flight = None;
+        // A call that got no answer may still be running: dropping the connection
+        // cancels it.
+        if !matches!(result, Err(McpFailure::NoAnswer(_))) {
+            self.in_flight = None;
+        }
         result
     }
 
@@ -531,6 +556,7 @@ impl McpConnection {
                 meta.insert(META_CLIENT.into(), client_info());
             }
         }
+        let token = params.pointer("/_meta/progressToken").cloned();
         let body = json!({"jsonrpc": "2.0", "id": id, "method": r.method, "params": params});
         let is_call = r.method == "tools/call";
         if is_call {
@@ -588,7 +614,7 @@ impl McpConnection {
             // What a server answers to a revision it no longer speaks: the next
             // connection asks again.
             if matches!(status, 400 | 404 | 405 | 406) {
-                self.egress.mcp_eras().forget(&self.endpoint.url);
+                self.egress.mcp_eras().forget(&self.endpoint);
             }
             if !matches!(status, 401 | 403)
                 && let Ok(message) = self.read_json(response, deadline).await
@@ -604,7 +630,9 @@ impl McpConnection {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         if stream {
-            self.read_stream(response, id, deadline, progress).await
+            let token = token.as_ref();
+            self.read_stream(response, id, token, deadline, progress)
+                .await
         } else {
             let message = self.read_json(response, deadline).await?;
             answer_of(&message, id)
@@ -696,11 +724,13 @@ impl McpConnection {
         })
     }
 
-    /// The answer to request `id` out of an event stream, notifications handed on.
+    /// The answer to request `id` out of an event stream: progress for `token` handed on,
+    /// the server's requests answered, other notifications skipped.
     async fn read_stream(
         &self,
         mut response: reqwest::Response,
         id: i64,
+        token: Option<&Value>,
         deadline: Instant,
         progress: &mut (dyn FnMut(Progress) + Send),
     ) -> Result<Value, McpFailure> {
@@ -727,8 +757,12 @@ impl McpConnection {
                 let Ok(message) = serde_json::from_str::<Value>(&data) else {
                     continue;
                 };
-                if message.get("method").and_then(Value::as_str) == Some("notifications/progress") {
-                    if let Some(p) = message.get("params").and_then(progress_of) {
+                let method = message.get("method").and_then(Value::as_str);
+                if method == Some("notifications/progress") {
+                    let params = message.get("params");
+                    let ours =
+                        token.is_some() && params.and_then(|p| p.get("progressToken")) == token;
+                    if ours && let Some(p) = params.and_then(progress_of) {
                         let message = p.message.map(|m| {
                             self.mask
                                 .apply(&m)
@@ -740,10 +774,37 @@ impl McpConnection {
                     }
                     continue;
                 }
-                if message.get("id") == Some(&json!(id)) && message.get("method").is_none() {
+                if let (Some(method), Some(request)) = (method, message.get("id")) {
+                    self.answer_server(method, request, deadline).await;
+                    continue;
+                }
+                if message.get("id") == Some(&json!(id)) && method.is_none() {
                     return answer_of(&message, id);
                 }
             }
+        }
+    }
+
+    /// Answers the server's request `id` (it may ask while a call runs): `ping` with an
+    /// empty result; anything else (sampling, elicitation, roots) is refused as a method
+    /// Baton does not offer, so the server's tool fails at once instead of waiting. Only
+    /// a session of the handshake era has a place to send the answer; a failure to send
+    /// it is the server's to notice.
+    async fn answer_server(&self, method: &str, id: &Value, deadline: Instant) {
+        if !matches!(self.era, Era::Handshake { .. }) {
+            return;
+        }
+        let body = if method == "ping" {
+            json!({"jsonrpc": "2.0", "id": id, "result": {}})
+        } else {
+            json!({"jsonrpc": "2.0", "id": id, "error": {
+                "code": -32601, "message": "Baton does not offer this method"}})
+        };
+        if let Err(e) = self
+            .post("response", None, Vec::new(), body, deadline)
+            .await
+        {
+            tracing::debug!(error = %e, "could not answer an MCP server's request");
         }
     }
 

@@ -107,6 +107,7 @@ from urllib.parse import parse_qs, unquote_plus
 
 import anyio
 import uvicorn
+from mcp import types
 from mcp.server.auth.handlers.metadata import ProtectedResourceMetadataHandler
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
@@ -114,6 +115,8 @@ from mcp.server.context import CallNext, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.auth import ProtectedResourceMetadata
+from mcp.shared.exceptions import MCPError, NoBackChannelError
+from mcp.shared.message import ServerMessageMetadata
 from mcp.types import ToolAnnotations
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request
@@ -378,6 +381,25 @@ def build(state: State, oauth: OAuth | None = None) -> MCPServer:
         with state.execution(ctx, "fail"):
             raise ToolError(reason)
 
+    async def ask_client(what: str, ctx: Context) -> str:
+        """Asks the client something (`ping` or `roots`) on the call's stream first, and
+        says how the client answered."""
+        with state.execution(ctx, "ask_client"):
+            request, result = {
+                "ping": (types.PingRequest(), types.EmptyResult),
+                "roots": (types.ListRootsRequest(), types.ListRootsResult),
+            }[what]
+            related = ServerMessageMetadata(related_request_id=ctx.request_id)
+            try:
+                await ctx.session.send_request(
+                    request, result, request_read_timeout_seconds=5, metadata=related
+                )
+            except NoBackChannelError:
+                return "no back channel"
+            except MCPError as e:
+                return f"refused {e.error.code}"
+            return "answered"
+
     async def extra(ctx: Context) -> str:
         """A tool that only the second variant has."""
         with state.execution(ctx, "extra"):
@@ -387,6 +409,7 @@ def build(state: State, oauth: OAuth | None = None) -> MCPServer:
     server.add_tool(increment, annotations=READ_ONLY)
     server.add_tool(slow, structured_output=False, annotations=READ_ONLY)
     server.add_tool(count_to, structured_output=False)
+    server.add_tool(ask_client, structured_output=False, annotations=READ_ONLY)
 
     variants: dict[str, list[tuple[Any, dict[str, Any]]]] = {
         "1": [
