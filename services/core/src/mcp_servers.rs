@@ -526,6 +526,18 @@ fn state(name: &str, discovered: Option<&McpToolInfo>, enabled: Option<&Tool>) -
 
 /// A server's tool list, as far as Baton keeps it: at most [`MAX_TOOLS`], each named
 /// within the limits of a tool name on the server's side, listed once.
+/// Whether a string (or key) anywhere in `v` holds a NUL, which no database keeps in a
+/// JSON document.
+fn holds_nul(v: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => s.contains('\0'),
+        Value::Array(items) => items.iter().any(holds_nul),
+        Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || holds_nul(v)),
+        Value::Null | Value::Bool(_) | Value::Number(_) => false,
+    }
+}
+
 fn checked_tools(tools: Vec<McpToolInfo>) -> Result<Vec<McpToolInfo>, CoreError> {
     if tools.len() > MAX_TOOLS {
         return Err(CoreError::Upstream(format!(
@@ -542,6 +554,16 @@ fn checked_tools(tools: Vec<McpToolInfo>) -> Result<Vec<McpToolInfo>, CoreError>
                     .into(),
             ));
         }
+        let texts = [Some(&t.description), t.title.as_ref()];
+        if texts.into_iter().flatten().any(|s| s.contains('\0'))
+            || holds_nul(&t.input_schema)
+            || t.annotations.as_ref().is_some_and(holds_nul)
+        {
+            return Err(CoreError::Upstream(format!(
+                "the server's definition of tool {:?} holds a NUL character",
+                t.name
+            )));
+        }
         if !seen.insert(t.name.as_str()) {
             return Err(CoreError::Upstream(format!(
                 "the server lists tool {:?} twice",
@@ -550,4 +572,44 @@ fn checked_tools(tools: Vec<McpToolInfo>) -> Result<Vec<McpToolInfo>, CoreError>
         }
     }
     Ok(tools)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(name: &str, schema: serde_json::Value) -> McpToolInfo {
+        McpToolInfo {
+            name: name.into(),
+            title: None,
+            description: "d".into(),
+            input_schema: schema,
+            annotations: None,
+        }
+    }
+
+    #[test]
+    fn a_listing_no_database_could_keep_is_the_servers_fault() {
+        let fine = json!({"type": "object"});
+        assert!(checked_tools(vec![tool("a", fine.clone())]).is_ok());
+        let nul_deep = json!({"type": "object", "properties": {"x": {"enum": ["a\u{0}b"]}}});
+        let nul_key = json!({"properties": {"a\u{0}": {}}});
+        for bad in [
+            vec![tool("a", nul_deep)],
+            vec![tool("a", nul_key)],
+            vec![McpToolInfo {
+                title: Some("t\u{0}".into()),
+                ..tool("a", fine.clone())
+            }],
+            vec![tool("a", fine.clone()), tool("a", fine.clone())],
+            vec![tool("bad\nname", fine.clone())],
+        ] {
+            let refused = checked_tools(bad.clone());
+            assert!(
+                matches!(refused, Err(CoreError::Upstream(_))),
+                "{bad:?}: {refused:?}"
+            );
+        }
+    }
 }

@@ -8,6 +8,10 @@ use async_trait::async_trait;
 use baton_events::{McpServerId, TenantId};
 use std::time::Duration;
 
+/// The discoveries kept per server: the latest and those before it, the older ones
+/// deleted as new ones are stored.
+pub const MCP_DISCOVERIES_KEPT: i64 = 20;
+
 #[async_trait]
 pub trait McpServerStore: Send + Sync {
     /// Stores a new server with its audit entry; a name the tenant already uses is
@@ -49,9 +53,9 @@ pub trait McpServerStore: Send + Sync {
         audit: &AuditEntry,
     ) -> Result<bool, StoreError>;
 
-    /// Stores `d` as the server's discovery `d.number`, with its audit entry; `Conflict`
-    /// when that number is taken (another discovery was stored meanwhile), `NotFound`
-    /// when the server is gone.
+    /// Stores `d` as the server's discovery `d.number`, with its audit entry, and deletes
+    /// those older than the last [`MCP_DISCOVERIES_KEPT`]; `Conflict` when that number is
+    /// taken (another discovery was stored meanwhile), `NotFound` when the server is gone.
     async fn add_mcp_discovery(
         &self,
         tenant: TenantId,

@@ -38,7 +38,7 @@ pub use delegation::{Child, Delegation, Delegator, DelegatorSlot};
 pub use egress_allowlists::EgressAllowlistStore;
 pub use invitations::{Decided, InvitationStore};
 pub use leases::{ClaimedRun, HeldLease, LeaseStore};
-pub use mcp::{ClientCredentials, ListedTools, McpLister, McpServerStore};
+pub use mcp::{ClientCredentials, ListedTools, MCP_DISCOVERIES_KEPT, McpLister, McpServerStore};
 pub use retention::{JobLease, JobStatus, RetentionStore};
 pub use runs::{IdempotencyRecord, RunFilter, RunListQuery, RunReader, fold_title};
 pub use schedules::ScheduleStore;

@@ -453,6 +453,7 @@ impl McpConnection {
                 let tool = tool_info(t)?;
                 bytes += tool.name.len()
                     + tool.description.len()
+                    + tool.title.as_ref().map_or(0, String::len)
                     + tool.input_schema.to_string().len()
                     + tool.annotations.as_ref().map_or(0, |a| a.to_string().len());
                 tools.push(tool);

@@ -11,7 +11,7 @@ use crate::store::Store;
 use async_trait::async_trait;
 use baton_core::StoreError;
 use baton_core::model::{AuditEntry, McpDiscovery, McpServer};
-use baton_core::ports::McpServerStore;
+use baton_core::ports::{MCP_DISCOVERIES_KEPT, McpServerStore};
 use baton_events::{McpServerId, TenantId};
 use sqlx::types::Json;
 
@@ -142,6 +142,14 @@ impl<B: Backend> McpServerStore for Store<B> {
             change.rollback().await;
             return Err(StoreError::NotFound);
         }
+        Query::new(
+            "DELETE FROM mcp_discoveries WHERE tenant_id = $1 AND server_id = $2 AND number <= $3",
+        )
+        .bind(tenant.as_uuid())
+        .bind(server.as_uuid())
+        .bind(d.number - MCP_DISCOVERIES_KEPT)
+        .execute(&mut change.tx)
+        .await?;
         change.commit().await
     }
 

@@ -164,6 +164,31 @@ pub async fn discoveries_are_numbered_and_go_with_their_server<S: Store>(s: &S) 
         s.latest_mcp_discovery(a, srv.id).await.expect("read"),
         Some(second)
     );
+    // Only the last ones are kept: once a newer number is stored, an old number is free
+    // again (deleted), while one still kept is taken.
+    let kept = baton_core::ports::MCP_DISCOVERIES_KEPT;
+    for n in 3..=kept + 2 {
+        s.add_mcp_discovery(a, srv.id, &discovery(n, &["a"]), &entry())
+            .await
+            .expect("next");
+    }
+    let still = s
+        .add_mcp_discovery(a, srv.id, &discovery(3, &[]), &entry())
+        .await;
+    assert!(
+        matches!(still, Err(StoreError::Conflict { .. })),
+        "{still:?}"
+    );
+    s.add_mcp_discovery(a, srv.id, &discovery(2, &[]), &entry())
+        .await
+        .expect("number 2 was deleted");
+    assert_eq!(
+        s.latest_mcp_discovery(a, srv.id)
+            .await
+            .expect("read")
+            .map(|d| d.number),
+        Some(kept + 2)
+    );
     // Another tenant can neither read nor add to it.
     assert_eq!(s.latest_mcp_discovery(b, srv.id).await.expect("read"), None);
     let foreign = s
