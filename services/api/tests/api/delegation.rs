@@ -32,17 +32,8 @@ async fn completed_run(app: &TestApp, t: &Tenant, agent: &str) -> String {
 
 /// The run's `tool.result` event.
 async fn tool_result(app: &TestApp, t: &Tenant, run: &str) -> Value {
-    let events = app
-        .get(&format!("/v1/runs/{run}/events"), &t.owner)
-        .await
-        .expect_status(200);
-    events.body["events"]
-        .as_array()
-        .expect("events")
-        .iter()
-        .find(|e| e["type"] == "tool.result")
-        .cloned()
-        .expect("a tool.result")
+    let results = app.events_of(&t.owner, run, "tool.result").await;
+    results.into_iter().next().expect("a tool.result")
 }
 
 /// The runs `parent` started.

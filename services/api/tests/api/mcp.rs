@@ -78,19 +78,20 @@ async fn tool_states(app: &TestApp, t: &Tenant, id: &str) -> Vec<(String, String
     states
 }
 
-/// The run's `tool.result` events, in order.
+/// A test server in `mode` registered in a new tenant as "local" and discovered once;
+/// `None` where the MCP test server is skipped.
+async fn discovered(mode: McpMode) -> Option<(McpTestServer, TestApp, Tenant, String)> {
+    let srv = mcp(mode, None).await?;
+    let (app, t) = TestApp::with_tenant().await;
+    let id = server(&app, &t, "local", &srv.url(), json!({})).await;
+    discover(&app, &t, &id).await;
+    Some((srv, app, t, id))
+}
+
+/// The data of the run's `tool.result` events, in order.
 async fn results(app: &TestApp, t: &Tenant, run: &str) -> Vec<Value> {
-    let events = app
-        .get(&format!("/v1/runs/{run}/events"), &t.owner)
-        .await
-        .expect_status(200);
-    events.body["events"]
-        .as_array()
-        .expect("events")
-        .iter()
-        .filter(|e| e["type"] == "tool.result")
-        .map(|e| e["data"].clone())
-        .collect()
+    let results = app.events_of(&t.owner, run, "tool.result").await;
+    results.into_iter().map(|e| e["data"].clone()).collect()
 }
 
 /// A run of a new agent that calls `tool` (the Baton tool `tool_id`) once with
@@ -266,12 +267,9 @@ async fn tools_work_through_a_server_answering_json() {
 
 #[tokio::test]
 async fn a_server_asking_during_a_call_is_answered_a_ping_and_refused_the_rest() {
-    let Some(srv) = mcp(McpMode::Legacy, None).await else {
+    let Some((_srv, app, t, id)) = discovered(McpMode::Legacy).await else {
         return;
     };
-    let (app, t) = TestApp::with_tenant().await;
-    let id = server(&app, &t, "asking", &srv.url(), json!({})).await;
-    discover(&app, &t, &id).await;
     let ask = enable(&app, &t, &id, "ask_client", json!({"effect": "read"})).await;
     let ask = ask["id"].as_str().expect("id");
     for (what, said) in [("ping", "answered"), ("roots", "refused -32601")] {
@@ -289,12 +287,9 @@ async fn a_server_asking_during_a_call_is_answered_a_ping_and_refused_the_rest()
 
 #[tokio::test]
 async fn a_changed_tool_list_is_shown_and_a_changed_tool_waits_for_acceptance() {
-    let Some(srv) = mcp(McpMode::Legacy, None).await else {
+    let Some((srv, app, t, id)) = discovered(McpMode::Legacy).await else {
         return;
     };
-    let (app, t) = TestApp::with_tenant().await;
-    let id = server(&app, &t, "local", &srv.url(), json!({})).await;
-    discover(&app, &t, &id).await;
     let lookup = enable(&app, &t, &id, "lookup", json!({"effect": "read"})).await;
     let tool = lookup["id"].as_str().expect("id").to_string();
     srv.set_variant(2);
@@ -575,12 +570,9 @@ async fn definitions_roles_and_tenants_are_checked() {
 
 #[tokio::test]
 async fn a_server_with_enabled_tools_is_not_deleted() {
-    let Some(srv) = mcp(McpMode::Legacy, None).await else {
+    let Some((_srv, app, t, id)) = discovered(McpMode::Legacy).await else {
         return;
     };
-    let (app, t) = TestApp::with_tenant().await;
-    let id = server(&app, &t, "local", &srv.url(), json!({})).await;
-    discover(&app, &t, &id).await;
     let lookup = enable(&app, &t, &id, "lookup", json!({"effect": "read"})).await;
     let r = app.delete(&format!("/v1/mcp-servers/{id}"), &t.owner).await;
     let detail = assert_problem(&r, 409, "in_use");
@@ -605,12 +597,9 @@ async fn a_server_with_enabled_tools_is_not_deleted() {
 
 /// A cancel while a slow call runs ends the turn at once and tells the server.
 async fn cancel_reaches_the_server(mode: McpMode) {
-    let Some(srv) = mcp(mode, None).await else {
+    let Some((srv, app, t, id)) = discovered(mode).await else {
         return;
     };
-    let (app, t) = TestApp::with_tenant().await;
-    let id = server(&app, &t, "local", &srv.url(), json!({})).await;
-    discover(&app, &t, &id).await;
     let slow = enable(
         &app,
         &t,
@@ -657,12 +646,9 @@ async fn a_cancel_during_a_slow_call_sends_the_protocols_cancellation() {
 
 #[tokio::test]
 async fn a_call_that_times_out_does_not_keep_running_at_the_server() {
-    let Some(srv) = mcp(McpMode::Legacy, None).await else {
+    let Some((srv, app, t, id)) = discovered(McpMode::Legacy).await else {
         return;
     };
-    let (app, t) = TestApp::with_tenant().await;
-    let id = server(&app, &t, "local", &srv.url(), json!({})).await;
-    discover(&app, &t, &id).await;
     // A mutation, so it is tried once and held uncertain, not retried.
     let slow = enable(&app, &t, &id, "slow", json!({"timeout_ms": 500})).await;
     let slow = slow["id"].as_str().expect("id");
@@ -680,12 +666,9 @@ async fn a_cancel_during_a_slow_call_closes_the_stateless_request() {
 
 #[tokio::test]
 async fn a_tools_progress_reaches_the_runs_live_stream() {
-    let Some(srv) = mcp(McpMode::Legacy, None).await else {
+    let Some((_srv, app, t, id)) = discovered(McpMode::Legacy).await else {
         return;
     };
-    let (app, t) = TestApp::with_tenant().await;
-    let id = server(&app, &t, "local", &srv.url(), json!({})).await;
-    discover(&app, &t, &id).await;
     let count_to = enable(&app, &t, &id, "count_to", json!({"effect": "read"})).await;
     let agent = app
         .agent_with_tools(

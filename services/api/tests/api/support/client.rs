@@ -172,6 +172,26 @@ impl TestApp {
         self.send_json(Method::PATCH, path, auth, body).await
     }
 
+    /// The run's stored events of type `kind` (the first page), in order.
+    pub async fn events_of(
+        &self,
+        auth: &(impl Auth + ?Sized),
+        run: &str,
+        kind: &str,
+    ) -> Vec<Value> {
+        let events = self
+            .get(&format!("/v1/runs/{run}/events"), auth)
+            .await
+            .expect_status(200);
+        events.body["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .filter(|e| e["type"] == kind)
+            .cloned()
+            .collect()
+    }
+
     /// `GET /v1/runs/{run}/events` as an event stream, resumed after `last_event_id` when
     /// given; [`TestApp::open`] holds it open, [`TestApp::send`] reads it to its end.
     pub fn events_request(
