@@ -649,27 +649,14 @@ impl McpConnection {
         body: Value,
         deadline: Instant,
     ) -> Result<reqwest::Response, McpFailure> {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(McpFailure::Unreachable("the time allowed ran out".into()));
-        }
-        let mut req = self
-            .egress
-            .request(reqwest::Method::POST, &self.endpoint.url)
-            .map_err(|denied| McpFailure::Denied(denied.to_string()))?
-            .timeout(left)
-            .header(
-                reqwest::header::ACCEPT,
-                "application/json, text/event-stream",
-            )
-            .header(reqwest::header::USER_AGENT, "Baton-MCP/1")
-            .json(&body);
-        for (h, v) in &self.endpoint.headers {
-            req = req.header(h.as_str(), v.as_str());
-        }
-        if let Some(token) = &self.bearer {
-            req = req.bearer_auth(token);
-        }
+        let mut req = request(
+            &self.egress,
+            &self.endpoint,
+            self.bearer.as_deref(),
+            reqwest::Method::POST,
+            time_left(deadline)?,
+        )?
+        .json(&body);
         for (h, v) in extra {
             req = req.header(h, v);
         }
@@ -697,29 +684,10 @@ impl McpConnection {
     /// A JSON body, read up to the cap by `deadline`.
     async fn read_json(
         &self,
-        mut response: reqwest::Response,
+        response: reqwest::Response,
         deadline: Instant,
     ) -> Result<Value, McpFailure> {
-        let mut bytes = Vec::new();
-        loop {
-            match tokio::time::timeout_at(deadline, response.chunk()).await {
-                Err(_) => {
-                    return Err(McpFailure::NoAnswer(
-                        "the answer did not come in time".into(),
-                    ));
-                }
-                Ok(Err(e)) => return Err(McpFailure::NoAnswer(describe(&e).into())),
-                Ok(Ok(None)) => break,
-                Ok(Ok(Some(chunk))) => {
-                    if bytes.len() + chunk.len() > MAX_MESSAGE_BYTES {
-                        return Err(McpFailure::NoAnswer(format!(
-                            "the answer is larger than {MAX_MESSAGE_BYTES} bytes"
-                        )));
-                    }
-                    bytes.extend_from_slice(&chunk);
-                }
-            }
-        }
+        let bytes = read_body(response, deadline, MAX_MESSAGE_BYTES).await?;
         serde_json::from_slice(&bytes).map_err(|_| {
             McpFailure::NoAnswer(format!("the answer is not JSON: {}", self.excerpt(&bytes)))
         })
@@ -840,22 +808,17 @@ impl Drop for McpConnection {
         let (session, in_flight, bearer) = (session.clone(), self.in_flight, self.bearer.clone());
         runtime.spawn(async move {
             let send = |method: reqwest::Method, body: Option<Value>| {
-                let mut req = egress.request(method, &endpoint.url).ok()?;
-                req = req
-                    .timeout(GOODBYE_TIMEOUT)
-                    .header("MCP-Protocol-Version", &version)
-                    .header(
-                        reqwest::header::ACCEPT,
-                        "application/json, text/event-stream",
-                    );
-                for (h, v) in &endpoint.headers {
-                    req = req.header(h.as_str(), v.as_str());
-                }
+                let mut req = request(
+                    &egress,
+                    &endpoint,
+                    bearer.as_deref(),
+                    method,
+                    GOODBYE_TIMEOUT,
+                )
+                .ok()?
+                .header("MCP-Protocol-Version", &version);
                 if let Some(session) = &session {
                     req = req.header("Mcp-Session-Id", session);
-                }
-                if let Some(token) = &bearer {
-                    req = req.bearer_auth(token);
                 }
                 if let Some(body) = body {
                     req = req.json(&body);
@@ -880,6 +843,72 @@ impl Drop for McpConnection {
                 let _ = sent.await;
             }
         });
+    }
+}
+
+/// A request to `endpoint` through the egress client, with its credentials (the secret
+/// headers, the OAuth `bearer` token) and the transport's `Accept`, taking at most
+/// `timeout`.
+fn request(
+    egress: &TenantEgress,
+    endpoint: &McpEndpoint,
+    bearer: Option<&str>,
+    method: reqwest::Method,
+    timeout: Duration,
+) -> Result<reqwest::RequestBuilder, McpFailure> {
+    let mut req = egress
+        .request(method, &endpoint.url)
+        .map_err(|denied| McpFailure::Denied(denied.to_string()))?
+        .timeout(timeout)
+        .header(
+            reqwest::header::ACCEPT,
+            "application/json, text/event-stream",
+        )
+        .header(reqwest::header::USER_AGENT, "Baton-MCP/1");
+    for (h, v) in &endpoint.headers {
+        req = req.header(h.as_str(), v.as_str());
+    }
+    if let Some(token) = bearer {
+        req = req.bearer_auth(token);
+    }
+    Ok(req)
+}
+
+/// The time left until `deadline`; none left is a failure before anything is sent.
+pub(super) fn time_left(deadline: Instant) -> Result<Duration, McpFailure> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(McpFailure::Unreachable("the time allowed ran out".into()));
+    }
+    Ok(left)
+}
+
+/// A body read whole by `deadline`, up to `max` bytes; anything else is
+/// [`McpFailure::NoAnswer`].
+pub(super) async fn read_body(
+    mut response: reqwest::Response,
+    deadline: Instant,
+    max: usize,
+) -> Result<Vec<u8>, McpFailure> {
+    let mut bytes = Vec::new();
+    loop {
+        match tokio::time::timeout_at(deadline, response.chunk()).await {
+            Err(_) => {
+                return Err(McpFailure::NoAnswer(
+                    "the answer did not come in time".into(),
+                ));
+            }
+            Ok(Err(e)) => return Err(McpFailure::NoAnswer(describe(&e).into())),
+            Ok(Ok(None)) => return Ok(bytes),
+            Ok(Ok(Some(chunk))) => {
+                if bytes.len() + chunk.len() > max {
+                    return Err(McpFailure::NoAnswer(format!(
+                        "the answer is larger than {max} bytes"
+                    )));
+                }
+                bytes.extend_from_slice(&chunk);
+            }
+        }
     }
 }
 

@@ -175,7 +175,7 @@ async fn buy(
     let mut req = egress
         .request(reqwest::Method::POST, &endpoint)
         .map_err(|d| McpFailure::Denied(d.to_string()))?
-        .timeout(left(deadline)?)
+        .timeout(super::time_left(deadline)?)
         .header(
             reqwest::header::CONTENT_TYPE,
             "application/x-www-form-urlencoded",
@@ -299,14 +299,6 @@ fn auth(why: &str) -> McpFailure {
     McpFailure::Auth(why.to_string())
 }
 
-fn left(deadline: Instant) -> Result<Duration, McpFailure> {
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        return Err(McpFailure::Unreachable("the time allowed ran out".into()));
-    }
-    Ok(left)
-}
-
 async fn get_json(
     egress: &TenantEgress,
     url: &url::Url,
@@ -315,7 +307,7 @@ async fn get_json(
     let resp = egress
         .request(reqwest::Method::GET, url)
         .map_err(|d| McpFailure::Denied(d.to_string()))?
-        .timeout(left(deadline)?)
+        .timeout(super::time_left(deadline)?)
         .header(reqwest::header::ACCEPT, "application/json")
         .send()
         .await
@@ -326,21 +318,8 @@ async fn get_json(
     read(resp, deadline).await
 }
 
-async fn read(mut resp: reqwest::Response, deadline: Instant) -> Result<Value, McpFailure> {
-    let mut bytes = Vec::new();
-    loop {
-        match tokio::time::timeout_at(deadline, resp.chunk()).await {
-            Err(_) => return Err(McpFailure::Unreachable("the time allowed ran out".into())),
-            Ok(Err(e)) => return Err(super::failure(&e)),
-            Ok(Ok(None)) => break,
-            Ok(Ok(Some(chunk))) => {
-                if bytes.len() + chunk.len() > MAX_BYTES {
-                    return Err(auth("a metadata or token answer is too large"));
-                }
-                bytes.extend_from_slice(&chunk);
-            }
-        }
-    }
+async fn read(resp: reqwest::Response, deadline: Instant) -> Result<Value, McpFailure> {
+    let bytes = super::read_body(resp, deadline, MAX_BYTES).await?;
     serde_json::from_slice(&bytes).map_err(|_| auth("a metadata or token answer is not JSON"))
 }
 
