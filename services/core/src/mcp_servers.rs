@@ -22,7 +22,7 @@ use crate::page::{self, Page};
 use crate::ports::{ClientCredentials, Clock, McpLister, McpServerStore, SecretReader, ToolStore};
 use crate::tools::{self, NewTool, Tools};
 use crate::validate;
-use baton_events::{McpServerId, ToolEffect, ToolId};
+use baton_events::{McpServerId, ToolEffect};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,40 +58,34 @@ fn default_timeout() -> u64 {
     DEFAULT_TIMEOUT_MS
 }
 
-/// How an admin enables a discovered tool (or accepts its changed definition).
+/// How an admin enables a discovered tool (or accepts its changed definition). A field
+/// left out takes its value from [`EnableMcpTool::default`].
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct EnableMcpTool {
     /// The Baton tool's name, what the model calls (`[A-Za-z0-9_-]{1,64}`, unique in the
     /// tenant); default: the server's name for it. Kept when accepting a change, unless
     /// given.
-    #[serde(default)]
     pub name: Option<String>,
     /// What a call may change, whatever the server's annotations say: `read` (a call cut
     /// off is made again) or `mutation` (held `uncertain` for a member); default
     /// `mutation`.
-    #[serde(default = "mutation")]
     pub effect: ToolEffect,
     /// The server recognises a repeated call by its idempotency key (a mutation cut off
     /// may be sent again).
-    #[serde(default)]
     pub idempotent: bool,
-    #[serde(default)]
     pub requires_approval: bool,
     /// Per call; default: the server's timeout.
-    #[serde(default)]
     pub timeout_ms: Option<u64>,
 }
 
-fn mutation() -> ToolEffect {
-    ToolEffect::Mutation
-}
-
 impl Default for EnableMcpTool {
+    /// A mutation, not idempotent, no approval, named as the server names it, with the
+    /// server's timeout.
     fn default() -> Self {
         EnableMcpTool {
             name: None,
-            effect: mutation(),
+            effect: ToolEffect::Mutation,
             idempotent: false,
             requires_approval: false,
             timeout_ms: None,
@@ -407,24 +401,14 @@ impl McpServers {
 
     /// The tenant's tools, archived or not, enabled from server `id`.
     async fn enabled_tools(&self, p: &Principal, id: McpServerId) -> Result<Vec<Tool>, CoreError> {
-        let mut found = Vec::new();
-        for archived in [false, true] {
-            let mut before: Option<ToolId> = None;
-            loop {
-                let page = self
-                    .tool_store
-                    .list_tools(p.tenant, archived, before, page::MAX_LIMIT)
-                    .await?;
-                found.extend(page.iter().filter(|t| {
-                    matches!(&t.kind, ToolKindSpec::Mcp { server_id, .. } if *server_id == id)
-                }).cloned());
-                match page.last() {
-                    Some(last) if page.len() == page::MAX_LIMIT as usize => before = Some(last.id),
-                    _ => break,
-                }
-            }
-        }
-        Ok(found)
+        let store = &self.tool_store;
+        page::every(
+            |archived, before| store.list_tools(p.tenant, archived, before, page::MAX_LIMIT),
+            |t: &Tool| t.id,
+            |t| matches!(&t.kind, ToolKindSpec::Mcp { server_id, .. } if *server_id == id),
+        )
+        .await
+        .map_err(CoreError::from)
     }
 
     /// The server's headers in the clear; a secret that is not set is a bad request.

@@ -283,14 +283,10 @@ impl Tools {
         };
         match written {
             Ok(()) => Ok(tool),
-            Err(crate::StoreError::Conflict {
-                expected: 0,
-                actual: 0,
-            }) => Err(CoreError::AlreadyExists(format!(
-                "a tool named {:?} already exists: enable it under another name",
-                tool.name
-            ))),
-            Err(crate::StoreError::Conflict { .. }) if tool.version == 1 => {
+            // A create's conflict, and an update's 0/0, are the name.
+            Err(crate::StoreError::Conflict { expected, actual })
+                if tool.version == 1 || (expected, actual) == (0, 0) =>
+            {
                 Err(CoreError::AlreadyExists(format!(
                     "a tool named {:?} already exists: enable it under another name",
                     tool.name
@@ -308,29 +304,14 @@ impl Tools {
         p: &Principal,
         id: ToolId,
     ) -> Result<Vec<baton_events::AgentId>, CoreError> {
-        let mut naming = Vec::new();
-        for archived in [false, true] {
-            let mut before = None;
-            loop {
-                let agents = self
-                    .agents
-                    .list_agents(p.tenant, archived, before, page::MAX_LIMIT)
-                    .await?;
-                naming.extend(
-                    agents
-                        .iter()
-                        .filter(|a| a.tools.contains(&id))
-                        .map(|a| a.id),
-                );
-                match agents.last() {
-                    Some(last) if agents.len() == page::MAX_LIMIT as usize => {
-                        before = Some(last.id)
-                    }
-                    _ => break,
-                }
-            }
-        }
-        Ok(naming)
+        let store = &self.agents;
+        let naming = page::every(
+            |archived, before| store.list_agents(p.tenant, archived, before, page::MAX_LIMIT),
+            |a: &crate::model::Agent| a.id,
+            |a| a.tools.contains(&id),
+        )
+        .await?;
+        Ok(naming.into_iter().map(|a| a.id).collect())
     }
 
     #[tracing::instrument(name = "tools.get", skip_all)]
