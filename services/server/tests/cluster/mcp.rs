@@ -6,7 +6,7 @@
 //! adopter calls it again, and the run goes on with its answer.
 
 use crate::support::{
-    DEADLINE, FAST_LEASES, client, index_of, start_cluster, turn_owner, until, uuid,
+    DEADLINE, FAST_LEASES, client, held_uncertain, index_of, start_cluster, turn_owner, until, uuid,
 };
 use baton_testkit::{Api, McpOptions, McpTestServer};
 use serde_json::json;
@@ -92,14 +92,7 @@ async fn sigkill_mid_call_holds_a_mutation_uncertain_and_calls_a_read_again() {
     let victim = index_of(&turn_owner(&cluster, uuid(&run)).await);
     cluster.sigkill(victim).expect("sigkill");
     let survivor = &apis[(victim + 1) % 3];
-    let path = format!("/v1/runs/{run}/receipts");
-    let path = &path;
-    let held = until("the adopter to hold the call", DEADLINE, || async move {
-        let r = survivor.get(path).await;
-        let items = r.body["items"].as_array().cloned().unwrap_or_default();
-        items.first().filter(|r| r["state"] == "uncertain").cloned()
-    })
-    .await;
+    let held = held_uncertain(survivor, &run).await;
     assert_eq!(held["kind"], "mcp", "{held}");
     let summary = survivor.summary(&run).await;
     assert_eq!(summary["status"], "requires_action", "{summary}");

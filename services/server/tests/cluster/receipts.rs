@@ -7,7 +7,7 @@
 
 use crate::support::{
     ADOPT_INTERVAL_MS, DEADLINE, FAST_LEASES, LEASE_TTL_MS, RENEW_INTERVAL_MS, SCHEDULING_MARGIN,
-    index_of, start_cluster, turn_owner, until, uuid,
+    held_uncertain, index_of, start_cluster, turn_owner, until, uuid,
 };
 use baton_testkit::{Api, Behaviour, ToolServer};
 use serde_json::{Value, json};
@@ -39,14 +39,7 @@ async fn sigkill_mid_mutation_holds_the_call_uncertain_and_never_repeats_it() {
     cluster.sigkill(victim).expect("sigkill");
     let killed = Instant::now();
     let survivor = &apis[(victim + 1) % 3];
-    let path = format!("/v1/runs/{run}/receipts");
-    let path = &path;
-    let held = until("the adopter to hold the call", DEADLINE, || async move {
-        let r = survivor.get(path).await;
-        let items = r.body["items"].as_array().cloned().unwrap_or_default();
-        items.first().filter(|r| r["state"] == "uncertain").cloned()
-    })
-    .await;
+    let held = held_uncertain(survivor, &run).await;
     let took = killed.elapsed();
     eprintln!("SIGKILL mid-mutation: the adopter held the call uncertain {took:?} after the kill");
     assert!(

@@ -192,6 +192,18 @@ pub async fn claimed_from(
     .await
 }
 
+/// The run's first receipt once `api` shows it held `uncertain`.
+pub async fn held_uncertain(api: &Api, run: &str) -> Value {
+    let path = format!("/v1/runs/{run}/receipts");
+    let path = &path;
+    until("the adopter to hold the call", DEADLINE, || async move {
+        let r = api.get(path).await;
+        let items = r.body["items"].as_array().cloned().unwrap_or_default();
+        items.first().filter(|r| r["state"] == "uncertain").cloned()
+    })
+    .await
+}
+
 /// Milliseconds from `from` to `to` (negative when `to` is earlier).
 pub fn ms_between(from: DateTime<Utc>, to: DateTime<Utc>) -> i64 {
     (to - from).num_milliseconds()
