@@ -1,6 +1,6 @@
 //! Test helpers shared by Baton's test suites: fresh databases per test ([`db`]),
-//! private NATS servers for tests that break the broker ([`nats`]), clusters of `baton`
-//! processes on one database and NATS ([`replicas`]) and a typed client of their HTTP
+//! private NATS servers for tests that break the broker ([`nats`]), a `baton serve` child
+//! ([`serve`]), clusters of `baton` processes on one database and NATS ([`replicas`]) and a typed client of their HTTP
 //! API and event streams ([`api`]), and local stand-ins for what runs call out to: a
 //! chat-completions server ([`chat`]), tool endpoints ([`tool_server`]), an MCP server
 //! built with the official SDK ([`mcp_server`]), a webhook receiver
@@ -18,6 +18,7 @@ pub mod prometheus;
 pub mod proxy;
 pub mod replicas;
 pub mod scripts;
+pub mod serve;
 pub mod tool_server;
 pub mod webhook_receiver;
 
@@ -28,6 +29,7 @@ pub use mcp_server::{McpExecution, McpMode, McpOptions, McpTestServer, TokenRequ
 pub use nats::TestNats;
 pub use proxy::TcpProxy;
 pub use replicas::{Cluster, ClusterBuilder, EventRow, Replica};
+pub use serve::Serve;
 pub use tool_server::{Behaviour, ToolRequest, ToolServer};
 pub use webhook_receiver::{Received, WebhookReceiver};
 

@@ -10,13 +10,11 @@
 //! resumed stream starts right after the `Last-Event-ID` it gave, the retried message is
 //! the original one, and the error answers carry their documented status and code.
 
-use baton_testkit::{McpOptions, McpTestServer};
+use baton_testkit::{McpOptions, McpTestServer, Serve};
 use std::fs::File;
-use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
@@ -24,14 +22,8 @@ const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 /// The guide, read when the test runs (not compiled in), so an edit is tested at once.
 const GUIDE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/api.md");
 
-/// How long the server may take to print its address.
-const START_TIMEOUT: Duration = Duration::from_secs(15);
-
 /// How long every block together may take; they take about 4 s.
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(20);
-
-/// What the server prints on stdout, followed by its base URL, once it serves.
-const LISTENING: &str = "baton listening on ";
 
 /// Marks in the script's stdout and stderr where a block's output starts.
 const BLOCK_MARK: &str = "@@block ";
@@ -174,66 +166,6 @@ fn last_started(stdout: &str) -> Option<usize> {
         .rev()
         .filter_map(|l| l.strip_prefix(BLOCK_MARK))
         .find_map(|n| n.trim().parse().ok())
-}
-
-/// A `baton serve` child process; killed on drop, whatever happened.
-struct Server {
-    child: Child,
-    base: String,
-    log: PathBuf,
-}
-
-impl Server {
-    /// Starts `baton serve ARGS` on a free loopback port and waits until it listens.
-    fn start(dir: &Path, args: &[&str]) -> Server {
-        let log = dir.join("serve.log");
-        let err = File::create(&log).expect("server log");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_baton"))
-            .arg("serve")
-            .args(args)
-            .args(["--listen", "127.0.0.1:0"])
-            .current_dir(dir)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(err)
-            .spawn()
-            .expect("spawn baton serve");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut server = Server {
-            child,
-            base: String::new(),
-            log,
-        };
-        let (tx, rx) = mpsc::channel();
-        // Reads stdout to its end, so the server never blocks on a full pipe.
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(base) = line.strip_prefix(LISTENING) {
-                    let _ = tx.send(base.trim().to_string());
-                }
-            }
-        });
-        match rx.recv_timeout(START_TIMEOUT) {
-            Ok(base) => server.base = base,
-            Err(e) => panic!("baton serve is not listening ({e}):\n{}", server.log_tail()),
-        }
-        server
-    }
-
-    fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(30)..].join("\n")
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// The guide's bash process, leader of its own process group: dropping it kills the
@@ -393,7 +325,12 @@ fn every_sh_block_of_the_api_guide_runs_against_a_real_server() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("baton-data").to_string_lossy().into_owned();
     let key = create_tenant(dir.path(), &data);
-    let server = Server::start(dir.path(), &["--data-dir", &data, "--auth-required"]);
+    let server = Serve::start(
+        Path::new(env!("CARGO_BIN_EXE_baton")),
+        dir.path(),
+        &["--data-dir", &data, "--auth-required"],
+        &[],
+    );
 
     // The guide's files (the live stream's `live.txt`) land in a directory of their own.
     let work = dir.path().join("reader");
