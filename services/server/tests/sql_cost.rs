@@ -1,12 +1,22 @@
-//! What idle runs cost: nothing. One replica holding 1,000 idle runs and 100 runs waiting
-//! on a slow model turn issues a few transactions per lease interval (one renewal for all
-//! its leases, one adoption round), not one per run. Counted from Postgres's own
-//! per-database transaction counter, so nothing in Baton is trusted to count itself.
+//! What the database pays for runs.
+//!
+//! - Idle runs cost nothing. One replica holding 1,000 idle runs and 100 runs waiting on a
+//!   slow model turn issues a few transactions per lease interval (one renewal for all its
+//!   leases, one adoption round), not one per run. Counted from Postgres's own
+//!   per-database transaction counter, so nothing in Baton is trusted to count itself.
+//! - A run costs its budget of statements: the workload the performance work is measured
+//!   on (create a run with a first message, the agent answers at once and completes the
+//!   run, the client reads its stream to the end), counted by the server's own counters
+//!   (`baton_db_statements_total`, `baton_db_transactions_total`) in both tiers, on a
+//!   `baton serve` child each. The budgets are today's counts: a change that adds a
+//!   statement to a run fails here, and one that removes some lowers them
+//!   (docs/benchmarks.md keeps the history).
 
-use baton_testkit::{Api, Cluster};
+use baton_testkit::api::sse;
+use baton_testkit::{Api, Cluster, Serve};
 use futures::StreamExt;
 use sqlx::Row;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const BATON: &str = env!("CARGO_BIN_EXE_baton");
 const IDLE: usize = 1_000;
@@ -125,4 +135,116 @@ async fn idle_runs_cost_no_sql_and_renewal_is_one_statement_per_interval() {
         "one statement renewed all {ACTIVE} leases"
     );
     cluster.stop().await.expect("stop");
+}
+
+/// Runs measured one after another.
+const RUNS: u32 = 10;
+
+/// Background work as rare as the configuration allows, so a window holds the runs alone.
+const QUIET: [(&str, &str); 5] = [
+    ("BATON_CLUSTER__LEASE_TTL_MS", "1800000"),
+    ("BATON_CLUSTER__RENEW_INTERVAL_MS", "600000"),
+    ("BATON_CLUSTER__ADOPT_INTERVAL_MS", "600000"),
+    ("BATON_SCHEDULES__POLL_INTERVAL_MS", "600000"),
+    ("BATON_WEBHOOKS__POLL_INTERVAL_MS", "600000"),
+];
+
+/// The sum of the samples of `name` whose labels hold `part`, in Prometheus text `text`.
+fn sum_of(text: &str, name: &str, part: &str) -> f64 {
+    text.lines()
+        .filter(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+        })
+        .filter(|l| l.contains(part))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Statements, read transactions and write transactions so far.
+async fn db_counts(api: &Api) -> [f64; 3] {
+    let r = api.get("/metrics").await;
+    let text = r.body.as_str().expect("metrics text").to_string();
+    [
+        sum_of(&text, "baton_db_statements_total", ""),
+        sum_of(&text, "baton_db_transactions_total", "access=\"read\""),
+        sum_of(&text, "baton_db_transactions_total", "access=\"write\""),
+    ]
+}
+
+/// Statements, reads and writes per run of the workload, [`RUNS`] runs one after another,
+/// less what the same time costs with nothing to do (the scrapes included).
+async fn per_run(api: &Api) -> [f64; 3] {
+    let agent = api.agent(&[("done", 0, true)]).await;
+    // One run first, so whatever is read once per process is read.
+    let warm = api.run(&agent, Some("hi")).await;
+    api.wait_status(&warm, "completed").await;
+
+    let before = db_counts(api).await;
+    let started = Instant::now();
+    for _ in 0..RUNS {
+        let run = api.run(&agent, Some("hi")).await;
+        let mut stream = api.sse(&run, None).await.expect("a stream");
+        let frames = sse::read_frames(&mut stream, None, Duration::from_secs(30)).await;
+        assert!(
+            frames.iter().any(|f| f.event_type == "run.completed"),
+            "{frames:?}"
+        );
+    }
+    let took = started.elapsed();
+    let after = db_counts(api).await;
+    let idle_before = db_counts(api).await;
+    tokio::time::sleep(took).await;
+    let idle_after = db_counts(api).await;
+    std::array::from_fn(|i| {
+        ((after[i] - before[i]) - (idle_after[i] - idle_before[i])) / f64::from(RUNS)
+    })
+}
+
+/// Checks a tier's counts per run against its budget of statements and transactions.
+fn within_budget(tier: &str, [statements, reads, writes]: [f64; 3], budget: (f64, f64)) {
+    let transactions = reads + writes;
+    eprintln!(
+        "{tier}: {statements:.1} statements in {reads:.1} reads and {writes:.1} writes per run \
+         (budget: {} statements, {} transactions)",
+        budget.0, budget.1
+    );
+    assert!(
+        statements > 0.0 && transactions > 0.0,
+        "{tier}: nothing counted ({statements}, {transactions})"
+    );
+    assert!(
+        statements <= budget.0 && transactions <= budget.1,
+        "{tier}: a run costs {statements:.1} statements and {transactions:.1} transactions, \
+         over its budget of {} and {}: see docs/benchmarks.md before raising it",
+        budget.0,
+        budget.1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_costs_postgres_its_budget_of_statements() {
+    let mut builder = Cluster::builder(BATON).replicas(1);
+    for (k, v) in QUIET {
+        builder = builder.env(k, v);
+    }
+    let cluster = builder.start().await.expect("cluster");
+    let (_, key) = cluster.create_tenant("costed").await.expect("tenant");
+    let api = Api::new(cluster.base_url(0), Some(key));
+    within_budget("team", per_run(&api).await, (34.0, 17.0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_costs_sqlite_its_budget_of_statements() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let data = data.to_str().expect("a UTF-8 path");
+    let server = Serve::start(
+        std::path::Path::new(BATON),
+        dir.path(),
+        &["--data-dir", data],
+        &QUIET,
+    );
+    let api = Api::new(&server.base, None);
+    within_budget("embedded", per_run(&api).await, (32.0, 15.0));
 }

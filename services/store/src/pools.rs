@@ -308,6 +308,9 @@ impl<DB: Database> Conn<DB> for PoolConnection<DB> {
 /// A database whose pools hand out connections set to a [`Scope`]: how [`Pools::read`] and
 /// [`Pools::write`] begin on each backend (below).
 pub trait Scoped: Database {
+    /// The backend as metrics name it (`backend` label).
+    const LABEL: &'static str;
+
     /// What a read gets: a read-only transaction on Postgres, a plain connection on SQLite.
     type Read: Conn<Self> + Send;
 
@@ -337,7 +340,9 @@ impl<DB: Scoped> Pools<DB> {
     /// A connection of `kind`'s pool that sees `scope`'s rows: on Postgres a read-only
     /// transaction, which dropping ends (see the module docs).
     pub(crate) async fn read(&self, kind: PoolKind, scope: Scope) -> Result<DB::Read, StoreError> {
-        DB::read(self, kind, scope).await
+        let read = DB::read(self, kind, scope).await?;
+        count_transaction::<DB>("read");
+        Ok(read)
     }
 
     /// A transaction on `kind`'s pool that sees and writes `scope`'s rows; it must be
@@ -347,7 +352,9 @@ impl<DB: Scoped> Pools<DB> {
         kind: PoolKind,
         scope: Scope,
     ) -> Result<Transaction<'static, DB>, StoreError> {
-        DB::write(self, kind, scope).await
+        let write = DB::write(self, kind, scope).await?;
+        count_transaction::<DB>("write");
+        Ok(write)
     }
 
     /// Sets `scope` anew inside a transaction of [`Pools::write`], for one that works
@@ -361,7 +368,17 @@ impl<DB: Scoped> Pools<DB> {
     }
 }
 
+/// Counts a read or write begun (`baton_db_transactions_total`; a SQLite read is a plain
+/// connection, counted the same): with the statements `Query` counts, what a piece of
+/// work costs in round trips. On Postgres a read is its `BEGIN` and its statements, a
+/// write those and its `COMMIT`; on SQLite a read is its statements alone.
+fn count_transaction<DB: Scoped>(access: &'static str) {
+    metrics::counter!("baton_db_transactions_total", "backend" => DB::LABEL, "access" => access)
+        .increment(1);
+}
+
 impl Scoped for Postgres {
+    const LABEL: &'static str = "postgres";
     type Read = Transaction<'static, Postgres>;
 
     /// A read-only transaction on `kind`'s pool that sees `scope`'s rows. Dropping it
@@ -500,6 +517,7 @@ fn set_local(scope: Scope) -> String {
 }
 
 impl Scoped for Sqlite {
+    const LABEL: &'static str = "sqlite";
     type Read = PoolConnection<Sqlite>;
 
     /// A connection of `kind`'s pool; `scope` has no meaning without row-level security.

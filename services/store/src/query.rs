@@ -13,6 +13,11 @@ use sqlx::error::BoxDynError;
 use sqlx::{Arguments, AssertSqlSafe};
 use std::borrow::Cow;
 
+/// Counts a statement sent (`baton_db_statements_total`), whether or not it succeeds.
+fn count<B: Backend>() {
+    metrics::counter!("baton_db_statements_total", "backend" => B::LABEL).increment(1);
+}
+
 /// A statement and its arguments for backend `B`.
 pub struct Query<B: Backend> {
     sql: Cow<'static, str>,
@@ -74,6 +79,7 @@ impl<B: Backend> Query<B> {
 
     /// Runs the statement on `conn`; the number of rows it changed.
     pub async fn execute(self, conn: &mut impl Conn<B>) -> Result<u64, StoreError> {
+        count::<B>();
         B::execute(conn.connection(), self)
             .await
             .map_err(B::classify)
@@ -81,6 +87,7 @@ impl<B: Backend> Query<B> {
 
     /// Every row the statement returns.
     pub async fn fetch_all<R: Decode>(self, conn: &mut impl Conn<B>) -> Result<Vec<R>, StoreError> {
+        count::<B>();
         B::fetch_all(conn.connection(), self)
             .await
             .map_err(B::classify)
@@ -91,6 +98,7 @@ impl<B: Backend> Query<B> {
         self,
         conn: &mut impl Conn<B>,
     ) -> Result<Option<R>, StoreError> {
+        count::<B>();
         B::fetch_optional(conn.connection(), self)
             .await
             .map_err(B::classify)
@@ -98,6 +106,7 @@ impl<B: Backend> Query<B> {
 
     /// The first row the statement returns; an error when there is none.
     pub async fn fetch_one<R: Decode>(self, conn: &mut impl Conn<B>) -> Result<R, StoreError> {
+        count::<B>();
         B::fetch_one(conn.connection(), self)
             .await
             .map_err(B::classify)

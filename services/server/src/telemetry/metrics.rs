@@ -319,6 +319,15 @@ fn describe() {
         Unit::Seconds,
         "Time store operations waited for a pooled connection, by pool."
     );
+    describe_counter!(
+        "baton_db_statements_total",
+        "SQL statements the store sent, by backend."
+    );
+    describe_counter!(
+        "baton_db_transactions_total",
+        "Reads and writes the store began, by backend and access (a SQLite read is a plain \
+         connection): with the statements, the store's round trips."
+    );
     describe_histogram!(
         "baton_bus_lag_seconds",
         Unit::Seconds,
