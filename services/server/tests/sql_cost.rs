@@ -40,7 +40,12 @@ async fn idle_runs_cost_no_sql_and_renewal_is_one_statement_per_interval() {
     let cluster = Cluster::builder(BATON)
         .replicas(1)
         .env("BATON_CLUSTER__RENEW_INTERVAL_MS", INTERVAL_MS.to_string())
-        .env("BATON_CLUSTER__LEASE_TTL_MS", (4 * INTERVAL_MS).to_string())
+        // A lease long enough that a stall of the loaded test machine does not let them
+        // lapse (which would make the window count re-adoptions, not the idle cost).
+        .env(
+            "BATON_CLUSTER__LEASE_TTL_MS",
+            (20 * INTERVAL_MS).to_string(),
+        )
         .env("BATON_CLUSTER__ADOPT_INTERVAL_MS", INTERVAL_MS.to_string())
         .start()
         .await
@@ -105,22 +110,31 @@ async fn idle_runs_cost_no_sql_and_renewal_is_one_statement_per_interval() {
             break;
         }
     }
+    // The steady cost is the quietest of a few windows: a late flush of another session's
+    // counts lands in one window, a cost per run lands in all of them.
     let window = Duration::from_secs(8);
-    let before = transactions(&pool).await;
-    tokio::time::sleep(window).await;
-    let after = transactions(&pool).await;
     let intervals = window.as_millis() as f64 / INTERVAL_MS as f64;
-    // Our own two reads count too; Postgres publishes other sessions' counts lazily
-    // (at most once a second each), so allow a few intervals of slack.
-    let per_interval = (after - before) as f64 / intervals;
-    eprintln!(
-        "{IDLE} idle + {ACTIVE} leased runs: {} transactions in {window:?} = {per_interval:.2} per {INTERVAL_MS} ms interval",
-        after - before
-    );
+    let mut per_interval = f64::INFINITY;
+    for _ in 0..3 {
+        let before = transactions(&pool).await;
+        tokio::time::sleep(window).await;
+        let after = transactions(&pool).await;
+        let this = (after - before) as f64 / intervals;
+        eprintln!(
+            "{IDLE} idle + {ACTIVE} leased runs: {} transactions in {window:?} = {this:.2} per {INTERVAL_MS} ms interval",
+            after - before
+        );
+        per_interval = per_interval.min(this);
+        // Our own two reads count too; Postgres publishes other sessions' counts lazily
+        // (at most once a second each), so allow a few intervals of slack.
+        if per_interval <= 4.0 {
+            break;
+        }
+    }
     assert!(
         per_interval <= 4.0,
         "expected about 2 transactions per interval (one renewal, one adoption round), \
-         got {per_interval:.2}: idle or leased runs are costing SQL"
+         got {per_interval:.2} in the quietest window: idle or leased runs are costing SQL"
     );
     // The renewal really covers every lease: they are all still live.
     let live: i64 = sqlx::query_scalar(
@@ -231,7 +245,7 @@ async fn a_run_costs_postgres_its_budget_of_statements() {
     let cluster = builder.start().await.expect("cluster");
     let (_, key) = cluster.create_tenant("costed").await.expect("tenant");
     let api = Api::new(cluster.base_url(0), Some(key));
-    within_budget("team", per_run(&api).await, (34.0, 17.0));
+    within_budget("team", per_run(&api).await, (31.0, 17.0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -246,5 +260,5 @@ async fn a_run_costs_sqlite_its_budget_of_statements() {
         &QUIET,
     );
     let api = Api::new(&server.base, None);
-    within_budget("embedded", per_run(&api).await, (32.0, 15.0));
+    within_budget("embedded", per_run(&api).await, (29.0, 15.0));
 }

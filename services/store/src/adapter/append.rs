@@ -1,8 +1,9 @@
 //! `EventLog`: the append, one transaction on the `app` pool scoped to the appending
 //! tenant. It stores the idempotency record first (a concurrent duplicate blocks on its key
-//! and then fails), checks the stream version with the run row locked (the backend's
-//! [`Backend::LOCK_ROWS`]), and writes the events with the runs, messages and receipts
-//! (`receipts.rs`) projections. What it writes is decided by `crate::plan`.
+//! and then fails), reads the run row locked (the backend's [`Backend::LOCK_ROWS`]) with
+//! its lease, so one statement gives both the fence and the stream version to check, and
+//! writes the events with the runs (the lease release in the same `UPDATE`), messages
+//! and receipts (`receipts.rs`) projections. What it writes is decided by `crate::plan`.
 
 use super::Result;
 use super::reads::commit;
@@ -22,12 +23,33 @@ use baton_events::{Envelope, RunId, TenantId};
 use sqlx::Transaction;
 use sqlx::types::Json;
 
-/// The run an append writes to; the backend's lock clause follows.
-const RUN: &str = concat!(
+/// The run an append writes to, with its lease; the backend's lock clause follows.
+const RUN_AND_LEASE: &str = concat!(
     "SELECT ",
     run_columns!(),
-    " FROM runs WHERE id = $1 AND tenant_id = $2"
+    ", lease_owner, lease_epoch, lease_expires_ms FROM runs WHERE id = $1 AND tenant_id = $2"
 );
+
+/// The projection's `UPDATE`: every column, then the lease release if any, then the
+/// condition ([`UPDATE_RUN_WHERE`]).
+const UPDATE_RUN: &str = "UPDATE runs SET id = $1, tenant_id = $2, agent_id = $3, \
+     agent_version = $4, title = $5, status = $6, version = $7, \
+     message_count = $8, turn_count = $9, cancel_requested = $10, \
+     pending_actions = $11, last_error = $12, created_at = $13, \
+     updated_at = $14, metadata = $15, last_turn_outcome = $16, \
+     failed_turns = $17, queued_messages = $18, interrupt_requested = $19, \
+     parent_run_id = $20, title_folded = $21";
+const UPDATE_RUN_WHERE: &str = " WHERE id = $1 AND tenant_id = $2 AND version = $22";
+
+/// The run row as an append reads it: the projection and the lease.
+#[derive(sqlx::FromRow)]
+struct LockedRun {
+    #[sqlx(flatten)]
+    run: RunRow,
+    lease_owner: Option<String>,
+    lease_epoch: i64,
+    lease_expires_ms: Option<i64>,
+}
 
 /// The append's transaction.
 type Tx<B> = Transaction<'static, B>;
@@ -166,10 +188,11 @@ async fn write<B: Backend>(
         .await?;
         plan
     } else {
-        let current = lock_run(tx, tenant, req).await?;
+        let locked = lock_run(tx, tenant, req).await?;
         if let Some(fence) = &req.fence {
-            check_fence(tx, req, fence).await?;
+            check_fence(&locked, fence)?;
         }
+        let current = RunSummary::try_from(locked.run)?;
         if current.version != req.expected_version {
             return Err(AppendError::Store(StoreError::Conflict {
                 expected: req.expected_version,
@@ -177,26 +200,15 @@ async fn write<B: Backend>(
             }));
         }
         let plan = plan::plan(current, req)?;
-        let updated = bind_run(
-            Query::new(
-                "UPDATE runs SET id = $1, tenant_id = $2, agent_id = $3, \
-                 agent_version = $4, title = $5, status = $6, version = $7, \
-                 message_count = $8, turn_count = $9, cancel_requested = $10, \
-                 pending_actions = $11, last_error = $12, created_at = $13, \
-                 updated_at = $14, metadata = $15, last_turn_outcome = $16, \
-                 failed_turns = $17, queued_messages = $18, interrupt_requested = $19, \
-                 parent_run_id = $20, title_folded = $21 \
-                 WHERE id = $1 AND tenant_id = $2 AND version = $22",
-            ),
-            &plan.summary,
-        )
-        .bind(req.expected_version)
-        .execute(&mut *tx)
-        .await?;
+        let mut update = Query::new(UPDATE_RUN);
+        update.push(release(req)).push(UPDATE_RUN_WHERE);
+        let updated = bind_run(update, &plan.summary)
+            .bind(req.expected_version)
+            .execute(&mut *tx)
+            .await?;
         if updated != 1 {
             return Err(AppendError::Raced);
         }
-        release(tx, req).await?;
         plan
     };
     let events = insert_rows(tx, tenant, &plan).await?;
@@ -208,67 +220,47 @@ async fn write<B: Backend>(
     })
 }
 
-/// The run's projection, locked until the transaction ends; `NotFound` for a run that
-/// does not exist in this tenant.
+/// The run's projection and lease, locked until the transaction ends; `NotFound` for a
+/// run that does not exist in this tenant.
 async fn lock_run<B: Backend>(
     tx: &mut Tx<B>,
     tenant: TenantId,
     req: &AppendRequest,
-) -> Result<RunSummary, AppendError> {
-    let row: Option<RunRow> = Query::new(RUN)
+) -> Result<LockedRun, AppendError> {
+    let row: Option<LockedRun> = Query::new(RUN_AND_LEASE)
         .suffix(B::LOCK_ROWS)
         .bind(req.run.as_uuid())
         .bind(tenant.as_uuid())
         .fetch_optional(tx)
         .await?;
-    let row = row.ok_or(AppendError::Store(StoreError::NotFound))?;
-    Ok(RunSummary::try_from(row)?)
+    row.ok_or(AppendError::Store(StoreError::NotFound))
 }
 
-/// `Fenced` unless the (locked) run's lease is still exactly `fence`: a replica that lost
+/// `Fenced` unless the locked run's lease is still exactly `fence`: a replica that lost
 /// its lease can never land an event.
-async fn check_fence<B: Backend>(
-    tx: &mut Tx<B>,
-    req: &AppendRequest,
-    fence: &Fence,
-) -> Result<(), AppendError> {
-    let (owner, epoch, expires): (Option<String>, i64, Option<i64>) =
-        Query::new("SELECT lease_owner, lease_epoch, lease_expires_ms FROM runs WHERE id = $1")
-            .bind(req.run.as_uuid())
-            .fetch_one(tx)
-            .await?;
+fn check_fence(run: &LockedRun, fence: &Fence) -> Result<(), AppendError> {
     // Expiry 0 marks a lease handed off: its owner may not write any more.
-    let handed_off = expires == Some(0);
-    if owner.as_deref() == Some(fence.owner.as_str()) && epoch == fence.epoch && !handed_off {
+    let handed_off = run.lease_expires_ms == Some(0);
+    if run.lease_owner.as_deref() == Some(fence.owner.as_str())
+        && run.lease_epoch == fence.epoch
+        && !handed_off
+    {
         Ok(())
     } else {
         Err(AppendError::Store(StoreError::Fenced))
     }
 }
 
-/// The lease release the append asked for, under the fence it was checked against.
-async fn release<B: Backend>(tx: &mut Tx<B>, req: &AppendRequest) -> Result<(), AppendError> {
+/// The `SET` clauses of the lease release the append asked for (under the fence it was
+/// checked against), for the projection's `UPDATE`.
+fn release(req: &AppendRequest) -> &'static str {
     match (req.release, &req.fence) {
-        (Some(Release::Idle), Some(_)) => {
-            Query::new(
-                "UPDATE runs SET lease_owner = NULL, lease_expires_ms = NULL \
-                 WHERE id = $1",
-            )
-            .bind(req.run.as_uuid())
-            .execute(tx)
-            .await?;
-        }
+        (Some(Release::Idle), Some(_)) => ", lease_owner = NULL, lease_expires_ms = NULL",
         // The owner stays, with expiry 0: free to claim at once, and the claimer knows it
         // is a hand-off.
-        (Some(Release::HandOff), Some(_)) => {
-            Query::new("UPDATE runs SET lease_expires_ms = 0 WHERE id = $1")
-                .bind(req.run.as_uuid())
-                .execute(tx)
-                .await?;
-        }
-        _ => {}
+        (Some(Release::HandOff), Some(_)) => ", lease_expires_ms = 0",
+        _ => "",
     }
-    Ok(())
 }
 
 /// Inserts the planned events and message rows; returns the stored envelopes.
