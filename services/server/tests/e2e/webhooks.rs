@@ -140,9 +140,17 @@ async fn a_standard_webhooks_receiver_verifies_every_delivery_through_outages_an
         "{late:?}"
     );
     let delivery = ids[0];
-    let detail = api
-        .get(&format!("/v1/webhooks/{hook}/deliveries/{delivery}"))
-        .await;
+    // The receiver has answered; Baton records the answer a moment later.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let detail = loop {
+        let detail = api
+            .get(&format!("/v1/webhooks/{hook}/deliveries/{delivery}"))
+            .await;
+        if detail.body["delivery"]["state"] == "delivered" || Instant::now() > deadline {
+            break detail;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     assert_eq!(
         detail.body["delivery"]["state"], "delivered",
         "{}",
