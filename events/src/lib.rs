@@ -10,6 +10,7 @@ pub mod ids;
 pub mod payloads;
 pub mod tools;
 pub mod upcast;
+pub mod workspace;
 
 pub use envelope::{Decoded, Envelope, EventMeta, NewEvent};
 pub use ids::{
@@ -18,3 +19,4 @@ pub use ids::{
 };
 pub use payloads::*;
 pub use tools::*;
+pub use workspace::*;

@@ -291,6 +291,8 @@ pub enum RunEvent {
     ApprovalDecided(ApprovalDecided),
     #[serde(rename = "checkpoint.saved")]
     CheckpointSaved(CheckpointSaved),
+    #[serde(rename = "workspace.changed")]
+    WorkspaceChanged(crate::workspace::WorkspaceChanged),
 }
 
 impl RunEvent {
@@ -321,6 +323,7 @@ impl RunEvent {
             Self::ApprovalRequested(_) => "approval.requested",
             Self::ApprovalDecided(_) => "approval.decided",
             Self::CheckpointSaved(_) => "checkpoint.saved",
+            Self::WorkspaceChanged(_) => "workspace.changed",
         }
     }
 

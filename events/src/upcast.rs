@@ -33,6 +33,7 @@ const SCHEMAS: &[(&str, u32)] = &[
     ("approval.requested", 1),
     ("approval.decided", 1),
     ("checkpoint.saved", 1),
+    ("workspace.changed", 1),
 ];
 
 /// Every event type this build knows, with its newest schema version: the types it

@@ -49,6 +49,8 @@ fn api() -> (Router<AppState>, serde_json::Value) {
         .routes(routes!(actions::tool_outputs))
         .routes(routes!(actions::resolve))
         .routes(routes!(actions::checkpoints))
+        .routes(routes!(routes::files::list))
+        .routes(routes!(routes::files::download, routes::files::upload))
         .routes(routes!(secrets::put, secrets::delete))
         .routes(routes!(secrets::list))
         .routes(routes!(routes::encryption_keys::status))

@@ -69,6 +69,8 @@ pub struct AppState {
     pub webhooks: Webhooks,
     pub mcp_servers: McpServers,
     pub checkpoints: Checkpoints,
+    /// Runs' files: list, download, upload.
+    pub workspaces: baton_core::workspace::Workspaces,
     /// Write-only for clients; the engine reads values through its own `SecretReader`.
     pub secrets: Secrets,
     /// The tenant's audit stream, for its admins.

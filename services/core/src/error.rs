@@ -69,6 +69,18 @@ pub enum CoreError {
     /// should: what went wrong in a few words, never an address or a secret.
     #[error("{0}")]
     Upstream(String),
+    /// A path a tenant named (a workspace file's) that is not a plain relative path.
+    #[error("{0}")]
+    InvalidPath(String),
+    /// One upload larger than the installation takes.
+    #[error("{0}")]
+    TooLarge(String),
+    /// A write that would take the run's or the tenant's storage past its quota.
+    #[error("{0}")]
+    QuotaExceeded(String),
+    /// A conditional request (`If-Match`, `If-None-Match`) whose condition does not hold.
+    #[error("{0}")]
+    PreconditionFailed(String),
     #[error("service unavailable: {0}")]
     Unavailable(String),
     #[error("internal error: {0}")]

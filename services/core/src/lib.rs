@@ -5,7 +5,7 @@
 //! - [`ports`]: the traits the store, bus and engine implement, one file per port;
 //! - the use cases, one module each: [`runs`], [`agents`], [`tools`], [`secrets`],
 //!   [`api_keys`], [`users`], [`members`], [`invitations`], [`auth`], [`encryption_keys`],
-//!   [`audit`], [`retention`];
+//!   [`audit`], [`retention`], [`workspace`];
 //! - [`crypto`]: the encryption keys that seal records at rest, password hashing and bearer
 //!   tokens;
 //! - [`egress`]: which addresses and hosts an outbound call a tenant chose may reach, and
@@ -39,6 +39,7 @@ pub mod trace;
 pub mod users;
 pub mod validate;
 pub mod webhooks;
+pub mod workspace;
 
 pub use baton_events::{
     AgentId, EventId, McpServerId, MessageId, RunId, ScheduleId, TenantId, ToolId, WebhookId,

@@ -153,6 +153,7 @@ impl World {
                 idempotency: None,
                 fence: None,
                 release: None,
+                blobs: Vec::new(),
             };
             self.runs
                 .recorder

@@ -56,6 +56,9 @@ pub(crate) fn leaves_the_step_valid(event: &RunEvent) -> bool {
     match event {
         RunEvent::MessageQueued(m) => m.interrupts.is_none(),
         RunEvent::RunUpdated(_) => true,
+        // A member's upload: the turn's commands promote against the files they saw,
+        // keeping both versions where a path changed meanwhile.
+        RunEvent::WorkspaceChanged(w) => w.source == baton_events::WorkspaceSource::Upload,
         _ => false,
     }
 }

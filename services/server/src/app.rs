@@ -24,7 +24,7 @@ use baton_core::ports::{
     AgentStore, ApiKeyStore, AuditStore, CheckpointStore, Clock, DelegatorSlot,
     EgressAllowlistStore, EventBus, EventLog, InvitationStore, LeaseStore, McpServerStore,
     RetentionStore, RunReader, ScheduleStore, SealedStore, SecretStore, StatsStore, SystemClock,
-    TenantStore, ToolStore, UserStore, WebhookStore,
+    TenantStore, ToolStore, UserStore, WebhookStore, WorkspaceStore,
 };
 use baton_core::retention::Retention;
 use baton_core::runs::{Checkpoints, Recorder, Runs};
@@ -32,6 +32,7 @@ use baton_core::schedules::Schedules;
 use baton_core::secrets::Secrets;
 use baton_core::tools::Tools;
 use baton_core::webhooks::Webhooks;
+use baton_core::workspace::Workspaces;
 use baton_core::{StoreError, TenantId};
 use baton_egress::Egress;
 use baton_engine::{Engine, EngineOptions, EnginePorts};
@@ -71,6 +72,8 @@ pub struct Stores {
     pub webhooks: Arc<dyn WebhookStore>,
     /// MCP servers and their discoveries.
     pub mcp_servers: Arc<dyn McpServerStore>,
+    /// Runs' files and the contents they hold.
+    pub workspaces: Arc<dyn WorkspaceStore>,
     /// Counts over every tenant, for `/metrics`.
     pub stats: Arc<dyn StatsStore>,
     /// The per-tenant audit stream.
@@ -97,6 +100,7 @@ trait AllPorts:
     + ScheduleStore
     + WebhookStore
     + McpServerStore
+    + WorkspaceStore
     + StatsStore
     + AuditStore
     + 'static
@@ -121,6 +125,7 @@ impl<T> AllPorts for T where
         + ScheduleStore
         + WebhookStore
         + McpServerStore
+        + WorkspaceStore
         + StatsStore
         + AuditStore
         + 'static
@@ -155,6 +160,7 @@ impl Stores {
             schedules: s.clone(),
             webhooks: s.clone(),
             mcp_servers: s.clone(),
+            workspaces: s.clone(),
             stats: s.clone(),
             users: s,
             closer,
@@ -758,6 +764,11 @@ impl Wiring<'_> {
             checkpoints: Checkpoints {
                 store: stores.checkpoints.clone(),
                 runs: stores.runs.clone(),
+            },
+            workspaces: Workspaces {
+                runs: self.runs(engine),
+                store: stores.workspaces.clone(),
+                limits: self.config.workspaces,
             },
             api_keys: ApiKeys {
                 store: stores.api_keys.clone(),

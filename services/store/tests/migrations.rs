@@ -47,6 +47,7 @@ async fn smoke<S: RunReader + EventLog + TenantStore>(s: &S) {
         idempotency: None,
         fence: None,
         release: None,
+        blobs: Vec::new(),
     };
     let outcome = s.append(tenant.id, req).await.expect("append");
     assert!(matches!(outcome, AppendOutcome::Appended { .. }));

@@ -32,6 +32,7 @@ use utoipa::OpenApi;
         (name = "receipts", description = "A run's tool calls: their receipts, client tool outputs, uncertain calls"),
         (name = "approvals", description = "Tool calls that wait for a member's approval"),
         (name = "checkpoints", description = "Sealed snapshots of a run's engine state"),
+        (name = "files", description = "A run's workspace files: list, download, upload"),
         (name = "secrets", description = "Write-only tenant secrets"),
         (name = "encryption-keys", description = "Which keys seal the tenant's data; resealing"),
         (name = "api-keys", description = "The tenant's API keys"),
@@ -60,6 +61,11 @@ pub(crate) fn base() -> utoipa::openapi::OpenApi {
 /// The document as served, once every route is in.
 pub(crate) fn finish(mut doc: utoipa::openapi::OpenApi) -> serde_json::Value {
     utoipa::Modify::modify(&FinishResponses, &mut doc);
+    // The router's catch-all `{*path}` is an ordinary parameter to OpenAPI.
+    doc.paths.paths = std::mem::take(&mut doc.paths.paths)
+        .into_iter()
+        .map(|(path, item)| (path.replace("{*", "{"), item))
+        .collect();
     // utoipa's document types are plain data: serializing them cannot fail.
     let mut doc = serde_json::to_value(doc).unwrap_or_default();
     responses::add_shared(&mut doc);

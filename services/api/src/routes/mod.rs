@@ -7,6 +7,7 @@ pub mod audit;
 pub mod egress;
 pub mod encryption_keys;
 pub mod events;
+pub mod files;
 pub mod health;
 pub mod invitations;
 pub mod mcp_servers;
@@ -70,6 +71,8 @@ page!(/// A page of an endpoint's deliveries, newest first.
     DeliveryPage of baton_core::model::Delivery);
 page!(/// A page of MCP servers, newest first.
     McpServerPage of baton_core::model::McpServer);
+page!(/// A page of a run's files, in path order.
+    FilePage of baton_core::model::WorkspaceFile);
 page!(/// A page of audit entries, newest first.
     AuditEntryPage of baton_core::model::AuditEntry);
 

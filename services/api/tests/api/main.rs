@@ -10,6 +10,7 @@ mod deletion;
 mod egress;
 mod errors;
 mod failed;
+mod files;
 mod invitations;
 mod lifecycle;
 mod mcp;

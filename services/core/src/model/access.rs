@@ -88,6 +88,8 @@ pub enum Action {
     DiscoverMcpTools,
     /// Register, change and delete MCP servers, and enable their discovered tools.
     ManageMcpServers,
+    /// Upload files into a run's workspace (`uploads/`).
+    UploadFiles,
 }
 
 impl Action {
@@ -103,7 +105,8 @@ impl Action {
             | Action::CancelRuns
             | Action::ResolveActions
             | Action::ManageSchedules
-            | Action::DiscoverMcpTools => Role::Member,
+            | Action::DiscoverMcpTools
+            | Action::UploadFiles => Role::Member,
             Action::ManageAgents
             | Action::DeleteRuns
             | Action::ManageTools
@@ -125,6 +128,7 @@ impl Action {
             Action::ReadAgents => "read agents",
             Action::ManageAgents => "manage agents",
             Action::ReadRuns => "read runs",
+            Action::UploadFiles => "upload files to runs",
             Action::CreateRuns => "create runs",
             Action::PostMessages => "post messages",
             Action::UpdateRuns => "change a run's title and metadata",

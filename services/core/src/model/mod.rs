@@ -1,6 +1,6 @@
 //! Baton's domain types: runs and their messages, tool-call receipts, agents, tools,
 //! tenants and API keys, users, members, invitations and sessions, the audit stream's
-//! entries, egress allowlists, retention policies, schedules, webhooks, MCP servers, what may be shown of secrets and
+//! entries, egress allowlists, retention policies, schedules, webhooks, MCP servers, run workspaces' files, what may be shown of secrets and
 //! checkpoints, and who may do what (`access.rs`). Pure data and pure functions; every
 //! port and use case speaks in these types.
 
@@ -20,6 +20,7 @@ mod tenant;
 mod tool;
 mod user;
 mod webhook;
+mod workspace;
 
 pub use access::*;
 pub use agent::*;
@@ -37,6 +38,7 @@ pub use tenant::*;
 pub use tool::*;
 pub use user::*;
 pub use webhook::*;
+pub use workspace::*;
 
 #[cfg(test)]
 mod tests;

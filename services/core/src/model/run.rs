@@ -265,7 +265,10 @@ impl RunSummary {
                 self.action_done()
             }
             RunEvent::ToolResolved(_) => {}
-            RunEvent::ToolIntent(_) | RunEvent::ToolResult(_) | RunEvent::CheckpointSaved(_) => {}
+            RunEvent::ToolIntent(_)
+            | RunEvent::ToolResult(_)
+            | RunEvent::CheckpointSaved(_)
+            | RunEvent::WorkspaceChanged(_) => {}
             RunEvent::TurnRequested(e) => {
                 self.turn_count = e.turn;
                 self.status = RunStatus::Queued;

@@ -34,6 +34,9 @@ pub struct AppendRequest {
     pub fence: Option<Fence>,
     /// With a fence: give the lease up in the same transaction.
     pub release: Option<Release>,
+    /// The contents the events' `workspace.changed` change sets name, stored in the same
+    /// transaction (a content the tenant stores already may be left out).
+    pub blobs: Vec<super::Blob>,
 }
 
 impl AppendRequest {
@@ -52,6 +55,7 @@ impl AppendRequest {
             idempotency: None,
             fence: None,
             release: None,
+            blobs: Vec::new(),
         }
     }
 }

@@ -26,6 +26,7 @@ mod tenants;
 mod tools;
 mod users;
 mod webhooks;
+mod workspace;
 
 pub use agents::AgentStore;
 pub use api_keys::ApiKeyStore;
@@ -49,3 +50,4 @@ pub use tenants::TenantStore;
 pub use tools::ToolStore;
 pub use users::{MemberChange, UserCredentials, UserStore};
 pub use webhooks::{EndpointOutcome, PostAnswer, WebhookStore, WebhookTransport};
+pub use workspace::{Blob, WorkspaceStore};

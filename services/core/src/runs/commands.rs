@@ -31,7 +31,7 @@ use serde::Deserialize;
 use std::sync::Arc;
 
 /// How often a command re-reads and retries after losing a version race.
-pub(super) const MAX_ATTEMPTS: usize = 5;
+pub(crate) const MAX_ATTEMPTS: usize = 5;
 /// How often a posted message does: racing messages to a busy run are all queued.
 const MAX_POST_ATTEMPTS: u32 = 40;
 
@@ -450,7 +450,7 @@ impl Runs {
             .await?)
     }
 
-    pub(super) async fn load(&self, tenant: TenantId, run: RunId) -> Result<RunSummary, CoreError> {
+    pub(crate) async fn load(&self, tenant: TenantId, run: RunId) -> Result<RunSummary, CoreError> {
         self.store()
             .get_run(tenant, run)
             .await?
@@ -482,7 +482,7 @@ fn with_meta(events: Vec<RunEvent>, meta: &EventMeta) -> Vec<NewEvent> {
         .collect()
 }
 
-pub(super) fn meta(replica: &str, p: &Principal, request_id: Option<&str>) -> EventMeta {
+pub(crate) fn meta(replica: &str, p: &Principal, request_id: Option<&str>) -> EventMeta {
     let mut meta = EventMeta::new(p.tenant);
     meta.replica = Some(replica.to_string());
     meta.actor = Some(p.actor.clone());

@@ -22,6 +22,7 @@ pub(crate) use delete::tombstone;
 
 pub use checkpoints::Checkpoints;
 pub use commands::Runs;
+pub(crate) use commands::{MAX_ATTEMPTS, meta};
 pub use delegate::{MAX_CHILDREN, MAX_DEPTH};
 pub use follow::{Live, MAX_BACKOFF, follow, follow_live};
 pub use recorder::Recorder;

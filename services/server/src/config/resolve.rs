@@ -67,6 +67,8 @@ pub struct Config {
     pub schedules: ScheduleOptions,
     /// The webhook deliverer.
     pub webhooks: WebhookOptions,
+    /// The quotas of runs' workspaces.
+    pub workspaces: baton_core::workspace::WorkspaceLimits,
 }
 
 /// Id of the key the embedded tier generates when none is configured.
@@ -335,6 +337,7 @@ impl RawConfig {
         let retention = validate_retention(&self.retention)?;
         let schedules = validate_schedules(&self.schedules)?;
         let webhooks = validate_webhooks(&self.webhooks)?;
+        let workspaces = validate_workspaces(&self.workspaces)?;
         let login = validate_login(&self.auth)?;
         validate_replica_name(&self.replica_name)?;
         let log = self.validate_log()?;
@@ -437,6 +440,7 @@ impl RawConfig {
             retention,
             schedules,
             webhooks,
+            workspaces,
         })
     }
 }
@@ -668,6 +672,38 @@ fn validate_cluster(c: &ClusterSection) -> Result<ClusterConfig, ConfigError> {
         renew_every: Duration::from_millis(c.renew_interval_ms),
         adopt_every: Duration::from_millis(c.adopt_interval_ms),
         adopt_batch: c.adopt_batch,
+    })
+}
+
+fn validate_workspaces(
+    w: &super::schema::WorkspacesSection,
+) -> Result<baton_core::workspace::WorkspaceLimits, ConfigError> {
+    if !(1..=1 << 30).contains(&w.max_file_bytes) {
+        return Err(invalid(
+            "workspaces.max_file_bytes",
+            "must be between 1 and 1073741824 (1 GiB)",
+        ));
+    }
+    if w.max_run_files == 0 {
+        return Err(invalid("workspaces.max_run_files", "must be at least 1"));
+    }
+    if w.max_run_bytes < w.max_file_bytes {
+        return Err(invalid(
+            "workspaces.max_run_bytes",
+            "must be at least workspaces.max_file_bytes",
+        ));
+    }
+    if w.max_tenant_bytes < w.max_run_bytes {
+        return Err(invalid(
+            "workspaces.max_tenant_bytes",
+            "must be at least workspaces.max_run_bytes",
+        ));
+    }
+    Ok(baton_core::workspace::WorkspaceLimits {
+        max_file_bytes: w.max_file_bytes,
+        max_run_files: w.max_run_files,
+        max_run_bytes: w.max_run_bytes,
+        max_tenant_bytes: w.max_tenant_bytes,
     })
 }
 

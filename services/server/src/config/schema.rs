@@ -105,6 +105,8 @@ pub struct RawConfig {
     pub schedules: SchedulesSection,
     /// `[webhooks]`: how every replica attempts the deliveries of webhook events.
     pub webhooks: WebhooksSection,
+    /// `[workspaces]`: how much runs' files may hold.
+    pub workspaces: WorkspacesSection,
 }
 
 impl Default for RawConfig {
@@ -124,6 +126,7 @@ impl Default for RawConfig {
             retention: RetentionSection::default(),
             schedules: SchedulesSection::default(),
             webhooks: WebhooksSection::default(),
+            workspaces: WorkspacesSection::default(),
         }
     }
 }
@@ -420,6 +423,35 @@ impl Default for ClusterSection {
             renew_interval_ms: 5_000,
             adopt_interval_ms: 2_000,
             adopt_batch: 100,
+        }
+    }
+}
+
+/// `[workspaces]`: the quotas of runs' workspaces (their files, kept in the database).
+/// A write past one is refused whole with `409 quota_exceeded` (`413` for one file too
+/// large).
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct WorkspacesSection {
+    /// The largest file, in bytes (an upload, or a file a command writes). 1 to 1 GiB.
+    pub max_file_bytes: u64,
+    /// The most bytes one run's files add up to. At least `max_file_bytes`.
+    pub max_run_bytes: u64,
+    /// The most files one run's workspace holds. At least 1.
+    pub max_run_files: u64,
+    /// The most bytes a tenant stores across its runs, each distinct content counted
+    /// once. At least `max_run_bytes`.
+    pub max_tenant_bytes: u64,
+}
+
+impl Default for WorkspacesSection {
+    fn default() -> Self {
+        let d = baton_core::workspace::WorkspaceLimits::default();
+        Self {
+            max_file_bytes: d.max_file_bytes,
+            max_run_files: d.max_run_files,
+            max_run_bytes: d.max_run_bytes,
+            max_tenant_bytes: d.max_tenant_bytes,
         }
     }
 }

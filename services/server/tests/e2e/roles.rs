@@ -179,6 +179,10 @@ const ROUTES: &[Row] = &[
     row("GET", "/v1/runs/{run_id}/events", key(ReadRuns, Role::Viewer), &[200], NotFound),
     row("GET", "/v1/runs/{run_id}/receipts", key(ReadRuns, Role::Viewer), &[200], NotFound),
     row("GET", "/v1/runs/{run_id}/checkpoints", key(ReadRuns, Role::Viewer), &[200], NotFound),
+    row("GET", "/v1/runs/{run_id}/files", key(ReadRuns, Role::Viewer), &[200], NotFound),
+    row("GET", "/v1/runs/{run_id}/files/{path}", key(ReadRuns, Role::Viewer), &[200], NotFound),
+    // New content for the set's file (200), or the same again on a second call.
+    row("PUT", "/v1/runs/{run_id}/files/{path}", key(UploadFiles, Role::Member), &[200], NotFound),
     row("POST", "/v1/runs/{run_id}/approvals/{approval_id}", key(ResolveActions, Role::Member), &[200], NotFound),
     row("POST", "/v1/runs/{run_id}/tool-outputs", key(ResolveActions, Role::Member), &[200], NotFound),
     // Over HTTP a receipt becomes uncertain only when a cancel interrupts its mutation,
@@ -279,6 +283,7 @@ fn all_actions() -> Vec<Action> {
         ManageWebhooks,
         DiscoverMcpTools,
         ManageMcpServers,
+        UploadFiles,
     ];
     for a in all {
         match a {
@@ -286,7 +291,8 @@ fn all_actions() -> Vec<Action> {
             | CancelRuns | DeleteRuns | ResolveActions | ReadTools | ManageTools
             | ManageSecrets | ManageEncryptionKeys | ManageApiKeys | ManageMembers
             | ManageOwners | ReadAudit | ManageEgress | ManageRetention | ReadSchedules
-            | ManageSchedules | ManageWebhooks | DiscoverMcpTools | ManageMcpServers => {}
+            | ManageSchedules | ManageWebhooks | DiscoverMcpTools | ManageMcpServers
+            | UploadFiles => {}
         }
     }
     all.to_vec()
@@ -602,6 +608,9 @@ impl Fixtures {
             found.body
         );
         let run = create_run(api, &chat, Some("hi")).await;
+        let file = format!("/v1/runs/{run}/files/{FIXTURE_FILE}");
+        let r = send(api, api.req(Method::PUT, &file).body("first")).await;
+        assert_eq!(r.status, 201, "upload: {}", r.body);
         let approval_run = create_run(api, &approving, Some("deploy")).await;
         let client_run = create_run(api, &asking, Some("ask")).await;
         let uncertain_run = create_run(api, &paying, Some("pay")).await;
@@ -957,6 +966,14 @@ fn request(row: &Row, src: Src, nonce: &str) -> Req {
         ("GET", "/v1/runs/{run_id}/checkpoints") => {
             (format!("/v1/runs/{}/checkpoints", outer.run), None)
         }
+        ("GET", "/v1/runs/{run_id}/files") => (format!("/v1/runs/{}/files", outer.run), None),
+        ("GET", "/v1/runs/{run_id}/files/{path}") => {
+            (format!("/v1/runs/{}/files/{FIXTURE_FILE}", outer.run), None)
+        }
+        ("PUT", "/v1/runs/{run_id}/files/{path}") => (
+            format!("/v1/runs/{}/files/{FIXTURE_FILE}", outer.run),
+            Some(json!({"matrix": nonce})),
+        ),
         ("POST", "/v1/runs/{run_id}/approvals/{approval_id}") => (
             format!(
                 "/v1/runs/{}/approvals/{}",
@@ -1427,10 +1444,19 @@ impl World {
     }
 }
 
+/// The file of each set's run.
+const FIXTURE_FILE: &str = "uploads/fixture.json";
+
 async fn world(tier: Tier) -> World {
+    // A file may be as large as any other body, so the oversize probe meets its limit.
+    let files_like_bodies = |c: &mut baton_server::config::Config| {
+        c.workspaces.max_file_bytes = c.http.body_limit_bytes as u64
+    };
     let app = match tier {
-        Tier::Team => TestApp::team().await,
-        Tier::Embedded => TestApp::embedded().await,
+        Tier::Team => {
+            TestApp::team_with(&baton_testkit::replicas::nats_url(), files_like_bodies).await
+        }
+        Tier::Embedded => TestApp::embedded_with(files_like_bodies).await,
     };
     let tools = ToolServer::start().await;
     let mcp = McpTestServer::start(Path::new(ROOT), McpOptions::default()).await;

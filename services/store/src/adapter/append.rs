@@ -2,8 +2,8 @@
 //! tenant. It stores the idempotency record first (a concurrent duplicate blocks on its key
 //! and then fails), reads the run row locked (the backend's [`Backend::LOCK_ROWS`]) with
 //! its lease, so one statement gives both the fence and the stream version to check, and
-//! writes the events with the runs (the lease release in the same `UPDATE`), messages
-//! and receipts (`receipts.rs`) projections. What it writes is decided by `crate::plan`.
+//! writes the events with the runs (the lease release in the same `UPDATE`), messages,
+//! receipts (`receipts.rs`) and workspace (`workspace.rs`) projections. What it writes is decided by `crate::plan`.
 
 use super::Result;
 use super::reads::commit;
@@ -213,6 +213,7 @@ async fn write<B: Backend>(
     };
     let events = insert_rows(tx, tenant, &plan).await?;
     project_receipts(tx, tenant, req, &plan).await?;
+    super::workspace::project_workspace(tx, tenant, req, &plan).await?;
     super::webhooks::enqueue_run_events(tx, tenant, &plan).await?;
     Ok(AppendOutcome::Appended {
         run: Box::new(plan.summary),

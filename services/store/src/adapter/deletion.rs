@@ -1,5 +1,6 @@
-//! Deleting a run: every row recorded of it — its events, messages, receipts,
-//! checkpoints, idempotency records and the run row itself — in one transaction with its
+//! Deleting a run: every row recorded of it — its workspace's files (and the contents
+//! no other file holds), events, messages, receipts, checkpoints, idempotency records
+//! and the run row itself — in one transaction with its
 //! audit entry, on the `app` pool scoped to the run's tenant (the retention job's
 //! deletion also counts the run in its tenant's retention progress, in that transaction).
 //! The run must be where the caller saw it (`expected_version`) and free of any live
@@ -17,7 +18,13 @@ use baton_events::{RunId, TenantId};
 
 /// The rows of a run in the tables that hold them, each bound `$1` the run and `$2` the
 /// tenant; the run row goes last.
-const DELETES: [&str; 7] = [
+const DELETES: [&str; 9] = [
+    // The run's files stop holding their contents; contents no file holds any more go.
+    "UPDATE blobs SET refs = refs - (SELECT COUNT(*) FROM workspace_files f \
+     WHERE f.run_id = $1 AND f.tenant_id = $2 AND f.sha256 = blobs.sha256) \
+     WHERE tenant_id = $2 AND sha256 IN (SELECT sha256 FROM workspace_files \
+     WHERE run_id = $1 AND tenant_id = $2 AND sha256 IS NOT NULL)",
+    "DELETE FROM workspace_files WHERE run_id = $1 AND tenant_id = $2",
     "DELETE FROM events WHERE stream_id = $1 AND tenant_id = $2",
     "DELETE FROM messages WHERE run_id = $1 AND tenant_id = $2",
     "DELETE FROM receipts WHERE run_id = $1 AND tenant_id = $2",
@@ -83,6 +90,10 @@ impl<B: Backend> Store<B> {
                 .execute(&mut change.tx)
                 .await?;
         }
+        Query::new("DELETE FROM blobs WHERE tenant_id = $1 AND refs <= 0")
+            .bind(tenant.as_uuid())
+            .execute(&mut change.tx)
+            .await?;
         Query::new("DELETE FROM runs WHERE id = $1 AND tenant_id = $2")
             .bind(run.as_uuid())
             .bind(tenant.as_uuid())

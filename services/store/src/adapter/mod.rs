@@ -6,8 +6,9 @@
 //! with its row types in the same-named module of `crate::rows` where it has any.
 //! Two helpers have files of their own: `reads.rs`, the skeletons the methods share (read
 //! on a scoped connection, a row by id, a page newest first or in key order, a page of a
-//! run's rows, a statement alone in a write, the commit), and `receipts.rs`, the receipts
-//! projection inside the append. An audited change (`audit.rs`, `Audited`) commits with
+//! run's rows, a statement alone in a write, the commit), `receipts.rs`, the receipts
+//! projection inside the append, and `workspace.rs`, whose `WorkspaceStore` also folds
+//! an append's `workspace.changed` events into the files and blobs. An audited change (`audit.rs`, `Audited`) commits with
 //! its audit entry.
 //!
 //! A method builds its statements as [`Query`](crate::query::Query)s, the `SELECT`s a file
@@ -48,6 +49,7 @@ mod tenants;
 mod tools;
 mod users;
 mod webhooks;
+mod workspace;
 
 use baton_core::StoreError;
 

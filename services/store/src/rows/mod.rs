@@ -19,6 +19,7 @@ pub(crate) mod tenants;
 pub(crate) mod tools;
 pub(crate) mod users;
 pub(crate) mod webhooks;
+pub(crate) mod workspace;
 
 use baton_core::StoreError;
 

@@ -63,6 +63,7 @@ async fn full_run<S: Store>(s: &S, t: TenantId, request_id: &str) -> (RunId, i64
         event(t, RunEvent::ToolResult(result)),
     ];
     let (after, _) = append_ok(s, t, request(run, 3, turn)).await;
+    let (after, _) = crate::workspace::put(s, t, run, after.version, "out.txt", b"shared").await;
     let checkpoint = StoredCheckpoint {
         meta: CheckpointMeta {
             id: CheckpointId::new(),

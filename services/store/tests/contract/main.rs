@@ -27,6 +27,7 @@ mod support;
 mod tenancy;
 mod users;
 mod webhooks;
+mod workspace;
 
 /// Generates, for every listed behaviour, one test per backend.
 macro_rules! contract {
@@ -65,6 +66,10 @@ macro_rules! contract {
 }
 
 contract!(
+    workspace::contents_are_stored_once_and_go_when_no_file_holds_them,
+    workspace::a_content_supplied_under_another_name_writes_nothing,
+    workspace::a_deleted_run_takes_its_files_and_the_contents_only_it_held,
+    workspace::another_tenants_workspace_is_invisible,
     webhooks::an_event_that_is_two_webhook_events_is_delivered_as_each,
     mcp::servers_are_named_once_per_tenant_and_changed_by_version,
     mcp::discoveries_are_numbered_and_go_with_their_server,

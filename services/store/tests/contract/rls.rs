@@ -30,7 +30,7 @@ use uuid::Uuid;
 
 /// Every table that holds tenant rows. `every_table_with_a_tenant_column_is_covered`
 /// keeps this list complete.
-const TENANT_TABLES: [&str; 24] = [
+const TENANT_TABLES: [&str; 26] = [
     "api_keys",
     "agents",
     "agent_versions",
@@ -55,6 +55,8 @@ const TENANT_TABLES: [&str; 24] = [
     "mcp_discoveries",
     "tool_versions",
     "audit_log",
+    "blobs",
+    "workspace_files",
 ];
 
 /// Rows of `tenant` in every tenant table, written through the ports.
@@ -102,6 +104,8 @@ async fn populate(s: &PgStore, tenant: TenantId) {
     );
     req.idempotency = Some(record("req-1", json!({ "ok": true })));
     append_ok(s, tenant, req).await;
+    // A file of the run holds a blob.
+    crate::workspace::put(s, tenant, run, version + 1, "uploads/rls.txt", b"rls").await;
     let sealed = Sealed {
         key_id: "k1".into(),
         bytes: vec![1, 2, 3],

@@ -37,6 +37,7 @@ pub trait Store:
     + baton_core::ports::ScheduleStore
     + baton_core::ports::WebhookStore
     + baton_core::ports::McpServerStore
+    + baton_core::ports::WorkspaceStore
     + Raw
     + Clone
     + 'static
@@ -57,6 +58,7 @@ impl<
         + baton_core::ports::ScheduleStore
         + baton_core::ports::WebhookStore
         + baton_core::ports::McpServerStore
+        + baton_core::ports::WorkspaceStore
         + Raw
         + Clone
         + 'static,
@@ -94,7 +96,7 @@ pub trait Raw: Send + Sync {
 }
 
 /// Each table that holds rows of a run, with the count of them (`$1` the run).
-const ROWS_OF_RUN: [(&str, &str); 6] = [
+const ROWS_OF_RUN: [(&str, &str); 7] = [
     ("runs", "SELECT COUNT(*) FROM runs WHERE id = $1"),
     ("events", "SELECT COUNT(*) FROM events WHERE stream_id = $1"),
     (
@@ -112,6 +114,10 @@ const ROWS_OF_RUN: [(&str, &str); 6] = [
     (
         "idempotency",
         "SELECT COUNT(*) FROM idempotency WHERE run_id = $1",
+    ),
+    (
+        "workspace_files",
+        "SELECT COUNT(*) FROM workspace_files WHERE run_id = $1",
     ),
 ];
 
@@ -429,6 +435,7 @@ pub fn request(run: RunId, expected_version: i64, events: Vec<NewEvent>) -> Appe
         idempotency: None,
         fence: None,
         release: None,
+        blobs: Vec::new(),
     }
 }
 

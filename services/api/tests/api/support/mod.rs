@@ -242,6 +242,11 @@ impl TestApp {
                 store: db.clone(),
                 runs: db.clone(),
             },
+            workspaces: baton_core::workspace::Workspaces {
+                runs: runs.clone(),
+                store: db.clone(),
+                limits: workspace_limits(),
+            },
             secrets,
             audit: Audit { store: db.clone() },
             encryption_keys: EncryptionKeys::new(
@@ -375,4 +380,14 @@ async fn create_tenant(store: &SqliteStore) -> TenantId {
         .await
         .expect("the tenant is stored");
     tenant.id
+}
+
+/// Quotas small enough for the tests to reach.
+pub fn workspace_limits() -> baton_core::workspace::WorkspaceLimits {
+    baton_core::workspace::WorkspaceLimits {
+        max_file_bytes: 1024,
+        max_run_files: 5,
+        max_run_bytes: 2048,
+        max_tenant_bytes: 4096,
+    }
 }
