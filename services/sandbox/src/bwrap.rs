@@ -1,0 +1,351 @@
+//! Commands in bubblewrap: a new user, PID, IPC, UTS, cgroup and (unless the command may
+//! use the network) network namespace; the host's system directories read-only and
+//! nothing else of the host (no home, no data directory, no keyring, no other run's
+//! files); the command's [`Workdir`] as `/workspace`, the only writable place besides a
+//! private `/tmp`.
+//!
+//! Limits are the kernel's: `prlimit` sets processes, address space, open files and file
+//! size before `bwrap` starts, so they hold for everything the command starts; the wall
+//! time is ours: at the limit (or when the caller gives up) the `bwrap` process is
+//! killed, and `--die-with-parent` takes the whole namespace with it, orphans included.
+//! Output is read to its end but kept only up to the limit.
+//!
+//! When Baton runs as root, sandboxes run as an unprivileged host user ([`NOBODY`] by
+//! default): host files bound read-only are then readable only as that user may, and the
+//! process limit is enforced (the kernel does not count processes of namespaces root
+//! creates).
+
+use crate::workdir::{Owner, Workdir, current_uid};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::Command;
+
+/// The host user sandboxes run as when Baton is root.
+pub const NOBODY: Owner = Owner {
+    uid: 65534,
+    gid: 65534,
+};
+
+/// The host directories every sandbox sees, read-only, where they exist (links among
+/// them, as `/bin` on a merged-`/usr` system, are recreated as links).
+const SYSTEM: [&str; 6] = ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32"];
+
+/// The files of `/etc` programs commonly need, read-only, where they exist.
+const ETC: [&str; 8] = [
+    "/etc/alternatives",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/mime.types",
+];
+
+/// What one command may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall time; the command and everything it started are killed at the limit.
+    pub wall: Duration,
+    /// Processes (and threads) at once.
+    pub processes: u64,
+    /// Address space of each process, in bytes.
+    pub memory_bytes: u64,
+    pub open_files: u64,
+    /// The largest file a process may write, in bytes.
+    pub file_bytes: u64,
+    /// Of each of stdout and stderr, the bytes kept.
+    pub output_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            wall: Duration::from_secs(60),
+            processes: 64,
+            memory_bytes: 1 << 30,
+            open_files: 256,
+            file_bytes: 32 << 20,
+            output_bytes: 64 << 10,
+        }
+    }
+}
+
+/// A command to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spec {
+    /// The program and its arguments, run in `/workspace`.
+    pub argv: Vec<String>,
+    /// Environment variables besides `PATH`, `HOME` and `LANG`.
+    pub env: Vec<(String, String)>,
+    /// Whether the command keeps the host's network (through the egress policy's
+    /// proxy, once commands with network exist); otherwise it has a loopback of its own.
+    pub network: bool,
+}
+
+/// How a command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Code(i32),
+    /// Killed by a signal (of its own doing, or the kernel's at a limit).
+    Signal(i32),
+    /// Killed by us at the wall time limit.
+    TimedOut,
+}
+
+/// What a command did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub exit: Exit,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// Output beyond [`Limits::output_bytes`] was dropped.
+    pub truncated: bool,
+    pub duration: Duration,
+}
+
+impl Outcome {
+    /// A clean exit: the only ending whose changes may be promoted.
+    pub fn succeeded(&self) -> bool {
+        self.exit == Exit::Code(0)
+    }
+}
+
+/// Why sandboxes cannot run here.
+#[derive(Debug, thiserror::Error)]
+pub enum Unavailable {
+    #[error("{0} was not found on PATH (install bubblewrap and util-linux)")]
+    Missing(&'static str),
+    #[error(
+        "bubblewrap cannot create a sandbox here ({0}): unprivileged user namespaces may be disabled"
+    )]
+    Refused(String),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The bubblewrap backend.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    bwrap: PathBuf,
+    prlimit: PathBuf,
+    /// The host user the sandbox runs as, when not ours.
+    user: Option<Owner>,
+}
+
+impl Sandbox {
+    /// Finds `bwrap` and `prlimit` and proves a sandbox can be made, so start-up and
+    /// `/readyz` can say exactly what is missing.
+    pub async fn detect() -> Result<Self, Unavailable> {
+        let bwrap = on_path("bwrap").ok_or(Unavailable::Missing("bwrap"))?;
+        let prlimit = on_path("prlimit").ok_or(Unavailable::Missing("prlimit"))?;
+        let user = (current_uid()? == 0).then_some(NOBODY);
+        let sandbox = Self {
+            bwrap,
+            prlimit,
+            user,
+        };
+        let probe = tempdir_of(&std::env::temp_dir())?;
+        let workdir = Workdir::materialize(&probe, Vec::new(), user)?;
+        let spec = Spec {
+            argv: vec!["true".into()],
+            env: Vec::new(),
+            network: false,
+        };
+        let limits = Limits {
+            wall: Duration::from_secs(10),
+            ..Limits::default()
+        };
+        let outcome = sandbox.run(&workdir, &spec, &limits).await?;
+        drop(workdir);
+        let _ = std::fs::remove_dir(&probe);
+        if !outcome.succeeded() {
+            let why = String::from_utf8_lossy(&outcome.stderr).trim().to_string();
+            return Err(Unavailable::Refused(format!("{:?}: {why}", outcome.exit)));
+        }
+        Ok(sandbox)
+    }
+
+    /// The host user sandboxes run as when it is not Baton's own: a [`Workdir`] for
+    /// them must be owned by it.
+    pub fn owner(&self) -> Option<Owner> {
+        self.user
+    }
+
+    /// Runs `spec` over `workdir` under `limits`. Dropping the future kills the command.
+    pub async fn run(
+        &self,
+        workdir: &Workdir,
+        spec: &Spec,
+        limits: &Limits,
+    ) -> std::io::Result<Outcome> {
+        let started = Instant::now();
+        let mut cmd = Command::new(&self.prlimit);
+        cmd.arg(format!("--nproc={0}:{0}", limits.processes))
+            .arg(format!("--as={0}:{0}", limits.memory_bytes))
+            .arg(format!("--nofile={0}:{0}", limits.open_files))
+            .arg(format!("--fsize={0}:{0}", limits.file_bytes))
+            .arg("--core=0:0")
+            .arg("--")
+            .arg(&self.bwrap)
+            .args(self.arguments(workdir.path(), spec))
+            .env_clear()
+            .current_dir("/")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .process_group(0);
+        if let Some(user) = self.user {
+            cmd.uid(user.uid).gid(user.gid);
+        }
+        let mut child = cmd.spawn()?;
+        let stdout = child
+            .stdout
+            .take()
+            .map(|s| tokio::spawn(capped(s, limits.output_bytes)));
+        let stderr = child
+            .stderr
+            .take()
+            .map(|s| tokio::spawn(capped(s, limits.output_bytes)));
+        let exit = match tokio::time::timeout(limits.wall, child.wait()).await {
+            Ok(status) => {
+                let status = status?;
+                use std::os::unix::process::ExitStatusExt;
+                match (status.code(), status.signal()) {
+                    (Some(code), _) => Exit::Code(code),
+                    (None, Some(signal)) => Exit::Signal(signal),
+                    (None, None) => Exit::Signal(0),
+                }
+            }
+            Err(_) => {
+                child.kill().await?;
+                Exit::TimedOut
+            }
+        };
+        let (stdout, out_cut) = joined(stdout).await;
+        let (stderr, err_cut) = joined(stderr).await;
+        Ok(Outcome {
+            exit,
+            stdout,
+            stderr,
+            truncated: out_cut || err_cut,
+            duration: started.elapsed(),
+        })
+    }
+
+    /// `bwrap`'s arguments for `spec` over `workspace`.
+    fn arguments(&self, workspace: &Path, spec: &Spec) -> Vec<String> {
+        let mut a: Vec<String> = [
+            "--unshare-all",
+            "--die-with-parent",
+            "--new-session",
+            "--cap-drop",
+            "ALL",
+            "--hostname",
+            "baton",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--tmpfs",
+            "/tmp",
+            "--dir",
+            "/etc",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if spec.network {
+            a.push("--share-net".into());
+        }
+        for dir in SYSTEM {
+            let host = Path::new(dir);
+            match std::fs::read_link(host) {
+                Ok(target) => {
+                    a.extend(["--symlink".into(), target.display().to_string(), dir.into()]);
+                }
+                Err(_) if host.is_dir() => {
+                    a.extend(["--ro-bind".into(), dir.into(), dir.into()]);
+                }
+                Err(_) => {}
+            }
+        }
+        for file in ETC {
+            a.extend(["--ro-bind-try".into(), file.into(), file.into()]);
+        }
+        if spec.network {
+            for file in ["/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf"] {
+                a.extend(["--ro-bind-try".into(), file.into(), file.into()]);
+            }
+        }
+        a.extend([
+            "--bind".into(),
+            workspace.display().to_string(),
+            "/workspace".into(),
+            "--chdir".into(),
+            "/workspace".into(),
+            "--clearenv".into(),
+            "--setenv".into(),
+            "PATH".into(),
+            "/usr/local/bin:/usr/bin:/bin".into(),
+            "--setenv".into(),
+            "HOME".into(),
+            "/workspace".into(),
+            "--setenv".into(),
+            "LANG".into(),
+            "C.UTF-8".into(),
+        ]);
+        for (k, v) in &spec.env {
+            a.extend(["--setenv".into(), k.clone(), v.clone()]);
+        }
+        a.push("--".into());
+        a.extend(spec.argv.iter().cloned());
+        a
+    }
+}
+
+/// Reads `stream` to its end, keeping the first `cap` bytes; whether more came.
+async fn capped(mut stream: impl AsyncRead + Unpin, cap: usize) -> (Vec<u8>, bool) {
+    let mut kept = Vec::new();
+    let mut cut = false;
+    let mut buf = [0u8; 8192];
+    loop {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return (kept, cut),
+            Ok(n) => {
+                let room = cap.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+                cut |= n > room;
+            }
+        }
+    }
+}
+
+async fn joined(task: Option<tokio::task::JoinHandle<(Vec<u8>, bool)>>) -> (Vec<u8>, bool) {
+    match task {
+        Some(t) => t.await.unwrap_or_default(),
+        None => (Vec::new(), false),
+    }
+}
+
+/// `name` in a directory of `PATH`, or of the usual system directories.
+fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/bin", "/bin"].map(PathBuf::from))
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// A new private directory under `parent` that the sandbox user can pass through.
+pub fn tempdir_of(parent: &Path) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = parent.join(format!("baton-sandbox-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir(&dir)?;
+    // Others may enter (bwrap, as the sandbox user, binds a copy inside) but not list.
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711))?;
+    Ok(dir)
+}
