@@ -5,9 +5,11 @@
 //! This module holds what clients do with them: list a run's files, download one, upload
 //! one into `uploads/` (a `workspace.changed` appended against the run's version, with
 //! the content in the same transaction), under the [`WorkspaceLimits`]. Every path goes
-//! through [`path::normalize`] first.
+//! through [`path::normalize`] first. [`promote`] decides how a command's change set
+//! lands when a member changed some of its paths meanwhile (both kept, never clobbered).
 
 pub mod path;
+pub mod promote;
 
 use crate::error::{CoreError, StoreError};
 use crate::model::{Action, FileContent, Principal, WorkspaceFile};
