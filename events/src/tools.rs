@@ -73,6 +73,8 @@ pub enum ToolKind {
     Delegate,
     /// Baton calls a tool of a Model Context Protocol server.
     Mcp,
+    /// Baton reads or writes the run's workspace, or runs a command in a sandbox over it.
+    Workspace,
 }
 
 /// About to call a tool: committed before the call is made.

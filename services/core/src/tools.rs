@@ -247,6 +247,17 @@ impl Tools {
                 }
             }
             ToolKindSpec::Client => {}
+            ToolKindSpec::Workspace { op } => {
+                let op = *op;
+                new.input_schema = crate::workspace::tools::schema(op);
+                new.effect = crate::workspace::tools::effect(op);
+                // A command without network changes nothing but its promoted files,
+                // which land with its result: running it again is safe.
+                new.idempotent = true;
+                if new.description.is_empty() {
+                    new.description = crate::workspace::tools::description(op).to_string();
+                }
+            }
             ToolKindSpec::Mcp { .. } => {
                 return Err(CoreError::invalid(
                     "kind: an mcp tool is made by enabling a discovered tool \
@@ -398,7 +409,10 @@ fn validate(new: &NewTool) -> Result<(), CoreError> {
             validate::http_url("kind.url", url)?;
             check_headers("kind.secret_headers", secret_headers)
         }
-        ToolKindSpec::Client | ToolKindSpec::Delegate { .. } | ToolKindSpec::Mcp { .. } => Ok(()),
+        ToolKindSpec::Client
+        | ToolKindSpec::Delegate { .. }
+        | ToolKindSpec::Mcp { .. }
+        | ToolKindSpec::Workspace { .. } => Ok(()),
     }
 }
 

@@ -43,6 +43,7 @@ trait Store:
     + AgentStore
     + ToolStore
     + McpServerStore
+    + baton_core::ports::WorkspaceStore
     + TenantStore
     + CheckpointStore
     + AuditStore
@@ -59,6 +60,7 @@ impl<T> Store for T where
         + AgentStore
         + ToolStore
         + McpServerStore
+        + baton_core::ports::WorkspaceStore
         + TenantStore
         + CheckpointStore
         + AuditStore
@@ -114,6 +116,11 @@ impl Bench {
                 allowlists: Arc::new(store.clone()),
                 audit: Arc::new(store.clone()),
                 delegator: Default::default(),
+                workspaces: Arc::new(store.clone()),
+                code: baton_engine::CodeTools::unavailable(
+                    "not in this benchmark",
+                    baton_core::workspace::WorkspaceLimits::default(),
+                ),
             },
             EngineOptions::new("bench"),
         );

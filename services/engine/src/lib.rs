@@ -35,9 +35,11 @@ mod state;
 mod stream;
 mod tools;
 mod turn;
+mod workspace;
 
 pub use shared::{EngineOptions, EnginePorts};
 pub use tools::MAX_OUTPUT_BYTES;
+pub use workspace::CodeTools;
 
 use baton_core::ports::{Control, RunDriver};
 use baton_core::{RunId, TenantId};

@@ -66,6 +66,10 @@ pub struct EnginePorts {
     pub allowlists: Arc<dyn EgressAllowlistStore>,
     /// Where refused outbound calls are recorded.
     pub audit: Arc<dyn AuditStore>,
+    /// Runs' files, which the workspace tools read and their promotions change.
+    pub workspaces: Arc<dyn baton_core::ports::WorkspaceStore>,
+    /// Where the workspace tools' commands run.
+    pub code: crate::workspace::CodeTools,
     /// Starts the child runs of `delegate` tool calls (filled once the run use cases,
     /// which drive runs through this engine, exist).
     pub delegator: baton_core::ports::DelegatorSlot,

@@ -224,9 +224,10 @@ impl RunState {
                     let first = matches!(c.state, CallState::New | CallState::Approved);
                     c.receipt = Some(i.receipt_id);
                     c.state = match i.kind {
-                        ToolKind::Http | ToolKind::Delegate | ToolKind::Mcp => {
-                            CallState::Running(Box::new(i.clone()))
-                        }
+                        ToolKind::Http
+                        | ToolKind::Delegate
+                        | ToolKind::Mcp
+                        | ToolKind::Workspace => CallState::Running(Box::new(i.clone())),
                         ToolKind::Client => CallState::AwaitingClient,
                     };
                     self.tool_calls += u32::from(first);

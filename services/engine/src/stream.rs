@@ -22,6 +22,16 @@ const MAX_REAPPENDS: usize = 8;
 /// Most client events one re-append looks past.
 const REAPPEND_SCAN: u32 = 64;
 
+/// What an exact append came to.
+pub(crate) enum Landed {
+    Written,
+    /// Client events moved the run to this version first.
+    Moved(i64),
+    /// Not written, and not to be tried again: the lease is gone, or the version moved
+    /// back (a deleted run).
+    NotWritten,
+}
+
 pub(crate) struct RunStream {
     pub(crate) shared: Arc<Shared>,
     pub(crate) tenant: TenantId,
@@ -144,10 +154,6 @@ impl RunStream {
             }
             let taken = queue::next_turn(&self.state, &events);
             let release = if taken.is_empty() { release } else { None };
-            let mut meta = EventMeta::new(self.tenant);
-            meta.actor = Some("engine".into());
-            meta.replica = Some(self.shared.opts.replica.clone());
-            meta.traceparent = self.state.turn_trace.clone();
             let mut all = Vec::with_capacity(events.len() + taken.len() + 1);
             if !lease.announced {
                 all.push(RunEvent::LeaseAcquired(LeaseAcquired {
@@ -158,15 +164,7 @@ impl RunStream {
             }
             all.extend(events.iter().cloned());
             all.extend(taken);
-            let mut req = AppendRequest::new(
-                self.run,
-                expected,
-                all.into_iter()
-                    .map(|e| NewEvent::new(e, meta.clone()))
-                    .collect(),
-                self.shared.ports.clock.now(),
-            );
-            req.fence = Some(lease.fence.clone());
+            let mut req = self.request(&lease, expected, all);
             req.release = release;
             match self.shared.ports.recorder.append(self.tenant, req).await {
                 Ok(AppendOutcome::Appended { run, .. }) => {
@@ -193,9 +191,72 @@ impl RunStream {
         Ok(None)
     }
 
+    /// One fenced append of `events` with the contents `blobs` at exactly `expected`:
+    /// a promotion, which is resolved again (by the caller) against what moved the
+    /// version rather than appended on top of it.
+    pub(crate) async fn commit_exact(
+        &mut self,
+        expected: i64,
+        events: Vec<RunEvent>,
+        blobs: Vec<baton_core::ports::Blob>,
+    ) -> Result<Landed, StepError> {
+        let Some(lease) = self.lease.clone() else {
+            return Ok(Landed::NotWritten);
+        };
+        let mut all = Vec::with_capacity(events.len() + 1);
+        if !lease.announced {
+            all.push(RunEvent::LeaseAcquired(LeaseAcquired {
+                owner: lease.fence.owner.clone(),
+                epoch: lease.fence.epoch,
+                reason: lease.reason,
+            }));
+        }
+        all.extend(events);
+        let mut req = self.request(&lease, expected, all);
+        req.blobs = blobs;
+        match self.shared.ports.recorder.append(self.tenant, req).await {
+            Ok(AppendOutcome::Appended { .. }) => {
+                if let Some(l) = self.lease.as_mut() {
+                    l.announced = true;
+                }
+                Ok(Landed::Written)
+            }
+            Err(StoreError::Conflict { actual, .. }) if actual > expected => {
+                Ok(Landed::Moved(actual))
+            }
+            Ok(AppendOutcome::Duplicate(_)) | Err(StoreError::Conflict { .. }) => {
+                Ok(Landed::NotWritten)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The fenced append of `events` at `expected`, with the engine's metadata.
+    fn request(&self, lease: &Lease, expected: i64, events: Vec<RunEvent>) -> AppendRequest {
+        let mut meta = EventMeta::new(self.tenant);
+        meta.actor = Some("engine".into());
+        meta.replica = Some(self.shared.opts.replica.clone());
+        meta.traceparent = self.state.turn_trace.clone();
+        let mut req = AppendRequest::new(
+            self.run,
+            expected,
+            events
+                .into_iter()
+                .map(|e| NewEvent::new(e, meta.clone()))
+                .collect(),
+            self.shared.ports.clock.now(),
+        );
+        req.fence = Some(lease.fence.clone());
+        req
+    }
+
     /// Whether the events a client appended after `expected` (up to `actual`) leave the
     /// step valid; if so they are folded into the state.
-    async fn step_stands(&mut self, expected: i64, actual: i64) -> Result<bool, StepError> {
+    pub(crate) async fn step_stands(
+        &mut self,
+        expected: i64,
+        actual: i64,
+    ) -> Result<bool, StepError> {
         let got_in = self
             .shared
             .ports

@@ -79,7 +79,9 @@ pub(crate) async fn plan(
             server = Some(found);
             h
         }
-        ToolKindSpec::Client | ToolKindSpec::Delegate { .. } => Vec::new(),
+        ToolKindSpec::Client | ToolKindSpec::Delegate { .. } | ToolKindSpec::Workspace { .. } => {
+            Vec::new()
+        }
     };
     for h in &secret_headers {
         let what = format!("tool {}'s header secret {:?}", tool.name, h.secret);
@@ -100,12 +102,15 @@ pub(crate) async fn plan(
 pub(crate) enum Called {
     Result(ToolResult),
     Uncertain(ToolUncertain),
+    /// A workspace write or command's result, with the files it changed: they land
+    /// together or not at all.
+    Promote(ToolResult, crate::workspace::Promotion),
 }
 
 impl Called {
     pub(crate) fn receipt(&self) -> baton_events::ReceiptId {
         match self {
-            Called::Result(r) => r.receipt_id,
+            Called::Result(r) | Called::Promote(r, _) => r.receipt_id,
             Called::Uncertain(u) => u.receipt_id,
         }
     }
@@ -114,6 +119,8 @@ impl Called {
         match self {
             Called::Result(r) => RunEvent::ToolResult(r),
             Called::Uncertain(u) => RunEvent::ToolUncertain(u),
+            // Without its files (a promotion is recorded by `calls::execute`).
+            Called::Promote(r, _) => RunEvent::ToolResult(r),
         }
     }
 
@@ -125,7 +132,7 @@ impl Called {
                 .as_ref()
                 .filter(|e| e.code == EGRESS_DENIED)
                 .map(|e| e.message.as_str()),
-            Called::Uncertain(_) => None,
+            Called::Uncertain(_) | Called::Promote(..) => None,
         }
     }
 }

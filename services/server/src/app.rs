@@ -35,7 +35,7 @@ use baton_core::webhooks::Webhooks;
 use baton_core::workspace::Workspaces;
 use baton_core::{StoreError, TenantId};
 use baton_egress::Egress;
-use baton_engine::{Engine, EngineOptions, EnginePorts};
+use baton_engine::{CodeTools, Engine, EngineOptions, EnginePorts};
 use baton_store::{PgOptions, PgStore, SqliteStore};
 use secrecy::ExposeSecret;
 use std::net::SocketAddr;
@@ -506,6 +506,13 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
         ..config.egress.clone()
     };
     let egress = Arc::new(egress);
+    // Commands' private copies go under the system's temporary directory, which a
+    // sandbox's unprivileged user can pass through (the data directory is private).
+    let code = CodeTools::detect(&std::env::temp_dir(), config.workspaces).await;
+    match &code.sandbox {
+        Ok(_) => tracing::info!("code tools: commands run in bubblewrap sandboxes"),
+        Err(why) => tracing::warn!(%why, "code tools: commands cannot run on this replica"),
+    }
     let wiring = Wiring {
         config,
         stores: &stores,
@@ -519,6 +526,7 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
         clock: Arc::new(SystemClock),
         replica,
         delegator: DelegatorSlot::default(),
+        code,
     };
     let engine = wiring.engine();
     // The run use cases start the children of `delegate` calls, driven by this engine:
@@ -594,6 +602,8 @@ struct Wiring<'a> {
     replica: String,
     /// The engine's way to start delegated runs, filled with the run use cases.
     delegator: DelegatorSlot,
+    /// Where workspace commands run.
+    code: CodeTools,
 }
 
 impl Wiring<'_> {
@@ -714,6 +724,8 @@ impl Wiring<'_> {
                 allowlists: stores.egress_allowlists.clone(),
                 audit: stores.audit.clone(),
                 delegator: self.delegator.clone(),
+                workspaces: stores.workspaces.clone(),
+                code: self.code.clone(),
             },
             EngineOptions {
                 replica: self.replica.clone(),

@@ -383,6 +383,7 @@ fn every_provider_and_tool_kind_is_a_named_variant() {
                 "ClientToolKind",
                 "DelegateToolKind",
                 "McpToolKind",
+                "WorkspaceToolKind",
             ][..],
         ),
     ] {

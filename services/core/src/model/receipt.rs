@@ -196,7 +196,9 @@ impl Receipt {
                 r.arguments = e.arguments.clone();
                 r.attempts += 1;
                 r.state = match e.kind {
-                    ToolKind::Http | ToolKind::Delegate | ToolKind::Mcp => ReceiptState::Pending,
+                    ToolKind::Http | ToolKind::Delegate | ToolKind::Mcp | ToolKind::Workspace => {
+                        ReceiptState::Pending
+                    }
                     ToolKind::Client => ReceiptState::AwaitingClient,
                 };
                 r

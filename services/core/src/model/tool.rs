@@ -78,6 +78,25 @@ pub enum ToolKindSpec {
         /// The tool's name on the server.
         tool: String,
     },
+    /// A built-in tool over the run's workspace: `read_file`, `write_file`,
+    /// `list_files`, or a command in a sandbox (`shell`, `python`) whose file changes are
+    /// promoted with its result. Its input schema and effect are Baton's (what a
+    /// definition gives is replaced).
+    #[schema(title = "WorkspaceToolKind")]
+    Workspace { op: WorkspaceOp },
+}
+
+/// What a workspace tool does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkspaceOp {
+    ReadFile,
+    WriteFile,
+    ListFiles,
+    /// Runs `command` with `/bin/sh -c` in the workspace.
+    Shell,
+    /// Runs `script` with `python3` in the workspace.
+    Python,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -95,6 +114,7 @@ impl Tool {
             ToolKindSpec::Client => baton_events::ToolKind::Client,
             ToolKindSpec::Delegate { .. } => baton_events::ToolKind::Delegate,
             ToolKindSpec::Mcp { .. } => baton_events::ToolKind::Mcp,
+            ToolKindSpec::Workspace { .. } => baton_events::ToolKind::Workspace,
         }
     }
 

@@ -50,4 +50,4 @@ pub use tenants::TenantStore;
 pub use tools::ToolStore;
 pub use users::{MemberChange, UserCredentials, UserStore};
 pub use webhooks::{EndpointOutcome, PostAnswer, WebhookStore, WebhookTransport};
-pub use workspace::{Blob, WorkspaceStore};
+pub use workspace::{Blob, PathState, WorkspaceStore};

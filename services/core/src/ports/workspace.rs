@@ -40,6 +40,16 @@ impl std::fmt::Debug for Blob {
     }
 }
 
+/// A path as the workspace holds it: the version of its last change, and its content and
+/// size unless that change removed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathState {
+    pub path: String,
+    pub version: i64,
+    pub sha256: Option<String>,
+    pub size: u64,
+}
+
 #[async_trait]
 pub trait WorkspaceStore: Send + Sync {
     /// The run's files in path order, those after `after`, at most `limit`.
@@ -66,6 +76,14 @@ pub trait WorkspaceStore: Send + Sync {
         run: RunId,
         path: &str,
     ) -> Result<Option<FileContent>, StoreError>;
+
+    /// Every path the run's workspace has held, removed ones too: what a promotion is
+    /// resolved against (`workspace::promote`).
+    async fn workspace_state(
+        &self,
+        tenant: TenantId,
+        run: RunId,
+    ) -> Result<Vec<PathState>, StoreError>;
 
     /// The run's files and bytes, and the tenant's stored bytes.
     async fn workspace_usage(

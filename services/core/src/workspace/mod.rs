@@ -10,6 +10,7 @@
 
 pub mod path;
 pub mod promote;
+pub mod tools;
 
 use crate::error::{CoreError, StoreError};
 use crate::model::{Action, FileContent, Principal, WorkspaceFile};

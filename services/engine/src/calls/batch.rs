@@ -53,6 +53,8 @@ fn runs_alongside(tool: &Tool) -> bool {
         && match tool.kind {
             ToolKindSpec::Http { .. } | ToolKindSpec::Mcp { .. } => tool.effect == ToolEffect::Read,
             ToolKindSpec::Delegate { .. } => true,
+            // Commands and writes promote against the files they saw: one at a time.
+            ToolKindSpec::Workspace { .. } => tool.effect == ToolEffect::Read,
             ToolKindSpec::Client => false,
         }
 }

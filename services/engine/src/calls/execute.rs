@@ -3,6 +3,7 @@
 //! write-ahead), hand `client` calls to the API client, record an error result, and
 //! apply the recovery rule or a member's retry to an interrupted call.
 
+use super::promote;
 use super::recovery::{self, Recovery};
 use crate::agent::TurnContext;
 use crate::delegate;
@@ -13,6 +14,7 @@ use crate::shared::Shared;
 use crate::state::Call;
 use crate::stream::RunStream;
 use crate::tools::{self, Called, Planned};
+use crate::workspace;
 use baton_core::model::{RunSummary, Tool, ToolKindSpec};
 use baton_egress::TenantEgress;
 use baton_events::{
@@ -202,6 +204,11 @@ impl<'a> Calls<'a> {
                 let (tenant, run, depth) = (self.run.tenant, self.run.id, self.stream.state.depth);
                 Box::pin(async move { delegate::call(&shared, tenant, run, depth, p).await })
             }
+            ToolKindSpec::Workspace { op } => {
+                let shared = self.stream.shared.clone();
+                let (tenant, run) = (self.run.tenant, self.run.id);
+                Box::pin(async move { workspace::call(&shared, tenant, run, p, op).await })
+            }
             _ => Box::pin(tools::call(self.egress, p, retry, self.progress_sink(p))),
         }
     }
@@ -243,8 +250,14 @@ impl<'a> Calls<'a> {
         &mut self,
         after: &RunSummary,
         planned: &[Planned],
-        called: Vec<Called>,
+        mut called: Vec<Called>,
     ) -> Result<Next, StepError> {
+        // A workspace write or command runs alone (`batch.rs`): its files land with it.
+        if let [Called::Promote(..)] = called.as_slice()
+            && let Some(Called::Promote(result, promotion)) = called.pop()
+        {
+            return promote::land(self.stream, after, result, promotion).await;
+        }
         for c in &called {
             if let Called::Result(r) = c {
                 self.stream.unsaved.insert(r.receipt_id, r.clone());
@@ -310,7 +323,9 @@ async fn audit_refused_tool_call(shared: &Shared, run: &RunSummary, p: &Planned,
     let url = match &p.tool.kind {
         ToolKindSpec::Http { url, .. } => Some(url.as_str()),
         ToolKindSpec::Mcp { .. } => p.server_url(),
-        ToolKindSpec::Client | ToolKindSpec::Delegate { .. } => None,
+        ToolKindSpec::Client | ToolKindSpec::Delegate { .. } | ToolKindSpec::Workspace { .. } => {
+            None
+        }
     };
     let details = serde_json::json!({
         "tool": p.tool.name,

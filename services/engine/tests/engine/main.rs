@@ -7,4 +7,5 @@ mod reasoning;
 mod recovery;
 mod tools;
 mod turns;
+mod workspace;
 mod world;

@@ -40,6 +40,12 @@ pub fn ports(store: &SqliteStore, recorder: &Recorder) -> EnginePorts {
         allowlists: Arc::new(store.clone()),
         audit: Arc::new(store.clone()),
         delegator: Default::default(),
+        workspaces: Arc::new(store.clone()),
+        // Tests that run commands find the sandbox themselves (`workspace.rs`).
+        code: baton_engine::CodeTools::unavailable(
+            "not in this test",
+            baton_core::workspace::WorkspaceLimits::default(),
+        ),
     }
 }
 
@@ -84,6 +90,19 @@ pub async fn world() -> World {
 }
 
 pub async fn world_with(opts: EngineOptions) -> World {
+    world_from(opts, None).await
+}
+
+/// A world whose engine runs commands with `code`.
+pub async fn world_with_code(code: baton_engine::CodeTools) -> World {
+    let opts = EngineOptions {
+        adopt_every: Duration::from_secs(3600),
+        ..EngineOptions::new("test")
+    };
+    world_from(opts, Some(code)).await
+}
+
+async fn world_from(opts: EngineOptions, code: Option<baton_engine::CodeTools>) -> World {
     let store = SqliteStore::in_memory().await.expect("store");
     let tenant = baton_core::model::Tenant {
         id: TenantId::new(),
@@ -99,7 +118,11 @@ pub async fn world_with(opts: EngineOptions) -> World {
     };
     let agents: Arc<dyn AgentStore> = Arc::new(store.clone());
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let engine = Engine::new(ports(&store, &recorder), opts);
+    let mut ports = ports(&store, &recorder);
+    if let Some(code) = code {
+        ports.code = code;
+    }
+    let engine = Engine::new(ports, opts);
     engine.start().await.expect("engine starts");
     let runs = Runs {
         reader: Arc::new(store.clone()),

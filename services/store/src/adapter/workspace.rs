@@ -18,7 +18,7 @@ use crate::store::Store;
 use async_trait::async_trait;
 use baton_core::StoreError;
 use baton_core::model::{FileContent, WorkspaceFile, WorkspaceUsage};
-use baton_core::ports::{AppendRequest, Blob, WorkspaceStore};
+use baton_core::ports::{AppendRequest, Blob, PathState, WorkspaceStore};
 use baton_events::{FileChangeKind, RunEvent, RunId, TenantId, WorkspaceChanged};
 use sqlx::Transaction;
 use std::collections::BTreeMap;
@@ -99,6 +99,33 @@ impl<B: Backend> WorkspaceStore for Store<B> {
             .bind(run.as_uuid())
             .bind(path);
         self.tenant_row::<ContentRow, _>(tenant, q).await
+    }
+
+    #[tracing::instrument(name = "store.workspace_state", skip_all)]
+    async fn workspace_state(&self, tenant: TenantId, run: RunId) -> Result<Vec<PathState>> {
+        let q = Query::new(
+            "SELECT path, sha256, size, version FROM workspace_files \
+             WHERE tenant_id = $1 AND run_id = $2 ORDER BY path",
+        )
+        .bind(tenant.as_uuid())
+        .bind(run.as_uuid());
+        let mut conn = self
+            .pools
+            .read(
+                crate::pools::PoolKind::App,
+                crate::pools::Scope::Tenant(tenant),
+            )
+            .await?;
+        let rows: Vec<(String, Option<String>, i64, i64)> = q.fetch_all(&mut conn).await?;
+        Ok(rows
+            .into_iter()
+            .map(|(path, sha256, size, version)| PathState {
+                path,
+                version,
+                sha256,
+                size: u64::try_from(size).unwrap_or(0),
+            })
+            .collect())
     }
 
     #[tracing::instrument(name = "store.workspace_usage", skip_all)]

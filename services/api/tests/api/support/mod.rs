@@ -155,6 +155,11 @@ impl TestApp {
                 allowlists: db.clone(),
                 audit: db.clone(),
                 delegator: delegator.clone(),
+                workspaces: db.clone(),
+                code: baton_engine::CodeTools::unavailable(
+                    "not in the API tests",
+                    workspace_limits(),
+                ),
             },
             EngineOptions::new("api-tests"),
         );

@@ -1,0 +1,353 @@
+//! The built-in workspace tools: `read_file` and `list_files` read the store; `write_file`
+//! and the commands (`shell`, `python`, in a `baton-sandbox` sandbox over a private copy
+//! of the workspace) end in a [`Promotion`]: the files they changed, against the
+//! workspace version they saw, which the result's append lands with it
+//! (`calls::execute`) after `core::workspace::promote` resolved it against the files as
+//! they are then. A command that does not exit with status 0 (it failed, timed out, was
+//! killed) promotes nothing; a crash before the append leaves the workspace as it was, and
+//! the call is run again (it is idempotent: its only effect is its promotion).
+
+use crate::shared::Shared;
+use crate::tools::{Called, Planned};
+use baton_core::model::WorkspaceOp;
+use baton_core::workspace::{WorkspaceLimits, path};
+use baton_core::{RunId, TenantId};
+use baton_events::{ErrorInfo, FileChangeKind, ToolOutcome, ToolResult};
+use baton_sandbox::{Change, Exit, Limits, Sandbox, Spec, Workdir};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The most output a workspace tool's result keeps.
+const OUTPUT_CAP: usize = 32 << 10;
+
+/// Where this replica runs commands.
+#[derive(Clone)]
+pub struct CodeTools {
+    /// The sandbox, or why there is none here (said to the model in the call's result).
+    pub sandbox: Result<Arc<Sandbox>, String>,
+    /// Where commands' private copies are made.
+    pub scratch: PathBuf,
+    pub limits: WorkspaceLimits,
+}
+
+impl CodeTools {
+    /// Finds the sandbox (bubblewrap) and makes a scratch directory under `parent`.
+    pub async fn detect(parent: &std::path::Path, limits: WorkspaceLimits) -> Self {
+        let scratch = baton_sandbox::bwrap::tempdir_of(parent);
+        let sandbox = Sandbox::detect()
+            .await
+            .map(Arc::new)
+            .map_err(|e| e.to_string());
+        match scratch {
+            Ok(scratch) => Self {
+                sandbox,
+                scratch,
+                limits,
+            },
+            Err(e) => Self::unavailable(format!("no scratch directory: {e}"), limits),
+        }
+    }
+
+    /// No commands on this replica, for `why`; the file tools still work.
+    pub fn unavailable(why: impl Into<String>, limits: WorkspaceLimits) -> Self {
+        Self {
+            sandbox: Err(why.into()),
+            scratch: std::env::temp_dir(),
+            limits,
+        }
+    }
+}
+
+/// The files a write or a command changed, against the workspace version it saw.
+#[derive(Debug)]
+pub(crate) struct Promotion {
+    pub(crate) base: i64,
+    pub(crate) changes: Vec<Change>,
+}
+
+/// Carries out planned call `p` of workspace tool `op` on run `run`.
+pub(crate) async fn call(
+    shared: &Shared,
+    tenant: TenantId,
+    run: RunId,
+    p: &Planned,
+    op: WorkspaceOp,
+) -> Called {
+    let started = Instant::now();
+    let done = match op {
+        WorkspaceOp::ReadFile => read_file(shared, tenant, run, p).await,
+        WorkspaceOp::ListFiles => list_files(shared, tenant, run, p).await,
+        WorkspaceOp::WriteFile => write_file(shared, tenant, run, p).await,
+        WorkspaceOp::Shell => command(shared, tenant, run, p, "command", &["/bin/sh", "-c"]).await,
+        WorkspaceOp::Python => command(shared, tenant, run, p, "script", &["python3", "-c"]).await,
+    };
+    let duration_ms = started.elapsed().as_millis() as u64;
+    let (outcome, output, error, promotion) = match done {
+        Ok(Done { output, promotion }) => (ToolOutcome::Ok, output, None, promotion),
+        Err(e) => (
+            ToolOutcome::Error,
+            format!("Error ({}): {}", e.code, e.message),
+            Some(e),
+            None,
+        ),
+    };
+    let (output, truncated) = cap(output);
+    let result = ToolResult {
+        receipt_id: p.intent.receipt_id,
+        call_id: p.intent.call_id.clone(),
+        tool: p.intent.tool.clone(),
+        outcome,
+        output,
+        error,
+        duration_ms,
+        truncated,
+        from_client: false,
+        attempts: Some(1),
+        delegated_run: None,
+    };
+    match promotion {
+        Some(promotion) => Called::Promote(result, promotion),
+        None => Called::Result(result),
+    }
+}
+
+struct Done {
+    output: String,
+    promotion: Option<Promotion>,
+}
+
+type Outcome = Result<Done, ErrorInfo>;
+
+fn failed(code: &str, message: impl Into<String>) -> ErrorInfo {
+    ErrorInfo {
+        code: code.into(),
+        message: message.into(),
+    }
+}
+
+/// The string argument `name`.
+fn argument<'p>(p: &'p Planned, name: &str) -> Result<&'p str, ErrorInfo> {
+    p.intent.arguments[name]
+        .as_str()
+        .ok_or_else(|| failed("invalid_arguments", format!("{name} must be a string")))
+}
+
+fn path_argument(p: &Planned) -> Result<String, ErrorInfo> {
+    path::normalize(argument(p, "path")?).map_err(|e| failed("invalid_path", e.to_string()))
+}
+
+fn store_error(e: impl std::fmt::Display) -> ErrorInfo {
+    failed(
+        "workspace_unavailable",
+        format!("the workspace could not be read: {e}"),
+    )
+}
+
+async fn read_file(shared: &Shared, tenant: TenantId, run: RunId, p: &Planned) -> Outcome {
+    let path = path_argument(p)?;
+    let found = shared.ports.workspaces.read_file(tenant, run, &path).await;
+    match found.map_err(store_error)? {
+        Some(f) => Ok(Done {
+            output: String::from_utf8_lossy(&f.content).into_owned(),
+            promotion: None,
+        }),
+        None => Err(failed("no_such_file", format!("there is no file {path}"))),
+    }
+}
+
+async fn list_files(shared: &Shared, tenant: TenantId, run: RunId, p: &Planned) -> Outcome {
+    let prefix = p.intent.arguments["prefix"].as_str().unwrap_or("");
+    let state = shared.ports.workspaces.workspace_state(tenant, run).await;
+    let lines: Vec<String> = state
+        .map_err(store_error)?
+        .into_iter()
+        .filter(|s| s.sha256.is_some() && s.path.starts_with(prefix))
+        .map(|s| format!("{}\t{} bytes", s.path, s.size))
+        .collect();
+    let output = if lines.is_empty() {
+        "no files".to_string()
+    } else {
+        lines.join("\n")
+    };
+    Ok(Done {
+        output,
+        promotion: None,
+    })
+}
+
+async fn write_file(shared: &Shared, tenant: TenantId, run: RunId, p: &Planned) -> Outcome {
+    let path = path_argument(p)?;
+    let content = argument(p, "content")?.as_bytes().to_vec();
+    let limit = shared.ports.code.limits.max_file_bytes;
+    if content.len() as u64 > limit {
+        return Err(failed(
+            "file_too_large",
+            format!(
+                "the file would be {} bytes, more than {limit}",
+                content.len()
+            ),
+        ));
+    }
+    let base = base_version(shared, tenant, run).await?;
+    let output = format!("wrote {path} ({} bytes)", content.len());
+    Ok(Done {
+        output,
+        promotion: Some(Promotion {
+            base,
+            changes: vec![Change {
+                path,
+                kind: FileChangeKind::Modified,
+                content: Some(content),
+            }],
+        }),
+    })
+}
+
+/// The run's version now: what a change made from here is made against.
+async fn base_version(shared: &Shared, tenant: TenantId, run: RunId) -> Result<i64, ErrorInfo> {
+    let found = shared.ports.runs.get_run(tenant, run).await;
+    found
+        .map_err(store_error)?
+        .map(|r| r.version)
+        .ok_or_else(|| failed("run_gone", "the run is gone"))
+}
+
+/// Runs argument `arg` of `p` with `argv` in a sandbox over a copy of the workspace.
+async fn command(
+    shared: &Shared,
+    tenant: TenantId,
+    run: RunId,
+    p: &Planned,
+    arg: &str,
+    argv: &[&str],
+) -> Outcome {
+    let code = &shared.ports.code;
+    let sandbox = code.sandbox.as_ref().map_err(|why| {
+        failed(
+            "code_tools_unavailable",
+            format!("commands cannot run on this server: {why}"),
+        )
+    })?;
+    let source = argument(p, arg)?.to_string();
+    let base = base_version(shared, tenant, run).await?;
+    let files = workspace_files(shared, tenant, run).await?;
+    let workdir = Workdir::materialize(&code.scratch, files, sandbox.owner()).map_err(|e| {
+        failed(
+            "workspace_unavailable",
+            format!("the workspace could not be made: {e}"),
+        )
+    })?;
+    let spec = Spec {
+        argv: argv.iter().map(|a| a.to_string()).chain([source]).collect(),
+        env: Vec::new(),
+        network: false,
+    };
+    let limits = Limits {
+        wall: Duration::from_millis(p.tool.timeout_ms),
+        file_bytes: code.limits.max_file_bytes,
+        ..Limits::default()
+    };
+    let out = sandbox.run(&workdir, &spec, &limits).await.map_err(|e| {
+        failed(
+            "command_not_started",
+            format!("the command could not start: {e}"),
+        )
+    })?;
+    let mut output = format!(
+        "--- stdout ---\n{}\n--- stderr ---\n{}",
+        String::from_utf8_lossy(&out.stdout).trim_end(),
+        String::from_utf8_lossy(&out.stderr).trim_end()
+    );
+    if out.truncated {
+        output.push_str("\n(output cut)");
+    }
+    match out.exit {
+        Exit::Code(0) => {}
+        Exit::Code(n) => {
+            return Err(failed(
+                "command_failed",
+                format!("exit status {n}; no file changes kept\n{output}"),
+            ));
+        }
+        Exit::Signal(s) => {
+            return Err(failed(
+                "command_killed",
+                format!("killed by signal {s}; no file changes kept\n{output}"),
+            ));
+        }
+        Exit::TimedOut => {
+            return Err(failed(
+                "command_timed_out",
+                format!(
+                    "timed out after {} ms and was killed; no file changes kept\n{output}",
+                    p.tool.timeout_ms
+                ),
+            ));
+        }
+    }
+    let limits = &code.limits;
+    let set = workdir
+        .changes(limits.max_file_bytes, limits.max_run_files as usize)
+        .map_err(|e| {
+            failed(
+                "workspace_unavailable",
+                format!("the changes could not be read: {e}"),
+            )
+        })?;
+    if !set.refused.is_empty() {
+        output.push_str(&format!("\n{}", refused_line(&set.refused)));
+    }
+    Ok(Done {
+        output: format!("exit status 0\n{output}"),
+        promotion: Some(Promotion {
+            base,
+            changes: set.changes,
+        }),
+    })
+}
+
+fn refused_line(refused: &[baton_sandbox::Refused]) -> String {
+    let names: Vec<String> = refused
+        .iter()
+        .map(|r| format!("{} ({})", r.path, r.why))
+        .collect();
+    format!("not kept: {}", names.join(", "))
+}
+
+/// Every file of the run's workspace with its content.
+async fn workspace_files(
+    shared: &Shared,
+    tenant: TenantId,
+    run: RunId,
+) -> Result<Vec<(String, Vec<u8>)>, ErrorInfo> {
+    let store = &shared.ports.workspaces;
+    let state = store
+        .workspace_state(tenant, run)
+        .await
+        .map_err(store_error)?;
+    let mut files = Vec::new();
+    for s in state.into_iter().filter(|s| s.sha256.is_some()) {
+        if let Some(f) = store
+            .read_file(tenant, run, &s.path)
+            .await
+            .map_err(store_error)?
+        {
+            files.push((f.file.path, f.content));
+        }
+    }
+    Ok(files)
+}
+
+/// `output` cut to [`OUTPUT_CAP`] bytes (at a character boundary); whether it was cut.
+fn cap(mut output: String) -> (String, bool) {
+    if output.len() <= OUTPUT_CAP {
+        return (output, false);
+    }
+    let mut end = OUTPUT_CAP;
+    while !output.is_char_boundary(end) {
+        end -= 1;
+    }
+    output.truncate(end);
+    (output, true)
+}

@@ -1,0 +1,303 @@
+//! Workspace tools with real bubblewrap: a command's file changes land with its result,
+//! exactly as it made them; a command that fails or times out lands nothing; a member's
+//! upload of a path a command also writes is kept, and the command's version beside it.
+
+use crate::tools::says;
+use crate::world::{World, world_with_code};
+use baton_core::model::{
+    AgentLimits, RunStatus, ScriptedReply, ScriptedToolCall, ToolKindSpec, WorkspaceOp,
+};
+use baton_core::tools::NewTool;
+use baton_core::workspace::{Precondition, WorkspaceLimits, Workspaces};
+use baton_core::{RunId, ToolId};
+use baton_engine::CodeTools;
+use baton_events::ToolEffect;
+use serde_json::{Value, json};
+
+async fn world() -> World {
+    let code = CodeTools::detect(&std::env::temp_dir(), WorkspaceLimits::default()).await;
+    if let Err(why) = &code.sandbox {
+        panic!("bubblewrap must work here (scripts/test installs it): {why}");
+    }
+    world_with_code(code).await
+}
+
+impl World {
+    async fn workspace_tool(&self, name: &str, op: WorkspaceOp, timeout_ms: u64) -> ToolId {
+        self.tool(NewTool {
+            name: name.into(),
+            description: String::new(),
+            input_schema: json!({}),
+            effect: ToolEffect::Read,
+            idempotent: false,
+            requires_approval: false,
+            timeout_ms,
+            kind: ToolKindSpec::Workspace { op },
+        })
+        .await
+    }
+
+    fn workspaces(&self) -> Workspaces {
+        Workspaces {
+            runs: self.runs.clone(),
+            store: std::sync::Arc::new(self.store.clone()),
+            limits: WorkspaceLimits::default(),
+        }
+    }
+
+    async fn file(&self, run: RunId, path: &str) -> Option<String> {
+        let read = self.workspaces().read_file(&self.owner, run, path).await;
+        read.ok()
+            .map(|f| String::from_utf8_lossy(&f.content).into_owned())
+    }
+
+    async fn paths(&self, run: RunId) -> Vec<String> {
+        let page = self
+            .workspaces()
+            .list_files(&self.owner, run, None, None)
+            .await;
+        page.expect("list")
+            .items
+            .into_iter()
+            .map(|f| f.path)
+            .collect()
+    }
+
+    /// The `data` of every `type` event of the run.
+    async fn data_of(&self, run: RunId, kind: &str) -> Vec<Value> {
+        self.events(run)
+            .await
+            .into_iter()
+            .filter(|e| e.event_type == kind)
+            .map(|e| e.data)
+            .collect()
+    }
+}
+
+fn call(name: &str, arguments: Value) -> ScriptedToolCall {
+    ScriptedToolCall {
+        name: name.into(),
+        arguments,
+    }
+}
+
+fn calling(calls: Vec<ScriptedToolCall>) -> ScriptedReply {
+    ScriptedReply {
+        tool_calls: calls,
+        ..says("")
+    }
+}
+
+#[tokio::test]
+async fn a_command_lands_exactly_what_it_changed_with_its_result() {
+    let w = world().await;
+    let write = w
+        .workspace_tool("write_file", WorkspaceOp::WriteFile, 30_000)
+        .await;
+    let shell = w.workspace_tool("shell", WorkspaceOp::Shell, 30_000).await;
+    let read = w
+        .workspace_tool("read_file", WorkspaceOp::ReadFile, 30_000)
+        .await;
+    let list = w
+        .workspace_tool("list_files", WorkspaceOp::ListFiles, 30_000)
+        .await;
+    let replies = vec![
+        calling(vec![
+            call(
+                "write_file",
+                json!({"path": "edit.txt", "content": "before"}),
+            ),
+            call("write_file", json!({"path": "gone.txt", "content": "bye"})),
+        ]),
+        calling(vec![call(
+            "shell",
+            json!({"command": "cat edit.txt; echo new > added.txt; echo after > edit.txt; \
+                   rm gone.txt; ln -s /etc/hostname link"}),
+        )]),
+        calling(vec![
+            call("read_file", json!({"path": "added.txt"})),
+            call("list_files", json!({})),
+        ]),
+        ScriptedReply {
+            complete_run: true,
+            ..says("done")
+        },
+    ];
+    let run = w
+        .run_with(
+            vec![write, shell, read, list],
+            replies,
+            AgentLimits::default(),
+        )
+        .await;
+    w.wait_status(run, RunStatus::Completed).await;
+
+    assert_eq!(w.paths(run).await, ["added.txt", "edit.txt"]);
+    assert_eq!(w.file(run, "edit.txt").await.as_deref(), Some("after\n"));
+    let results = w.data_of(run, "tool.result").await;
+    let outputs: Vec<&str> = results
+        .iter()
+        .map(|r| r["output"].as_str().unwrap_or(""))
+        .collect();
+    assert!(results.iter().all(|r| r["outcome"] == "ok"), "{results:?}");
+    assert!(
+        outputs[2].starts_with("exit status 0\n--- stdout ---\nbefore"),
+        "{}",
+        outputs[2]
+    );
+    assert!(
+        outputs[2].contains("not kept: link (a symbolic link)"),
+        "{}",
+        outputs[2]
+    );
+    assert!(
+        outputs[2].ends_with("files: 1 added, 1 modified, 1 removed"),
+        "{}",
+        outputs[2]
+    );
+    assert_eq!(outputs[3], "new\n");
+    assert!(outputs[4].contains("added.txt\t4 bytes"), "{}", outputs[4]);
+    // Each write and command's change is its own event, right after its result.
+    let types = w.types(run).await;
+    let changed = w.data_of(run, "workspace.changed").await;
+    assert_eq!(changed.len(), 3, "{types:?}");
+    let command = &changed[2];
+    assert_eq!(command["source"], "command");
+    assert_eq!(command["receipt_id"], results[2]["receipt_id"]);
+    let changes: Vec<(&str, &str)> = command["changes"]
+        .as_array()
+        .expect("changes")
+        .iter()
+        .map(|c| {
+            (
+                c["path"].as_str().unwrap_or(""),
+                c["change"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        changes,
+        [
+            ("added.txt", "added"),
+            ("edit.txt", "modified"),
+            ("gone.txt", "removed")
+        ]
+    );
+    for (i, _) in types
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| *t == "workspace.changed")
+    {
+        assert_eq!(types[i - 1], "tool.result", "{types:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_command_that_fails_or_times_out_lands_nothing() {
+    let w = world().await;
+    let shell = w.workspace_tool("shell", WorkspaceOp::Shell, 1_000).await;
+    let replies = vec![
+        calling(vec![call(
+            "shell",
+            json!({"command": "echo partial > p.txt; exit 3"}),
+        )]),
+        calling(vec![call(
+            "shell",
+            json!({"command": "echo partial > q.txt; sleep 30 & sleep 30"}),
+        )]),
+        ScriptedReply {
+            complete_run: true,
+            ..says("done")
+        },
+    ];
+    let run = w
+        .run_with(vec![shell], replies, AgentLimits::default())
+        .await;
+    w.wait_status(run, RunStatus::Completed).await;
+    assert!(w.paths(run).await.is_empty());
+    assert!(w.data_of(run, "workspace.changed").await.is_empty());
+    let results = w.data_of(run, "tool.result").await;
+    let codes: Vec<&str> = results
+        .iter()
+        .map(|r| r["error"]["code"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        codes,
+        ["command_failed", "command_timed_out"],
+        "{results:?}"
+    );
+    assert!(results.iter().all(|r| r["outcome"] == "error"));
+}
+
+#[tokio::test]
+async fn an_upload_during_a_command_is_kept_and_the_commands_version_beside_it() {
+    let w = world().await;
+    let shell = w.workspace_tool("shell", WorkspaceOp::Shell, 30_000).await;
+    let replies = vec![
+        calling(vec![call(
+            "shell",
+            json!({"command": "sleep 2.0137; mkdir -p uploads; echo mine > uploads/a.txt; echo other > b.txt"}),
+        )]),
+        ScriptedReply {
+            complete_run: true,
+            ..says("done")
+        },
+    ];
+    let run = w
+        .run_with(vec![shell], replies, AgentLimits::default())
+        .await;
+    // Once the command runs (its copy made, bwrap started), a member uploads the same
+    // path.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !running("sleep 2.0137") {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the command never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    w.workspaces()
+        .upload(
+            &w.owner,
+            run,
+            "uploads/a.txt",
+            b"theirs".to_vec(),
+            Precondition::None,
+        )
+        .await
+        .expect("upload");
+    w.wait_status(run, RunStatus::Completed).await;
+
+    assert_eq!(
+        w.file(run, "uploads/a.txt").await.as_deref(),
+        Some("theirs")
+    );
+    assert_eq!(
+        w.file(run, "uploads/a.txt.conflict-1").await.as_deref(),
+        Some("mine\n")
+    );
+    assert_eq!(w.file(run, "b.txt").await.as_deref(), Some("other\n"));
+    let results = w.data_of(run, "tool.result").await;
+    let output = results[0]["output"].as_str().unwrap_or("");
+    assert!(
+        output.contains(
+            "uploads/a.txt changed meanwhile: this command's version is uploads/a.txt.conflict-1"
+        ),
+        "{output}"
+    );
+}
+
+/// Whether a process of this machine has `marker` in its command line.
+fn running(marker: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .any(|c| {
+            String::from_utf8_lossy(&c)
+                .replace('\0', " ")
+                .contains(marker)
+        })
+}
