@@ -8,7 +8,8 @@
 //! that drove it, and ([`queue`]) queued messages across a SIGKILL of the owner and a
 //! `wait` answered by a replica that does not drive the run; ([`retention`]) the retention
 //! job on two replicas deleting each expired run once; ([`delegation`]) a SIGKILL of a
-//! run's owner while a `delegate` call waits on its child.
+//! run's owner while a `delegate` call waits on its child; ([`workspace`]) a SIGKILL of a
+//! run's owner while a `shell` command runs in its sandbox.
 //! Needs Postgres (`BATON_TEST_DATABASE_URL`), NATS (`BATON_TEST_NATS_URL`) and, for the
 //! private NATS, `nats-server`.
 
@@ -26,3 +27,4 @@ mod schedules;
 mod support;
 mod traces;
 mod webhooks;
+mod workspace;
