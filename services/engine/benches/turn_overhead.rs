@@ -1,8 +1,10 @@
 //! Turn overhead: what the engine itself costs per turn — appends, state folding, lease
 //! claim and release, fan-out — with a scripted model that answers at once, on SQLite
 //! (in memory) and on Postgres (a fresh database on the test server). Three shapes:
-//! a turn without tools, a turn with one read tool call to a local endpoint, and, for
-//! reference, that endpoint's bare HTTP round trip (the tool time inside the second).
+//! a turn without tools, a turn with one read tool call to a local endpoint, a turn with
+//! one `shell` call (sandbox set-up to promoted result: the command changes a file each
+//! time), and, for reference, that endpoint's bare HTTP round trip (the tool time inside
+//! the second).
 //!
 //! `cargo bench -p baton-engine --bench turn_overhead`; Postgres from
 //! `BATON_TEST_DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`).
@@ -23,6 +25,15 @@ use baton_testkit::{TestDatabase, ToolServer};
 use criterion::{Criterion, criterion_group, criterion_main};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The tool a turn calls.
+enum Tool {
+    None,
+    /// An `http` read of this URL.
+    Read(String),
+    /// A `shell` command in a sandbox, whose file change is promoted.
+    Shell,
+}
 
 /// Enough replies for every turn criterion asks for.
 const SCRIPT_LEN: usize = 500;
@@ -117,10 +128,11 @@ impl Bench {
                 audit: Arc::new(store.clone()),
                 delegator: Default::default(),
                 workspaces: Arc::new(store.clone()),
-                code: baton_engine::CodeTools::unavailable(
-                    "not in this benchmark",
+                code: baton_engine::CodeTools::detect(
+                    &std::env::temp_dir(),
                     baton_core::workspace::WorkspaceLimits::default(),
-                ),
+                )
+                .await,
             },
             EngineOptions::new("bench"),
         );
@@ -146,34 +158,50 @@ impl Bench {
         }
     }
 
-    async fn agent<S: Store>(&self, store: &S, tool_url: Option<String>) -> AgentId {
+    async fn agent<S: Store>(&self, store: &S, tool: Tool) -> AgentId {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let mut tools = Vec::new();
         let mut calls = Vec::new();
-        if let Some(url) = tool_url {
-            let t = Tools {
-                store: Arc::new(store.clone()),
-                agents: Arc::new(store.clone()),
-                clock: clock.clone(),
-                egress: egress(store),
-            };
+        let t = Tools {
+            store: Arc::new(store.clone()),
+            agents: Arc::new(store.clone()),
+            clock: clock.clone(),
+            egress: egress(store),
+        };
+        let (kind, name, arguments) = match tool {
+            Tool::None => (None, "", serde_json::json!({})),
+            Tool::Read(url) => (
+                Some(ToolKindSpec::Http {
+                    url,
+                    secret_headers: vec![],
+                }),
+                "lookup",
+                serde_json::json!({}),
+            ),
+            // A command that changes a file every time: each call promotes a change.
+            Tool::Shell => (
+                Some(ToolKindSpec::Workspace {
+                    op: baton_core::model::WorkspaceOp::Shell,
+                }),
+                "shell",
+                serde_json::json!({"command": "date +%N > out.txt"}),
+            ),
+        };
+        if let Some(kind) = kind {
             let new = NewTool {
-                name: "lookup".into(),
+                name: name.into(),
                 description: String::new(),
                 input_schema: serde_json::json!({"type": "object"}),
                 effect: ToolEffect::Read,
                 idempotent: false,
                 requires_approval: false,
                 timeout_ms: 5_000,
-                kind: ToolKindSpec::Http {
-                    url,
-                    secret_headers: vec![],
-                },
+                kind,
             };
             tools.push(t.create(&self.owner, new).await.expect("tool").id);
             calls.push(ScriptedToolCall {
-                name: "lookup".into(),
-                arguments: serde_json::json!({}),
+                name: name.into(),
+                arguments,
             });
         }
         let mut replies = Vec::with_capacity(SCRIPT_LEN * 2);
@@ -259,11 +287,12 @@ fn bench_backend<S: Store>(c: &mut Criterion, rt: &tokio::runtime::Runtime, name
     group
         .sample_size(30)
         .measurement_time(Duration::from_secs(8));
-    for (shape, url) in [
-        ("no_tools", None),
-        ("one_read_tool", Some(tools.url("lookup"))),
+    for (shape, tool) in [
+        ("no_tools", Tool::None),
+        ("one_read_tool", Tool::Read(tools.url("lookup"))),
+        ("one_shell_call", Tool::Shell),
     ] {
-        let agent = rt.block_on(bench.agent(&store, url));
+        let agent = rt.block_on(bench.agent(&store, tool));
         group.bench_function(shape, |b| {
             b.iter_custom(|iters| {
                 rt.block_on(async {
@@ -302,7 +331,7 @@ fn run_end<S: Store>(
     bench: &Bench,
     store: &S,
 ) {
-    let agent = rt.block_on(bench.agent(store, None));
+    let agent = rt.block_on(bench.agent(store, Tool::None));
     let mut shapes = vec!["run_end"];
     shapes.push("run_end_one_subscriber");
     for shape in shapes {
