@@ -92,6 +92,9 @@ pub struct AppState {
     pub streams: crate::streams::StreamLimits,
     /// Open event streams by their callers, ended when their credentials end.
     pub revocations: crate::revocations::Revocations,
+    /// Why this replica cannot run workspace commands (no usable bubblewrap), if it
+    /// cannot: `/readyz` says `code_tools: unavailable`.
+    pub code_tools_unavailable: Option<String>,
     /// This replica's identity (`name/boot`), shown by `/readyz`.
     pub replica: String,
     /// Cancelled when the server shuts down: SSE streams end so shutdown is not held up.

@@ -831,6 +831,7 @@ impl Wiring<'_> {
                 config.http.sse_streams_per_key,
                 config.http.sse_streams_per_tenant,
             ),
+            code_tools_unavailable: self.code.sandbox.as_ref().err().cloned(),
             replica: self.replica.clone(),
             shutdown,
             tasks,

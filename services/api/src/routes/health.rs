@@ -27,6 +27,10 @@ pub struct Ready {
     /// the database).
     #[schema(example = "ok")]
     pub bus: &'static str,
+    /// `ok`, or `unavailable` when this replica cannot run workspace commands (no
+    /// usable bubblewrap: its start-up log says why); the replica serves everything else.
+    #[schema(example = "ok")]
+    pub code_tools: &'static str,
     /// The replica that answered.
     pub replica: String,
 }
@@ -39,7 +43,8 @@ pub async fn livez() -> Response {
 }
 
 /// Readiness: the database answers and the server is not shutting down. The body says
-/// whether the bus is up (`"bus": "ok" | "unavailable"`) and which replica answered.
+/// whether the bus is up (`"bus": "ok" | "unavailable"`), whether workspace commands can
+/// run here (`"code_tools"`), and which replica answered.
 #[utoipa::path(get, path = "/readyz", operation_id = "getReadiness", tag = "health", security(()),
     responses((status = 200, body = Ready), (status = 503, body = crate::error::Problem)))]
 pub async fn readyz(State(st): State<AppState>) -> Response {
@@ -61,6 +66,11 @@ pub async fn readyz(State(st): State<AppState>) -> Response {
     axum::Json(Ready {
         status: "ready",
         bus,
+        code_tools: if st.code_tools_unavailable.is_some() {
+            "unavailable"
+        } else {
+            "ok"
+        },
         replica: st.replica.clone(),
     })
     .into_response()

@@ -264,3 +264,12 @@ async fn markup_downloads_only_as_attachments() {
         );
     }
 }
+
+#[tokio::test]
+async fn readiness_says_when_commands_cannot_run_here() {
+    // The API tests' engine has no sandbox.
+    let (app, _) = TestApp::with_tenant().await;
+    let ready = app.get("/readyz", &crate::support::Anonymous).await;
+    assert_eq!(ready.body["status"], "ready", "{}", ready.text);
+    assert_eq!(ready.body["code_tools"], "unavailable", "{}", ready.text);
+}

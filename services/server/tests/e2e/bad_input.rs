@@ -155,7 +155,10 @@ async fn health_and_openapi_answer() {
     let app = TestApp::embedded().await;
     let api = app.anonymous();
     assert_eq!(api.get("/livez").await.status, 200);
-    assert_eq!(api.get("/readyz").await.body["status"], "ready");
+    let ready = api.get("/readyz").await;
+    assert_eq!(ready.body["status"], "ready");
+    // scripts/test installs bubblewrap: this replica runs workspace commands.
+    assert_eq!(ready.body["code_tools"], "ok", "{}", ready.body);
     let doc = api.get("/openapi.json").await;
     assert_eq!(doc.status, 200);
     for path in [

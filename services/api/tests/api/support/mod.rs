@@ -296,6 +296,7 @@ impl TestApp {
             revocations: revocations.clone(),
             replica: "api-tests".into(),
             shutdown: CancellationToken::new(),
+            code_tools_unavailable: Some("not in the API tests".into()),
             tasks,
         };
         delegator.set(Arc::new(state.runs.clone()));
