@@ -98,7 +98,8 @@ pub(crate) async fn load(
             }
             None => shared.ports.tools.get_tool(run.tenant, *id).await?,
         };
-        if let Some(t) = tool {
+        // Commands the operator switched off are not offered (nor, so, run).
+        if let Some(t) = tool.filter(|t| !shared.ports.code.hides(t)) {
             tools.push(t);
         }
     }

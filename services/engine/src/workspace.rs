@@ -29,6 +29,9 @@ pub struct CodeTools {
     /// Where commands' private copies are made.
     pub scratch: PathBuf,
     pub limits: WorkspaceLimits,
+    /// The operator's switch: when off, `shell` and `python` tools are neither offered to
+    /// models nor run, whatever agents enable.
+    pub enabled: bool,
 }
 
 impl CodeTools {
@@ -44,6 +47,7 @@ impl CodeTools {
                 sandbox,
                 scratch,
                 limits,
+                enabled: true,
             },
             Err(e) => Self::unavailable(format!("no scratch directory: {e}"), limits),
         }
@@ -55,7 +59,27 @@ impl CodeTools {
             sandbox: Err(why.into()),
             scratch: std::env::temp_dir(),
             limits,
+            enabled: true,
         }
+    }
+
+    /// Code tools switched off by the operator: commands are hidden and refused.
+    pub fn disabled(limits: WorkspaceLimits) -> Self {
+        Self {
+            enabled: false,
+            ..Self::unavailable("disabled by the operator (workspaces.code_tools)", limits)
+        }
+    }
+
+    /// Whether `tool` is a command this replica must neither offer nor run.
+    pub(crate) fn hides(&self, tool: &baton_core::model::Tool) -> bool {
+        !self.enabled
+            && matches!(
+                tool.kind,
+                baton_core::model::ToolKindSpec::Workspace {
+                    op: WorkspaceOp::Shell | WorkspaceOp::Python
+                }
+            )
     }
 }
 
@@ -223,6 +247,12 @@ async fn command(
     argv: &[&str],
 ) -> Outcome {
     let code = &shared.ports.code;
+    if code.hides(&p.tool) {
+        return Err(failed(
+            "code_tools_disabled",
+            "the operator has switched commands off on this server",
+        ));
+    }
     let sandbox = code.sandbox.as_ref().map_err(|why| {
         failed(
             "code_tools_unavailable",

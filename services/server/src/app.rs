@@ -508,7 +508,11 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
     let egress = Arc::new(egress);
     // Commands' private copies go under the system's temporary directory, which a
     // sandbox's unprivileged user can pass through (the data directory is private).
-    let code = CodeTools::detect(&std::env::temp_dir(), config.workspaces).await;
+    let code = if config.code_tools {
+        CodeTools::detect(&std::env::temp_dir(), config.workspaces).await
+    } else {
+        CodeTools::disabled(config.workspaces)
+    };
     match &code.sandbox {
         Ok(_) => tracing::info!("code tools: commands run in bubblewrap sandboxes"),
         Err(why) => tracing::warn!(%why, "code tools: commands cannot run on this replica"),

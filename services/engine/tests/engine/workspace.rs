@@ -301,3 +301,41 @@ fn running(marker: &str) -> bool {
                 .contains(marker)
         })
 }
+
+#[tokio::test]
+async fn the_operators_switch_hides_and_refuses_commands_whatever_agents_enable() {
+    let w = world_with_code(CodeTools::disabled(WorkspaceLimits::default())).await;
+    let shell = w.workspace_tool("shell", WorkspaceOp::Shell, 30_000).await;
+    let python = w
+        .workspace_tool("python", WorkspaceOp::Python, 30_000)
+        .await;
+    let write = w
+        .workspace_tool("write_file", WorkspaceOp::WriteFile, 30_000)
+        .await;
+    let replies = vec![
+        calling(vec![call("shell", json!({"command": "echo x > x.txt"}))]),
+        calling(vec![call("python", json!({"script": "open('y.txt','w')"}))]),
+        calling(vec![call(
+            "write_file",
+            json!({"path": "z.txt", "content": "z"}),
+        )]),
+        ScriptedReply {
+            complete_run: true,
+            ..says("done")
+        },
+    ];
+    let run = w
+        .run_with(vec![shell, python, write], replies, AgentLimits::default())
+        .await;
+    w.wait_status(run, RunStatus::Completed).await;
+    let results = w.data_of(run, "tool.result").await;
+    let codes: Vec<&str> = results
+        .iter()
+        .map(|r| r["error"]["code"].as_str().unwrap_or("ok"))
+        .collect();
+    assert_eq!(codes, ["unknown_tool", "unknown_tool", "ok"], "{results:?}");
+    // Not offered: the model is told the tools it has, and they are not among them.
+    let told = results[0]["output"].as_str().unwrap_or("");
+    assert!(told.contains("[\"write_file\"]"), "{told}");
+    assert_eq!(w.paths(run).await, ["z.txt"]);
+}

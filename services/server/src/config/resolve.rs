@@ -69,6 +69,8 @@ pub struct Config {
     pub webhooks: WebhookOptions,
     /// The quotas of runs' workspaces.
     pub workspaces: baton_core::workspace::WorkspaceLimits,
+    /// The operator's switch for commands (`workspaces.code_tools`).
+    pub code_tools: bool,
 }
 
 /// Id of the key the embedded tier generates when none is configured.
@@ -441,6 +443,7 @@ impl RawConfig {
             schedules,
             webhooks,
             workspaces,
+            code_tools: self.workspaces.code_tools,
         })
     }
 }

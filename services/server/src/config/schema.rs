@@ -433,6 +433,10 @@ impl Default for ClusterSection {
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct WorkspacesSection {
+    /// Whether agents may run commands (`shell` and `python` workspace tools). `false`
+    /// hides and refuses them on this replica whatever agents enable: set it on every
+    /// replica.
+    pub code_tools: bool,
     /// The largest file, in bytes (an upload, or a file a command writes). 1 to 1 GiB.
     pub max_file_bytes: u64,
     /// The most bytes one run's files add up to. At least `max_file_bytes`.
@@ -448,6 +452,7 @@ impl Default for WorkspacesSection {
     fn default() -> Self {
         let d = baton_core::workspace::WorkspaceLimits::default();
         Self {
+            code_tools: true,
             max_file_bytes: d.max_file_bytes,
             max_run_files: d.max_run_files,
             max_run_bytes: d.max_run_bytes,
