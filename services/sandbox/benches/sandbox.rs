@@ -58,7 +58,12 @@ fn bench(c: &mut Criterion) {
                 .run(&empty, &spec, &Limits::default())
                 .await
                 .expect("run");
-            assert!(out.succeeded());
+            assert!(
+                out.succeeded(),
+                "{:?}: {}",
+                out.exit,
+                String::from_utf8_lossy(&out.stderr)
+            );
         })
     });
     g.finish();

@@ -4,8 +4,9 @@
 //! files); the command's [`Workdir`] as `/workspace`, the only writable place besides a
 //! private `/tmp`.
 //!
-//! Limits are the kernel's: `prlimit` sets processes, address space, open files and file
-//! size before `bwrap` starts, so they hold for everything the command starts; the wall
+//! Limits are the kernel's: `prlimit` sets address space, open files and file size before
+//! `bwrap` starts, and processes inside the sandbox's user namespace (where the count is
+//! the sandbox's alone), so they hold for everything the command starts; the wall
 //! time is ours: at the limit (or when the caller gives up) the `bwrap` process is
 //! killed, and `--die-with-parent` takes the whole namespace with it, orphans included.
 //! Output is read to its end but kept only up to the limit.
@@ -183,14 +184,13 @@ impl Sandbox {
     ) -> std::io::Result<Outcome> {
         let started = Instant::now();
         let mut cmd = Command::new(&self.prlimit);
-        cmd.arg(format!("--nproc={0}:{0}", limits.processes))
-            .arg(format!("--as={0}:{0}", limits.memory_bytes))
+        cmd.arg(format!("--as={0}:{0}", limits.memory_bytes))
             .arg(format!("--nofile={0}:{0}", limits.open_files))
             .arg(format!("--fsize={0}:{0}", limits.file_bytes))
             .arg("--core=0:0")
             .arg("--")
             .arg(&self.bwrap)
-            .args(self.arguments(workdir.path(), spec))
+            .args(self.arguments(workdir.path(), spec, limits))
             .env_clear()
             .current_dir("/")
             .stdin(Stdio::null())
@@ -237,7 +237,7 @@ impl Sandbox {
     }
 
     /// `bwrap`'s arguments for `spec` over `workspace`.
-    fn arguments(&self, workspace: &Path, spec: &Spec) -> Vec<String> {
+    fn arguments(&self, workspace: &Path, spec: &Spec, limits: &Limits) -> Vec<String> {
         let mut a: Vec<String> = [
             "--unshare-all",
             "--die-with-parent",
@@ -301,7 +301,15 @@ impl Sandbox {
         for (k, v) in &spec.env {
             a.extend(["--setenv".into(), k.clone(), v.clone()]);
         }
-        a.push("--".into());
+        // The process limit is set inside the sandbox's user namespace, where the kernel
+        // counts only the sandbox's own processes (set outside, it would count every
+        // process of the sandbox user on the host, other sandboxes' included).
+        a.extend([
+            "--".into(),
+            self.prlimit.display().to_string(),
+            format!("--nproc={0}:{0}", limits.processes),
+            "--".into(),
+        ]);
         a.extend(spec.argv.iter().cloned());
         a
     }

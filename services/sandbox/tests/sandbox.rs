@@ -254,3 +254,25 @@ async fn a_dropped_copy_is_removed_even_when_locked() {
     drop(dir);
     assert!(!path.exists());
 }
+
+#[tokio::test]
+async fn each_sandbox_counts_only_its_own_processes() {
+    let s = setup().await;
+    let limits = Limits {
+        processes: 32,
+        ..Limits::default()
+    };
+    // Eight sandboxes at once, each with 20 processes: 160 in all, under 32 each.
+    let dirs: Vec<Workdir> = (0..8).map(|_| s.workdir(&[])).collect();
+    let runs = dirs.iter().map(|d| {
+        s.sh(
+            d,
+            "i=0; while [ $i -lt 20 ]; do sleep 1 & i=$((i+1)); done; wait; echo ok",
+            &limits,
+        )
+    });
+    for out in futures::future::join_all(runs).await {
+        assert_eq!(out.exit, Exit::Code(0), "{}", text(&out.stderr));
+        assert_eq!(text(&out.stdout), "ok\n");
+    }
+}
