@@ -213,7 +213,8 @@ async fn write_file(shared: &Shared, tenant: TenantId, run: RunId, p: &Planned) 
             ),
         ));
     }
-    let base = base_version(shared, tenant, run).await?;
+    let state = shared.ports.workspaces.workspace_state(tenant, run).await;
+    let base = version_of(&state.map_err(store_error)?);
     let output = format!("wrote {path} ({} bytes)", content.len());
     Ok(Done {
         output,
@@ -228,13 +229,10 @@ async fn write_file(shared: &Shared, tenant: TenantId, run: RunId, p: &Planned) 
     })
 }
 
-/// The run's version now: what a change made from here is made against.
-async fn base_version(shared: &Shared, tenant: TenantId, run: RunId) -> Result<i64, ErrorInfo> {
-    let found = shared.ports.runs.get_run(tenant, run).await;
-    found
-        .map_err(store_error)?
-        .map(|r| r.version)
-        .ok_or_else(|| failed("run_gone", "the run is gone"))
+/// The workspace's version in `state`: that of its latest change (0 before any), which
+/// a change made from what was read is made against.
+fn version_of(state: &[baton_core::ports::PathState]) -> i64 {
+    state.iter().map(|s| s.version).max().unwrap_or(0)
 }
 
 /// Runs argument `arg` of `p` with `argv` in a sandbox over a copy of the workspace.
@@ -260,8 +258,7 @@ async fn command(
         )
     })?;
     let source = argument(p, arg)?.to_string();
-    let base = base_version(shared, tenant, run).await?;
-    let files = workspace_files(shared, tenant, run).await?;
+    let (base, files) = workspace_files(shared, tenant, run).await?;
     let workdir = Workdir::materialize(&code.scratch, files, sandbox.owner()).map_err(|e| {
         failed(
             "workspace_unavailable",
@@ -325,8 +322,8 @@ async fn command(
                 format!("the changes could not be read: {e}"),
             )
         })?;
-    if !set.refused.is_empty() {
-        output.push_str(&format!("\n{}", refused_line(&set.refused)));
+    if let Some(refused) = set.refused_line() {
+        output.push_str(&format!("\n{refused}"));
     }
     Ok(Done {
         output: format!("exit status 0\n{output}"),
@@ -337,25 +334,18 @@ async fn command(
     })
 }
 
-fn refused_line(refused: &[baton_sandbox::Refused]) -> String {
-    let names: Vec<String> = refused
-        .iter()
-        .map(|r| format!("{} ({})", r.path, r.why))
-        .collect();
-    format!("not kept: {}", names.join(", "))
-}
-
-/// Every file of the run's workspace with its content.
+/// The workspace's version and every file of it with its content.
 async fn workspace_files(
     shared: &Shared,
     tenant: TenantId,
     run: RunId,
-) -> Result<Vec<(String, Vec<u8>)>, ErrorInfo> {
+) -> Result<(i64, Vec<(String, Vec<u8>)>), ErrorInfo> {
     let store = &shared.ports.workspaces;
     let state = store
         .workspace_state(tenant, run)
         .await
         .map_err(store_error)?;
+    let base = version_of(&state);
     let mut files = Vec::new();
     for s in state.into_iter().filter(|s| s.sha256.is_some()) {
         if let Some(f) = store
@@ -366,7 +356,7 @@ async fn workspace_files(
             files.push((f.file.path, f.content));
         }
     }
-    Ok(files)
+    Ok((base, files))
 }
 
 /// `output` cut to [`OUTPUT_CAP`] bytes (at a character boundary); whether it was cut.

@@ -49,22 +49,24 @@ pub struct ChangeSet {
 impl ChangeSet {
     /// One line for the tool's output: files added, modified, removed, refused.
     pub fn summary(&self) -> String {
-        let count = |k: FileChangeKind| self.changes.iter().filter(|c| c.kind == k).count();
-        let mut line = format!(
-            "{} added, {} modified, {} removed",
-            count(FileChangeKind::Added),
-            count(FileChangeKind::Modified),
-            count(FileChangeKind::Removed)
-        );
-        if !self.refused.is_empty() {
-            let names: Vec<String> = self
-                .refused
-                .iter()
-                .map(|r| format!("{} ({})", r.path, r.why))
-                .collect();
-            line.push_str(&format!("; not kept: {}", names.join(", ")));
+        let counts = baton_core::workspace::promote::tally(self.changes.iter().map(|c| c.kind));
+        match self.refused_line() {
+            Some(refused) => format!("{counts}; {refused}"),
+            None => counts,
         }
-        line
+    }
+
+    /// `not kept: <path> (<why>), …`, when the command left anything refused.
+    pub fn refused_line(&self) -> Option<String> {
+        if self.refused.is_empty() {
+            return None;
+        }
+        let names: Vec<String> = self
+            .refused
+            .iter()
+            .map(|r| format!("{} ({})", r.path, r.why))
+            .collect();
+        Some(format!("not kept: {}", names.join(", ")))
     }
 }
 

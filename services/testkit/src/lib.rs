@@ -67,3 +67,19 @@ pub fn chart_tool(name: &str) -> std::path::PathBuf {
     );
     path
 }
+
+/// Whether a process of this machine has `marker` in its command line (a sandboxed
+/// command's, seen from the host).
+pub fn process_running(marker: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .any(|c| {
+            String::from_utf8_lossy(&c)
+                .replace('\0', " ")
+                .contains(marker)
+        })
+}

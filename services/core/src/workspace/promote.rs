@@ -28,16 +28,23 @@ pub struct Resolved {
     pub kept: Vec<String>,
 }
 
+/// `"<n> added, <n> modified, <n> removed"` of a change set's kinds.
+pub fn tally(kinds: impl Iterator<Item = FileChangeKind>) -> String {
+    let (mut added, mut modified, mut removed) = (0, 0, 0);
+    for kind in kinds {
+        match kind {
+            FileChangeKind::Added => added += 1,
+            FileChangeKind::Modified => modified += 1,
+            FileChangeKind::Removed => removed += 1,
+        }
+    }
+    format!("{added} added, {modified} modified, {removed} removed")
+}
+
 impl Resolved {
     /// One line for the tool's output.
     pub fn summary(&self) -> String {
-        let count = |k: FileChangeKind| self.changes.iter().filter(|c| c.change == k).count();
-        let mut line = format!(
-            "{} added, {} modified, {} removed",
-            count(FileChangeKind::Added),
-            count(FileChangeKind::Modified),
-            count(FileChangeKind::Removed)
-        );
+        let mut line = tally(self.changes.iter().map(|c| c.change));
         for (path, copy) in &self.conflicts {
             line.push_str(&format!(
                 "; {path} changed meanwhile: this command's version is {copy}"

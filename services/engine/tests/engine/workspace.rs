@@ -249,7 +249,7 @@ async fn an_upload_during_a_command_is_kept_and_the_commands_version_beside_it()
     // Once the command runs (its copy made, bwrap started), a member uploads the same
     // path.
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !running("sleep 2.0137") {
+    while !baton_testkit::process_running("sleep 2.0137") {
         assert!(
             tokio::time::Instant::now() < deadline,
             "the command never started"
@@ -285,21 +285,6 @@ async fn an_upload_during_a_command_is_kept_and_the_commands_version_beside_it()
         ),
         "{output}"
     );
-}
-
-/// Whether a process of this machine has `marker` in its command line.
-fn running(marker: &str) -> bool {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return false;
-    };
-    entries
-        .filter_map(Result::ok)
-        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
-        .any(|c| {
-            String::from_utf8_lossy(&c)
-                .replace('\0', " ")
-                .contains(marker)
-        })
 }
 
 #[tokio::test]

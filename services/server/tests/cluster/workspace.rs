@@ -6,21 +6,6 @@
 use crate::support::{DEADLINE, FAST_LEASES, index_of, start_cluster, turn_owner, until, uuid};
 use serde_json::json;
 
-/// Whether a process of this machine has `marker` in its command line.
-fn running(marker: &str) -> bool {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return false;
-    };
-    entries
-        .filter_map(Result::ok)
-        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
-        .any(|c| {
-            String::from_utf8_lossy(&c)
-                .replace('\0', " ")
-                .contains(marker)
-        })
-}
-
 #[tokio::test]
 async fn sigkill_mid_command_lands_nothing_and_the_adopter_runs_it_again_once() {
     let (mut cluster, apis) = start_cluster(3, &FAST_LEASES, None).await;
@@ -48,7 +33,7 @@ async fn sigkill_mid_command_lands_nothing_and_the_adopter_runs_it_again_once() 
     let agent = agent.body["id"].as_str().unwrap_or_default().to_string();
     let run = api.run(&agent, Some("go")).await;
     until("the command to run", DEADLINE, || async {
-        running("sleep 3.0173").then_some(())
+        baton_testkit::process_running("sleep 3.0173").then_some(())
     })
     .await;
     let victim = index_of(&turn_owner(&cluster, uuid(&run)).await);
