@@ -70,6 +70,11 @@ fn api() -> (Router<AppState>, serde_json::Value) {
         .routes(routes!(routes::audit::list))
         .routes(routes!(routes::egress::get, routes::egress::put))
         .routes(routes!(routes::retention::get, routes::retention::put))
+        .routes(routes!(routes::environments::list))
+        .routes(routes!(
+            routes::environments::put,
+            routes::environments::delete
+        ))
         .routes(routes!(routes::schedules::create, routes::schedules::list))
         .routes(routes!(
             routes::schedules::get,

@@ -61,6 +61,8 @@ pub struct AppState {
     pub tools: Tools,
     /// The tenant's egress allowlist, for its admins.
     pub egress_allowlists: EgressAllowlists,
+    /// The execution environments workspace commands run in.
+    pub environments: baton_core::environments::Environments,
     /// The tenant's retention policy and the job's progress on it, for its admins.
     pub retention: Retention,
     /// The tenant's schedules, and "run now".

@@ -22,6 +22,7 @@ pub mod crypto;
 pub mod egress;
 pub mod egress_allowlists;
 pub mod encryption_keys;
+pub mod environments;
 pub mod error;
 pub mod invitations;
 pub mod labels;

@@ -94,6 +94,8 @@ pub struct Tools {
     /// What an http tool's URL may reach: the installation's policy and the tenant's
     /// allowlist.
     pub egress: EgressAllowlists,
+    /// The environments a command tool may name.
+    pub environments: crate::environments::Environments,
 }
 
 impl Tools {
@@ -221,6 +223,31 @@ impl Tools {
         }
     }
 
+    /// Whether a command of `op` in `environment` may use the network; an environment
+    /// that does not exist, or one named by a tool that runs no command, is refused.
+    async fn networked(
+        &self,
+        p: &Principal,
+        op: crate::model::WorkspaceOp,
+        environment: Option<&str>,
+    ) -> Result<bool, CoreError> {
+        use crate::model::WorkspaceOp;
+        let Some(name) = environment else {
+            return Ok(false);
+        };
+        if !matches!(op, WorkspaceOp::Shell | WorkspaceOp::Python) {
+            return Err(CoreError::invalid(
+                "kind.environment: only shell and python tools run in an environment",
+            ));
+        }
+        match self.environments.resolve(p.tenant, name).await? {
+            Some(env) => Ok(env.network),
+            None => Err(CoreError::invalid(format!(
+                "kind.environment: no environment {name:?} (GET /v1/environments lists them)"
+            ))),
+        }
+    }
+
     /// What the kind reaches: an `http` tool's URL passes the egress policy and the
     /// tenant's allowlist; a `delegate` tool's agent is the tenant's and not archived,
     /// and its calls are idempotent (the call's receipt id is the child run's
@@ -247,13 +274,14 @@ impl Tools {
                 }
             }
             ToolKindSpec::Client => {}
-            ToolKindSpec::Workspace { op } => {
+            ToolKindSpec::Workspace { op, environment } => {
                 let op = *op;
                 new.input_schema = crate::workspace::tools::schema(op);
                 new.effect = crate::workspace::tools::effect(op);
                 // A command without network changes nothing but its promoted files,
-                // which land with its result: running it again is safe.
-                new.idempotent = true;
+                // which land with its result: running it again is safe. One with
+                // network may have changed the world: it is held `uncertain`.
+                new.idempotent = !self.networked(p, op, environment.as_deref()).await?;
                 if new.description.is_empty() {
                     new.description = crate::workspace::tools::description(op).to_string();
                 }

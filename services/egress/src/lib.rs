@@ -13,6 +13,7 @@
 
 mod mask;
 pub mod mcp;
+pub mod proxy;
 mod webhooks;
 
 pub use mask::{Mask, cut};

@@ -38,6 +38,15 @@ enum Tool {
 /// Enough replies for every turn criterion asks for.
 const SCRIPT_LEN: usize = 500;
 
+/// The built-in environments only.
+fn environments<S: Store>(store: &S) -> baton_core::environments::Environments {
+    baton_core::environments::Environments {
+        store: Arc::new(store.clone()),
+        bases: Default::default(),
+        clock: Arc::new(SystemClock),
+    }
+}
+
 /// The embedded tier's egress policy, with the tenant's allowlist (it keeps none here).
 fn egress<S: Store>(store: &S) -> baton_core::egress_allowlists::EgressAllowlists {
     baton_core::egress_allowlists::EgressAllowlists {
@@ -59,6 +68,9 @@ trait Store:
     + CheckpointStore
     + AuditStore
     + EgressAllowlistStore
+    + baton_core::ports::EnvironmentStore
+    + baton_core::ports::ApiKeyStore
+    + baton_core::ports::UserStore
     + baton_core::ports::WebhookStore
     + Clone
     + 'static
@@ -76,6 +88,9 @@ impl<T> Store for T where
         + CheckpointStore
         + AuditStore
         + EgressAllowlistStore
+        + baton_core::ports::EnvironmentStore
+        + baton_core::ports::ApiKeyStore
+        + baton_core::ports::UserStore
         + baton_core::ports::WebhookStore
         + Clone
         + 'static
@@ -131,8 +146,12 @@ impl Bench {
                 code: baton_engine::CodeTools::detect(
                     &std::env::temp_dir(),
                     baton_core::workspace::WorkspaceLimits::default(),
+                    None,
                 )
                 .await,
+                environments: environments(&store),
+                api_keys: Arc::new(store.clone()),
+                users: Arc::new(store.clone()),
             },
             EngineOptions::new("bench"),
         );
@@ -167,6 +186,7 @@ impl Bench {
             agents: Arc::new(store.clone()),
             clock: clock.clone(),
             egress: egress(store),
+            environments: environments(store),
         };
         let (kind, name, arguments) = match tool {
             Tool::None => (None, "", serde_json::json!({})),
@@ -182,6 +202,7 @@ impl Bench {
             Tool::Shell => (
                 Some(ToolKindSpec::Workspace {
                     op: baton_core::model::WorkspaceOp::Shell,
+                    environment: None,
                 }),
                 "shell",
                 serde_json::json!({"command": "date +%N > out.txt"}),

@@ -119,6 +119,45 @@ mod tests {
     }
 
     #[test]
+    fn a_turn_acts_for_whoever_asked_for_it_a_queued_one_for_whoever_queued_it() {
+        // `turn_started` is asked for by a client; then two members queue messages, and
+        // the engine (actor `engine`) takes the first as the next turn.
+        let mut events = crate::given::stored(&turn_started());
+        let by = |actor: &str, e: RunEvent| {
+            let mut stored = crate::given::stored(&[e]).remove(0);
+            stored.meta.actor = Some(actor.into());
+            stored
+        };
+        for e in &mut events {
+            e.meta.actor = Some("key:asker".into());
+        }
+        events.push(by("user:first", queued("first")));
+        events.push(by("user:second", queued("second")));
+        events.push(by("engine", completed()));
+        let mut s = RunState::default();
+        s.fold(&renumbered(events.clone())).expect("folds");
+        assert_eq!(s.turn_actor.as_deref(), Some("key:asker"));
+        for e in next_turn(&s, &[completed()]) {
+            events.push(by("engine", e));
+        }
+        let mut s = RunState::default();
+        s.fold(&renumbered(events)).expect("folds");
+        assert_eq!(
+            s.turn_actor.as_deref(),
+            Some("user:first"),
+            "the engine's turn acts for the member whose message it took"
+        );
+    }
+
+    /// `events` as one stream, versions 1 to n.
+    fn renumbered(mut events: Vec<baton_events::Envelope>) -> Vec<baton_events::Envelope> {
+        for (i, e) in events.iter_mut().enumerate() {
+            e.version = i as i64 + 1;
+        }
+        events
+    }
+
+    #[test]
     fn a_taken_message_leaves_the_queue_and_the_next_is_taken_next() {
         let mut events = turn_started();
         events.extend([queued("first"), queued("second"), completed()]);

@@ -70,6 +70,11 @@ pub struct EnginePorts {
     pub workspaces: Arc<dyn baton_core::ports::WorkspaceStore>,
     /// Where the workspace tools' commands run.
     pub code: crate::workspace::CodeTools,
+    /// The environments commands run in.
+    pub environments: baton_core::environments::Environments,
+    /// Keys and members, for the role a turn's commands act with.
+    pub api_keys: Arc<dyn baton_core::ports::ApiKeyStore>,
+    pub users: Arc<dyn baton_core::ports::UserStore>,
     /// Starts the child runs of `delegate` tool calls (filled once the run use cases,
     /// which drive runs through this engine, exist).
     pub delegator: baton_core::ports::DelegatorSlot,

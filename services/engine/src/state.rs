@@ -105,6 +105,11 @@ pub(crate) struct RunState {
     /// `delegate` calls the run made, in all its turns (each starts a child run).
     #[serde(default)]
     pub delegations: u32,
+    /// Who asked for the current turn (as events record actors: `key:<id>`,
+    /// `user:<id>`, `local`, `schedule:<id>`, `run:<id>`): its commands run in an
+    /// environment only while that actor's role may execute there.
+    #[serde(default)]
+    pub turn_actor: Option<String>,
 }
 
 /// A message waiting in the run's queue.
@@ -112,6 +117,9 @@ pub(crate) struct RunState {
 pub(crate) struct QueuedInput {
     pub message_id: MessageId,
     pub content: String,
+    /// Who posted it: the turn it starts acts for them.
+    #[serde(default)]
+    pub actor: Option<String>,
 }
 
 impl RunState {
@@ -126,8 +134,19 @@ impl RunState {
                 Decoded::Known(event) => {
                     if matches!(event, RunEvent::TurnRequested(_)) {
                         self.turn_trace = e.meta.traceparent.clone();
+                        // The engine asks for the turns of queued messages: those act
+                        // for whoever posted the message (taken with it, below).
+                        if let Some(actor) = e.meta.actor.as_ref().filter(|a| *a != "engine") {
+                            self.turn_actor = Some(actor.clone());
+                        }
                     }
-                    self.apply(&event, e.recorded_at)
+                    self.apply(&event, e.recorded_at);
+                    if let RunEvent::MessageQueued(m) = &event
+                        && let Some(q) =
+                            self.queue.iter_mut().find(|q| q.message_id == m.message_id)
+                    {
+                        q.actor = e.meta.actor.clone();
+                    }
                 }
                 Decoded::Unknown { reason } => return Err(reason),
             }
@@ -151,6 +170,9 @@ impl RunState {
                 };
                 self.conversation.push(ChatMessage::text(role, &m.content));
                 if m.queued {
+                    if let Some(q) = self.queue.iter().find(|q| q.message_id == m.message_id) {
+                        self.turn_actor = q.actor.clone();
+                    }
                     self.queue.retain(|q| q.message_id != m.message_id);
                 }
             }
@@ -158,6 +180,7 @@ impl RunState {
                 let input = QueuedInput {
                     message_id: m.message_id,
                     content: m.content.clone(),
+                    actor: None,
                 };
                 match m.interrupts {
                     Some(how) => {

@@ -9,11 +9,14 @@
 
 use crate::shared::Shared;
 use crate::tools::{Called, Planned};
-use baton_core::model::WorkspaceOp;
+use baton_core::environments::acting_role;
+use baton_core::model::{DEFAULT_ENVIRONMENT, Environment, ToolKindSpec, WorkspaceOp};
 use baton_core::workspace::{WorkspaceLimits, path};
 use baton_core::{RunId, TenantId};
+use baton_egress::TenantEgress;
+use baton_egress::proxy::Proxy;
 use baton_events::{ErrorInfo, FileChangeKind, ToolOutcome, ToolResult};
-use baton_sandbox::{Change, Exit, Limits, Sandbox, Spec, Workdir};
+use baton_sandbox::{Change, Exit, Limits, Relay, Sandbox, Spec, Workdir};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,12 +38,20 @@ pub struct CodeTools {
 }
 
 impl CodeTools {
-    /// Finds the sandbox (bubblewrap) and makes a scratch directory under `parent`.
-    pub async fn detect(parent: &std::path::Path, limits: WorkspaceLimits) -> Self {
-        let scratch = baton_sandbox::bwrap::tempdir_of(parent);
+    /// Finds the sandbox (bubblewrap) and makes a scratch directory under `parent` (and
+    /// removes those of processes gone). Networked commands run only with a `relay`.
+    pub async fn detect(
+        parent: &std::path::Path,
+        limits: WorkspaceLimits,
+        relay: Option<Relay>,
+    ) -> Self {
+        let scratch = baton_sandbox::bwrap::scratch_of(parent);
         let sandbox = Sandbox::detect()
             .await
-            .map(Arc::new)
+            .map(|s| match relay {
+                Some(relay) => Arc::new(s.with_relay(relay)),
+                None => Arc::new(s),
+            })
             .map_err(|e| e.to_string());
         match scratch {
             Ok(scratch) => Self {
@@ -77,7 +88,8 @@ impl CodeTools {
             && matches!(
                 tool.kind,
                 baton_core::model::ToolKindSpec::Workspace {
-                    op: WorkspaceOp::Shell | WorkspaceOp::Python
+                    op: WorkspaceOp::Shell | WorkspaceOp::Python,
+                    ..
                 }
             )
     }
@@ -90,21 +102,26 @@ pub(crate) struct Promotion {
     pub(crate) changes: Vec<Change>,
 }
 
-/// Carries out planned call `p` of workspace tool `op` on run `run`.
-pub(crate) async fn call(
-    shared: &Shared,
-    tenant: TenantId,
-    run: RunId,
-    p: &Planned,
-    op: WorkspaceOp,
-) -> Called {
+/// The turn a workspace call is made in.
+pub(crate) struct Turn {
+    pub(crate) tenant: TenantId,
+    pub(crate) run: RunId,
+    /// Who asked for the turn (`RunState::turn_actor`).
+    pub(crate) actor: Option<String>,
+    /// The turn's outbound client: a networked command's connections go through it.
+    pub(crate) egress: TenantEgress,
+}
+
+/// Carries out planned call `p` of workspace tool `op` in `turn`.
+pub(crate) async fn call(shared: &Shared, turn: &Turn, p: &Planned, op: WorkspaceOp) -> Called {
     let started = Instant::now();
+    let (tenant, run) = (turn.tenant, turn.run);
     let done = match op {
         WorkspaceOp::ReadFile => read_file(shared, tenant, run, p).await,
         WorkspaceOp::ListFiles => list_files(shared, tenant, run, p).await,
         WorkspaceOp::WriteFile => write_file(shared, tenant, run, p).await,
-        WorkspaceOp::Shell => command(shared, tenant, run, p, "command", &["/bin/sh", "-c"]).await,
-        WorkspaceOp::Python => command(shared, tenant, run, p, "script", &["python3", "-c"]).await,
+        WorkspaceOp::Shell => command(shared, turn, p, "command", &["/bin/sh", "-c"]).await,
+        WorkspaceOp::Python => command(shared, turn, p, "script", &["python3", "-c"]).await,
     };
     let duration_ms = started.elapsed().as_millis() as u64;
     let (outcome, output, error, promotion) = match done {
@@ -235,15 +252,86 @@ fn version_of(state: &[baton_core::ports::PathState]) -> i64 {
     state.iter().map(|s| s.version).max().unwrap_or(0)
 }
 
+/// The environment `p`'s command runs in, once the turn may acquire it: it exists, whoever
+/// asked for the turn has (still) a role that may execute there, and a networked one is
+/// not used by a tool whose calls would be repeated after a crash.
+async fn acquire(shared: &Shared, turn: &Turn, p: &Planned) -> Result<Environment, ErrorInfo> {
+    let name = match &p.tool.kind {
+        ToolKindSpec::Workspace {
+            environment: Some(name),
+            ..
+        } => name.as_str(),
+        _ => DEFAULT_ENVIRONMENT,
+    };
+    let ports = &shared.ports;
+    let env = ports
+        .environments
+        .resolve(turn.tenant, name)
+        .await
+        .map_err(store_error)?
+        .ok_or_else(|| {
+            failed(
+                "environment_missing",
+                format!(
+                    "there is no environment {name:?} (any more): an admin defines it \
+                     (PUT /v1/environments/{name}), or the tool names another"
+                ),
+            )
+        })?;
+    let role = match &turn.actor {
+        Some(actor) => acting_role(
+            &*ports.api_keys,
+            &*ports.users,
+            turn.tenant,
+            actor,
+            ports.clock.now(),
+        )
+        .await
+        .map_err(store_error)?,
+        None => None,
+    };
+    if role.is_none_or(|r| r < env.execute_role) {
+        let who = turn.actor.as_deref().unwrap_or("nobody recorded");
+        return Err(failed(
+            "environment_denied",
+            format!(
+                "whoever asked for this turn ({who}) may not execute in environment {name:?}: \
+                 it takes the {} role or above",
+                env.execute_role.as_str()
+            ),
+        ));
+    }
+    if env.network && p.tool.idempotent {
+        return Err(failed(
+            "environment_changed",
+            format!(
+                "environment {name:?} now allows network, which this tool was not defined \
+                 for: an admin updates the tool so its calls are held for a decision after a crash"
+            ),
+        ));
+    }
+    Ok(env)
+}
+
+/// The limits of a command of `p` in `env`: the environment's, and the tool's timeout.
+fn limits_in(env: &Environment, p: &Planned, code: &CodeTools) -> Limits {
+    let d = Limits::default();
+    let l = env.limits;
+    let wall = l
+        .wall_ms
+        .map_or(p.tool.timeout_ms, |w| w.min(p.tool.timeout_ms));
+    Limits {
+        wall: Duration::from_millis(wall),
+        processes: l.processes.unwrap_or(d.processes),
+        memory_bytes: l.memory_bytes.unwrap_or(d.memory_bytes),
+        open_files: l.open_files.unwrap_or(d.open_files),
+        file_bytes: code.limits.max_file_bytes,
+        output_bytes: d.output_bytes,
+    }
+}
+
 /// Runs argument `arg` of `p` with `argv` in a sandbox over a copy of the workspace.
-async fn command(
-    shared: &Shared,
-    tenant: TenantId,
-    run: RunId,
-    p: &Planned,
-    arg: &str,
-    argv: &[&str],
-) -> Outcome {
+async fn command(shared: &Shared, turn: &Turn, p: &Planned, arg: &str, argv: &[&str]) -> Outcome {
     let code = &shared.ports.code;
     if code.hides(&p.tool) {
         return Err(failed(
@@ -251,36 +339,60 @@ async fn command(
             "the operator has switched commands off on this server",
         ));
     }
+    let env = acquire(shared, turn, p).await?;
     let sandbox = code.sandbox.as_ref().map_err(|why| {
         failed(
             "code_tools_unavailable",
             format!("commands cannot run on this server: {why}"),
         )
     })?;
+    if env.network && !sandbox.relays() {
+        return Err(failed(
+            "code_tools_unavailable",
+            "commands with network cannot run on this server (no relay to the egress proxy)",
+        ));
+    }
     let source = argument(p, arg)?.to_string();
-    let (base, files) = workspace_files(shared, tenant, run).await?;
+    let (base, files) = workspace_files(shared, turn.tenant, turn.run).await?;
     let workdir = Workdir::materialize(&code.scratch, files, sandbox.owner()).map_err(|e| {
         failed(
             "workspace_unavailable",
             format!("the workspace could not be made: {e}"),
         )
     })?;
+    // A networked command's way out: a proxy on a socket in its own directory.
+    let proxy = match env.network {
+        true => Some(
+            Proxy::start(&code.scratch, turn.egress.clone()).map_err(|e| {
+                failed(
+                    "command_not_started",
+                    format!("the egress proxy could not start: {e}"),
+                )
+            })?,
+        ),
+        false => None,
+    };
     let spec = Spec {
         argv: argv.iter().map(|a| a.to_string()).chain([source]).collect(),
         env: Vec::new(),
-        network: false,
+        egress: proxy.as_ref().map(|p| p.path().to_path_buf()),
+        root: env.base.root.as_ref().map(PathBuf::from),
+        layers: env
+            .base
+            .layers
+            .iter()
+            .map(|l| (PathBuf::from(&l.host), l.at.clone()))
+            .collect(),
+        path: env.base.path.clone(),
     };
-    let limits = Limits {
-        wall: Duration::from_millis(p.tool.timeout_ms),
-        file_bytes: code.limits.max_file_bytes,
-        ..Limits::default()
-    };
+    let limits = limits_in(&env, p, code);
     let out = sandbox.run(&workdir, &spec, &limits).await.map_err(|e| {
         failed(
             "command_not_started",
             format!("the command could not start: {e}"),
         )
     })?;
+    drop(proxy);
     let mut output = format!(
         "--- stdout ---\n{}\n--- stderr ---\n{}",
         String::from_utf8_lossy(&out.stdout).trim_end(),
@@ -308,7 +420,7 @@ async fn command(
                 "command_timed_out",
                 format!(
                     "timed out after {} ms and was killed; no file changes kept\n{output}",
-                    p.tool.timeout_ms
+                    limits.wall.as_millis()
                 ),
             ));
         }

@@ -47,11 +47,7 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("sandbox");
     g.sample_size(30);
     let empty = Workdir::materialize(&parent, Vec::new(), sandbox.owner()).expect("materialize");
-    let spec = Spec {
-        argv: vec!["true".into()],
-        env: Vec::new(),
-        network: false,
-    };
+    let spec = Spec::command(vec!["true".into()]);
     g.bench_function("one command (true), set-up to exit", |b| {
         b.to_async(&rt).iter(|| async {
             let out = sandbox

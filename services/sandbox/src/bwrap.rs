@@ -1,8 +1,9 @@
-//! Commands in bubblewrap: a new user, PID, IPC, UTS, cgroup and (unless the command may
-//! use the network) network namespace; the host's system directories read-only and
-//! nothing else of the host (no home, no data directory, no keyring, no other run's
-//! files); the command's [`Workdir`] as `/workspace`, the only writable place besides a
-//! private `/tmp`.
+//! Commands in bubblewrap: a new user, PID, IPC, UTS, cgroup and network namespace; the
+//! host's system directories (or an environment's root filesystem) and the environment's
+//! layers read-only, and nothing else of the host (no home, no data directory, no
+//! keyring, no other run's files); the command's [`Workdir`] as `/workspace`, the only
+//! writable place besides a private `/tmp`. A command with network still has only a
+//! loopback of its own: [`crate::relay`] on it passes connections to the egress proxy.
 //!
 //! Limits are the kernel's: `prlimit` sets address space, open files and file size before
 //! `bwrap` starts, and processes inside the sandbox's user namespace (where the count is
@@ -81,10 +82,43 @@ pub struct Spec {
     pub argv: Vec<String>,
     /// Environment variables besides `PATH`, `HOME` and `LANG`.
     pub env: Vec<(String, String)>,
-    /// Whether the command keeps the host's network (through the egress policy's
-    /// proxy, once commands with network exist); otherwise it has a loopback of its own.
-    pub network: bool,
+    /// The egress proxy's Unix socket on the host when the command may use the network
+    /// (through it alone: [`crate::relay`]); `None`, no network at all. Either way the
+    /// command has a network namespace of its own.
+    pub egress: Option<PathBuf>,
+    /// A directory holding a whole root filesystem, shown read-only instead of the host's
+    /// system directories.
+    pub root: Option<PathBuf>,
+    /// Read-only host directories, each shown at its path inside.
+    pub layers: Vec<(PathBuf, String)>,
+    /// `PATH` inside; `None`, the usual system directories.
+    pub path: Option<String>,
 }
+
+impl Spec {
+    /// `argv` in the host's system directories, with no network.
+    pub fn command(argv: Vec<String>) -> Self {
+        Self {
+            argv,
+            env: Vec::new(),
+            egress: None,
+            root: None,
+            layers: Vec::new(),
+            path: None,
+        }
+    }
+}
+
+/// The program that relays a networked sandbox's connections to the egress proxy, with
+/// the arguments that make it the relay (the `baton` binary: `sandbox-relay`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Relay {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+}
+
+/// Where the relay program is bound inside a sandbox.
+const RELAY_INSIDE: &str = "/run/baton/relay";
 
 /// How a command ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,6 +168,8 @@ pub struct Sandbox {
     prlimit: PathBuf,
     /// The host user the sandbox runs as, when not ours.
     user: Option<Owner>,
+    /// How networked commands reach the egress proxy; `None`, they cannot run here.
+    relay: Option<Relay>,
 }
 
 impl Sandbox {
@@ -147,14 +183,11 @@ impl Sandbox {
             bwrap,
             prlimit,
             user,
+            relay: None,
         };
         let probe = tempdir_of(&std::env::temp_dir())?;
         let workdir = Workdir::materialize(&probe, Vec::new(), user)?;
-        let spec = Spec {
-            argv: vec!["true".into()],
-            env: Vec::new(),
-            network: false,
-        };
+        let spec = Spec::command(vec!["true".into()]);
         let limits = Limits {
             wall: Duration::from_secs(10),
             ..Limits::default()
@@ -167,6 +200,17 @@ impl Sandbox {
             return Err(Unavailable::Refused(format!("{:?}: {why}", outcome.exit)));
         }
         Ok(sandbox)
+    }
+
+    /// This sandbox, running networked commands through `relay`.
+    pub fn with_relay(mut self, relay: Relay) -> Self {
+        self.relay = Some(relay);
+        self
+    }
+
+    /// Whether networked commands can run here.
+    pub fn relays(&self) -> bool {
+        self.relay.is_some()
     }
 
     /// The host user sandboxes run as when it is not Baton's own: a [`Workdir`] for
@@ -252,35 +296,30 @@ impl Sandbox {
             "/dev",
             "--tmpfs",
             "/tmp",
-            "--dir",
-            "/etc",
         ]
         .iter()
         .map(|s| s.to_string())
         .collect();
-        if spec.network {
-            a.push("--share-net".into());
+        match &spec.root {
+            Some(root) => bind_root(&mut a, root),
+            None => bind_system(&mut a),
         }
-        for dir in SYSTEM {
-            let host = Path::new(dir);
-            match std::fs::read_link(host) {
-                Ok(target) => {
-                    a.extend(["--symlink".into(), target.display().to_string(), dir.into()]);
-                }
-                Err(_) if host.is_dir() => {
-                    a.extend(["--ro-bind".into(), dir.into(), dir.into()]);
-                }
-                Err(_) => {}
-            }
-        }
-        for file in ETC {
-            a.extend(["--ro-bind-try".into(), file.into(), file.into()]);
-        }
-        if spec.network {
-            for file in ["/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf"] {
+        if spec.egress.is_some() {
+            for file in ["/etc/hosts", "/etc/nsswitch.conf"] {
                 a.extend(["--ro-bind-try".into(), file.into(), file.into()]);
             }
         }
+        for (host, inside) in &spec.layers {
+            a.extend([
+                "--ro-bind".into(),
+                host.display().to_string(),
+                inside.clone(),
+            ]);
+        }
+        let path = spec
+            .path
+            .as_deref()
+            .unwrap_or("/usr/local/bin:/usr/bin:/bin");
         a.extend([
             "--bind".into(),
             workspace.display().to_string(),
@@ -290,7 +329,7 @@ impl Sandbox {
             "--clearenv".into(),
             "--setenv".into(),
             "PATH".into(),
-            "/usr/local/bin:/usr/bin:/bin".into(),
+            path.into(),
             "--setenv".into(),
             "HOME".into(),
             "/workspace".into(),
@@ -304,14 +343,76 @@ impl Sandbox {
         // The process limit is set inside the sandbox's user namespace, where the kernel
         // counts only the sandbox's own processes (set outside, it would count every
         // process of the sandbox user on the host, other sandboxes' included).
-        a.extend([
-            "--".into(),
+        let mut inner = vec![
             self.prlimit.display().to_string(),
             format!("--nproc={0}:{0}", limits.processes),
             "--".into(),
-        ]);
+        ];
+        if let (Some(socket), Some(relay)) = (&spec.egress, &self.relay) {
+            let proxy = format!("http://127.0.0.1:{}", crate::relay::PORT);
+            for var in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
+                a.extend(["--setenv".into(), var.into(), proxy.clone()]);
+            }
+            a.extend([
+                "--ro-bind".into(),
+                relay.program.display().to_string(),
+                RELAY_INSIDE.into(),
+                "--bind".into(),
+                socket.display().to_string(),
+                crate::relay::SOCKET.into(),
+            ]);
+            inner.push(RELAY_INSIDE.into());
+            inner.extend(relay.args.iter().cloned());
+            inner.extend([crate::relay::SOCKET.into(), "--".into()]);
+        }
+        a.push("--".into());
+        a.extend(inner);
         a.extend(spec.argv.iter().cloned());
         a
+    }
+}
+
+/// The host's system directories, read-only (links among them recreated as links), and
+/// the files of `/etc` programs commonly need.
+fn bind_system(a: &mut Vec<String>) {
+    a.extend(["--dir".into(), "/etc".into()]);
+    for dir in SYSTEM {
+        let host = Path::new(dir);
+        match std::fs::read_link(host) {
+            Ok(target) => {
+                a.extend(["--symlink".into(), target.display().to_string(), dir.into()]);
+            }
+            Err(_) if host.is_dir() => {
+                a.extend(["--ro-bind".into(), dir.into(), dir.into()]);
+            }
+            Err(_) => {}
+        }
+    }
+    for file in ETC {
+        a.extend(["--ro-bind-try".into(), file.into(), file.into()]);
+    }
+}
+
+/// Every top-level entry of the root filesystem at `root`, read-only (links as links),
+/// but the places the sandbox makes its own.
+fn bind_root(a: &mut Vec<String>, root: &Path) {
+    const OWN: [&str; 6] = ["proc", "dev", "tmp", "sys", "run", "workspace"];
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    let mut names: Vec<_> = entries.flatten().map(|e| e.file_name()).collect();
+    names.sort();
+    for name in names {
+        let Some(text) = name.to_str() else { continue };
+        if OWN.contains(&text) {
+            continue;
+        }
+        let host = root.join(&name);
+        let inside = format!("/{text}");
+        match std::fs::read_link(&host) {
+            Ok(target) => a.extend(["--symlink".into(), target.display().to_string(), inside]),
+            Err(_) => a.extend(["--ro-bind".into(), host.display().to_string(), inside]),
+        }
     }
 }
 
@@ -348,6 +449,50 @@ fn on_path(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// The file in a scratch directory naming the process that made it.
+const OWNER_FILE: &str = "owner.pid";
+
+/// A new private directory under `parent` for this process's sandboxes ([`tempdir_of`]),
+/// after removing those that processes now gone left there (a killed replica leaves its
+/// scratch directory, and the copies of commands it was running, behind).
+pub fn scratch_of(parent: &Path) -> std::io::Result<PathBuf> {
+    sweep(parent);
+    let dir = tempdir_of(parent)?;
+    std::fs::write(dir.join(OWNER_FILE), std::process::id().to_string())?;
+    Ok(dir)
+}
+
+/// Removes the scratch directories under `parent` whose owner process is gone.
+fn sweep(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !name.to_string_lossy().starts_with("baton-sandbox-") {
+            continue;
+        }
+        let dir = entry.path();
+        let Ok(pid) = std::fs::read_to_string(dir.join(OWNER_FILE)) else {
+            continue;
+        };
+        let gone = pid
+            .trim()
+            .parse::<u32>()
+            .is_ok_and(|pid| !Path::new(&format!("/proc/{pid}")).exists());
+        if gone {
+            match std::fs::remove_dir_all(&dir) {
+                Ok(()) => {
+                    tracing::info!(dir = %dir.display(), "removed a scratch directory left by a process gone")
+                }
+                Err(e) => {
+                    tracing::warn!(dir = %dir.display(), error = %e, "cannot remove a scratch directory left behind")
+                }
+            }
+        }
+    }
+}
+
 /// A new private directory under `parent` that the sandbox user can pass through.
 pub fn tempdir_of(parent: &Path) -> std::io::Result<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
@@ -356,4 +501,92 @@ pub fn tempdir_of(parent: &Path) -> std::io::Result<PathBuf> {
     // Others may enter (bwrap, as the sandbox user, binds a copy inside) but not list.
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711))?;
     Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sandbox() -> Sandbox {
+        Sandbox {
+            bwrap: "/usr/bin/bwrap".into(),
+            prlimit: "/usr/bin/prlimit".into(),
+            user: None,
+            relay: None,
+        }
+    }
+
+    #[test]
+    fn a_root_filesystem_replaces_the_hosts_system_directories() {
+        let root = tempfile::tempdir().expect("root");
+        for d in ["usr", "etc", "proc", "tmp", "workspace"] {
+            std::fs::create_dir(root.path().join(d)).expect("dir");
+        }
+        std::os::unix::fs::symlink("usr/bin", root.path().join("bin")).expect("link");
+        let mut spec = Spec::command(vec!["true".into()]);
+        spec.root = Some(root.path().to_path_buf());
+        let a = sandbox().arguments(Path::new("/w"), &spec, &Limits::default());
+        let joined = a.join(" ");
+        let r = root.path().display();
+        assert!(
+            joined.contains(&format!("--ro-bind {r}/usr /usr")),
+            "{joined}"
+        );
+        assert!(
+            joined.contains(&format!("--ro-bind {r}/etc /etc")),
+            "{joined}"
+        );
+        assert!(joined.contains("--symlink usr/bin /bin"), "{joined}");
+        assert!(
+            !joined.contains("--ro-bind /usr /usr"),
+            "no host /usr: {joined}"
+        );
+        for own in ["proc", "tmp", "workspace"] {
+            assert!(!joined.contains(&format!("{r}/{own}")), "{own}: {joined}");
+        }
+    }
+
+    #[test]
+    fn a_networked_command_starts_behind_the_relay_with_the_proxy_in_its_environment() {
+        let relay = Relay {
+            program: "/usr/local/bin/baton".into(),
+            args: vec!["sandbox-relay".into()],
+        };
+        let mut spec = Spec::command(vec!["sh".into(), "-c".into(), "curl x".into()]);
+        spec.egress = Some("/scratch/egress-1/egress.sock".into());
+        let a = sandbox()
+            .with_relay(relay)
+            .arguments(Path::new("/w"), &spec, &Limits::default());
+        let joined = a.join(" ");
+        assert!(joined.starts_with("--unshare-all"), "{joined}");
+        assert!(!joined.contains("--share-net"), "{joined}");
+        assert!(
+            joined.contains("--setenv HTTPS_PROXY http://127.0.0.1:3128"),
+            "{joined}"
+        );
+        assert!(
+            joined.ends_with(
+                "-- /usr/bin/prlimit --nproc=64:64 -- /run/baton/relay sandbox-relay \
+                 /run/baton/egress.sock -- sh -c curl x"
+            ),
+            "{joined}"
+        );
+    }
+
+    #[test]
+    fn scratch_directories_of_processes_gone_are_swept() {
+        let parent = tempfile::tempdir().expect("parent");
+        let gone = parent.path().join("baton-sandbox-gone");
+        std::fs::create_dir_all(gone.join("ws-1")).expect("gone");
+        // No process has this id (above the kernel's pid_max).
+        std::fs::write(gone.join(OWNER_FILE), "4194305").expect("pid");
+        let alive = parent.path().join("baton-sandbox-alive");
+        std::fs::create_dir(&alive).expect("alive");
+        std::fs::write(alive.join(OWNER_FILE), std::process::id().to_string()).expect("pid");
+        let other = parent.path().join("unrelated");
+        std::fs::create_dir(&other).expect("other");
+        let mine = scratch_of(parent.path()).expect("scratch");
+        assert!(!gone.exists(), "a dead process's directory is removed");
+        assert!(alive.exists() && other.exists() && mine.exists());
+    }
 }

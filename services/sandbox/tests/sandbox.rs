@@ -37,11 +37,7 @@ impl Setup {
     }
 
     async fn sh(&self, dir: &Workdir, script: &str, limits: &Limits) -> baton_sandbox::Outcome {
-        let spec = Spec {
-            argv: vec!["/bin/sh".into(), "-c".into(), script.into()],
-            env: Vec::new(),
-            network: false,
-        };
+        let spec = Spec::command(vec!["/bin/sh".into(), "-c".into(), script.into()]);
         self.sandbox.run(dir, &spec, limits).await.expect("run")
     }
 }
@@ -275,4 +271,51 @@ async fn each_sandbox_counts_only_its_own_processes() {
         assert_eq!(out.exit, Exit::Code(0), "{}", text(&out.stderr));
         assert_eq!(text(&out.stdout), "ok\n");
     }
+}
+
+#[tokio::test]
+async fn an_environments_layers_are_seen_read_only_with_its_path() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = setup().await;
+    // A dependency layer: a directory the sandbox's user may read, with a program in it.
+    let layer = s.parent.join("layer");
+    std::fs::create_dir_all(layer.join("bin")).expect("layer");
+    std::fs::write(layer.join("data.txt"), "from the layer").expect("data");
+    let tool = layer.join("bin/greet");
+    std::fs::write(&tool, "#!/bin/sh\necho hello from greet\n").expect("tool");
+    for (path, mode) in [
+        (&s.parent, 0o711),
+        (&layer, 0o755),
+        (&layer.join("bin"), 0o755),
+    ] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("mode");
+    }
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).expect("mode");
+    std::fs::set_permissions(
+        layer.join("data.txt"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .expect("mode");
+    let dir = s.workdir(&[]);
+    let mut spec = Spec::command(vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        "cat /opt/env/data.txt; echo; greet; touch /opt/env/new 2>/dev/null && echo WROTE; \
+         echo $PATH"
+            .into(),
+    ]);
+    spec.layers = vec![(layer.clone(), "/opt/env".into())];
+    spec.path = Some("/opt/env/bin:/usr/bin:/bin".into());
+    let out = s
+        .sandbox
+        .run(&dir, &spec, &Limits::default())
+        .await
+        .expect("run");
+    assert_eq!(out.exit, Exit::Code(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "from the layer\nhello from greet\n/opt/env/bin:/usr/bin:/bin\n",
+        "the layer is read-only and its programs are on PATH"
+    );
+    assert!(!layer.join("new").exists());
 }

@@ -16,15 +16,16 @@ use baton_core::crypto::Keyring;
 use baton_core::egress::EgressPolicy;
 use baton_core::egress_allowlists::EgressAllowlists;
 use baton_core::encryption_keys::{EncryptionKeys, Resealer};
+use baton_core::environments::Environments;
 use baton_core::invitations::Invitations;
 use baton_core::mcp_servers::McpServers;
 use baton_core::members::Members;
 use baton_core::model::Tenant;
 use baton_core::ports::{
     AgentStore, ApiKeyStore, AuditStore, CheckpointStore, Clock, DelegatorSlot,
-    EgressAllowlistStore, EventBus, EventLog, InvitationStore, LeaseStore, McpServerStore,
-    RetentionStore, RunReader, ScheduleStore, SealedStore, SecretStore, StatsStore, SystemClock,
-    TenantStore, ToolStore, UserStore, WebhookStore, WorkspaceStore,
+    EgressAllowlistStore, EnvironmentStore, EventBus, EventLog, InvitationStore, LeaseStore,
+    McpServerStore, RetentionStore, RunReader, ScheduleStore, SealedStore, SecretStore, StatsStore,
+    SystemClock, TenantStore, ToolStore, UserStore, WebhookStore, WorkspaceStore,
 };
 use baton_core::retention::Retention;
 use baton_core::runs::{Checkpoints, Recorder, Runs};
@@ -64,6 +65,8 @@ pub struct Stores {
     pub users: Arc<dyn UserStore>,
     pub invitations: Arc<dyn InvitationStore>,
     pub egress_allowlists: Arc<dyn EgressAllowlistStore>,
+    /// Tenants' own execution environments.
+    pub environments: Arc<dyn EnvironmentStore>,
     /// Retention policies, the runs past them, and the retention job's lease.
     pub retention: Arc<dyn RetentionStore>,
     /// Schedules, and the ones due across tenants.
@@ -96,6 +99,7 @@ trait AllPorts:
     + UserStore
     + InvitationStore
     + EgressAllowlistStore
+    + EnvironmentStore
     + RetentionStore
     + ScheduleStore
     + WebhookStore
@@ -121,6 +125,7 @@ impl<T> AllPorts for T where
         + UserStore
         + InvitationStore
         + EgressAllowlistStore
+        + EnvironmentStore
         + RetentionStore
         + ScheduleStore
         + WebhookStore
@@ -156,6 +161,7 @@ impl Stores {
             audit: s.clone(),
             invitations: s.clone(),
             egress_allowlists: s.clone(),
+            environments: s.clone(),
             retention: s.clone(),
             schedules: s.clone(),
             webhooks: s.clone(),
@@ -509,7 +515,14 @@ pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Run
     // Commands' private copies go under the system's temporary directory, which a
     // sandbox's unprivileged user can pass through (the data directory is private).
     let code = if config.code_tools {
-        CodeTools::detect(&std::env::temp_dir(), config.workspaces).await
+        // Networked commands' relay is this binary (`baton sandbox-relay`).
+        let relay = std::env::current_exe()
+            .ok()
+            .map(|program| baton_sandbox::Relay {
+                program,
+                args: vec![crate::cli::SANDBOX_RELAY.into()],
+            });
+        CodeTools::detect(&std::env::temp_dir(), config.workspaces, relay).await
     } else {
         CodeTools::disabled(config.workspaces)
     };
@@ -627,6 +640,15 @@ impl Wiring<'_> {
         }
     }
 
+    /// The execution environments: the operator's, configured, and the tenants'.
+    fn environments(&self) -> Environments {
+        Environments {
+            store: self.stores.environments.clone(),
+            bases: self.config.environments.clone(),
+            clock: self.clock.clone(),
+        }
+    }
+
     /// The run use cases, driving runs through `engine`.
     fn runs(&self, engine: &Engine) -> Runs {
         Runs {
@@ -686,6 +708,7 @@ impl Wiring<'_> {
             agents: self.stores.agents.clone(),
             clock: self.clock.clone(),
             egress: self.egress_allowlists(),
+            environments: self.environments(),
         }
     }
 
@@ -730,6 +753,9 @@ impl Wiring<'_> {
                 delegator: self.delegator.clone(),
                 workspaces: stores.workspaces.clone(),
                 code: self.code.clone(),
+                environments: self.environments(),
+                api_keys: stores.api_keys.clone(),
+                users: stores.users.clone(),
             },
             EngineOptions {
                 replica: self.replica.clone(),
@@ -762,6 +788,7 @@ impl Wiring<'_> {
             tools: self.tools(),
             mcp_servers: self.mcp_servers(),
             egress_allowlists: self.egress_allowlists(),
+            environments: self.environments(),
             retention: self.retention(),
             schedules: self.schedules(self.runs(engine)),
             webhooks: self.webhooks(),

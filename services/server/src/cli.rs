@@ -22,6 +22,10 @@ pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (debug build)");
 #[cfg(not(debug_assertions))]
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// The first argument that makes `baton` the relay of a networked sandbox (started by
+/// Baton inside one, never by hand): `baton sandbox-relay <socket> -- <command>`.
+pub const SANDBOX_RELAY: &str = "sandbox-relay";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "baton",

@@ -40,6 +40,7 @@ use utoipa::OpenApi;
         (name = "invitations", description = "Invitations to join a tenant"),
         (name = "audit", description = "The tenant's audit stream"),
         (name = "egress", description = "The hosts the tenant's tools and providers may call"),
+        (name = "environments", description = "Where the tenant's workspace commands run"),
         (name = "retention", description = "How long the tenant's ended runs are kept"),
         (name = "schedules", description = "Runs of an agent started on a timetable"),
         (name = "mcp-servers", description = "Model Context Protocol servers: discovery of their tools, and enabling them"),

@@ -6,6 +6,7 @@ pub mod api_keys;
 pub mod audit;
 pub mod egress;
 pub mod encryption_keys;
+pub mod environments;
 pub mod events;
 pub mod files;
 pub mod health;
@@ -73,6 +74,9 @@ page!(/// A page of MCP servers, newest first.
     McpServerPage of baton_core::model::McpServer);
 page!(/// A page of a run's files, in path order.
     FilePage of baton_core::model::WorkspaceFile);
+page!(/// The execution environments: the operator's, then the tenant's, each in name
+    /// order (one page: `next_cursor` is always null).
+    EnvironmentPage of baton_core::model::EnvironmentView);
 page!(/// A page of audit entries, newest first.
     AuditEntryPage of baton_core::model::AuditEntry);
 

@@ -8,6 +8,7 @@ mod auth;
 mod delegation;
 mod deletion;
 mod egress;
+mod environments;
 mod errors;
 mod failed;
 mod files;

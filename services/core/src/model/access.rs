@@ -90,15 +90,21 @@ pub enum Action {
     ManageMcpServers,
     /// Upload files into a run's workspace (`uploads/`).
     UploadFiles,
+    /// List the execution environments workspace commands may run in.
+    ReadEnvironments,
+    /// Define, change and delete the tenant's own execution environments.
+    ManageEnvironments,
 }
 
 impl Action {
     /// The least role allowed to perform the action.
     pub fn min_role(&self) -> Role {
         match self {
-            Action::ReadAgents | Action::ReadRuns | Action::ReadTools | Action::ReadSchedules => {
-                Role::Viewer
-            }
+            Action::ReadAgents
+            | Action::ReadRuns
+            | Action::ReadTools
+            | Action::ReadSchedules
+            | Action::ReadEnvironments => Role::Viewer,
             Action::CreateRuns
             | Action::PostMessages
             | Action::UpdateRuns
@@ -118,7 +124,8 @@ impl Action {
             | Action::ManageEgress
             | Action::ManageRetention
             | Action::ManageWebhooks
-            | Action::ManageMcpServers => Role::Admin,
+            | Action::ManageMcpServers
+            | Action::ManageEnvironments => Role::Admin,
             Action::ManageOwners => Role::Owner,
         }
     }
@@ -150,6 +157,8 @@ impl Action {
             Action::ManageWebhooks => "manage webhooks",
             Action::DiscoverMcpTools => "discover MCP servers' tools",
             Action::ManageMcpServers => "manage MCP servers",
+            Action::ReadEnvironments => "read execution environments",
+            Action::ManageEnvironments => "manage execution environments",
         }
     }
 }

@@ -152,10 +152,15 @@ pub enum AuditAction {
     /// A discovered tool enabled, or its changed definition accepted.
     #[serde(rename = "mcp_server.tool_enabled")]
     McpToolEnabled,
+    /// A tenant's environment defined or replaced.
+    #[serde(rename = "environment.set")]
+    EnvironmentSet,
+    #[serde(rename = "environment.deleted")]
+    EnvironmentDeleted,
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 44] = [
+    pub const ALL: [AuditAction; 46] = [
         AuditAction::MemberAdded,
         AuditAction::MemberRoleChanged,
         AuditAction::MemberRemoved,
@@ -200,6 +205,8 @@ impl AuditAction {
         AuditAction::McpServerDeleted,
         AuditAction::McpServerDiscovered,
         AuditAction::McpToolEnabled,
+        AuditAction::EnvironmentSet,
+        AuditAction::EnvironmentDeleted,
     ];
 
     /// The name stored and shown (`member.added`).
@@ -249,6 +256,8 @@ impl AuditAction {
             AuditAction::McpServerDeleted => "mcp_server.deleted",
             AuditAction::McpServerDiscovered => "mcp_server.discovered",
             AuditAction::McpToolEnabled => "mcp_server.tool_enabled",
+            AuditAction::EnvironmentSet => "environment.set",
+            AuditAction::EnvironmentDeleted => "environment.deleted",
         }
     }
 

@@ -83,7 +83,13 @@ pub enum ToolKindSpec {
     /// promoted with its result. Its input schema and effect are Baton's (what a
     /// definition gives is replaced).
     #[schema(title = "WorkspaceToolKind")]
-    Workspace { op: WorkspaceOp },
+    Workspace {
+        op: WorkspaceOp,
+        /// For `shell` and `python`: the execution environment commands run in
+        /// (`GET /v1/environments`); absent, `default`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        environment: Option<String>,
+    },
 }
 
 /// What a workspace tool does.

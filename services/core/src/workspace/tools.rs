@@ -53,12 +53,14 @@ pub fn description(op: WorkspaceOp) -> &'static str {
         WorkspaceOp::WriteFile => "Write a file of the run's workspace (its whole content).",
         WorkspaceOp::ListFiles => "List the files of the run's workspace with their sizes.",
         WorkspaceOp::Shell => {
-            "Run a shell command in the run's workspace (no network). Files it writes, \
-             changes or removes are kept when it exits with status 0."
+            "Run a shell command in the run's workspace (no network unless its environment \
+             allows it, then through an HTTP proxy). Files it writes, changes or removes are \
+             kept when it exits with status 0."
         }
         WorkspaceOp::Python => {
-            "Run a Python 3 script in the run's workspace (no network). Files it writes, \
-             changes or removes are kept when it exits with status 0."
+            "Run a Python 3 script in the run's workspace (no network unless its environment \
+             allows it, then through an HTTP proxy). Files it writes, changes or removes are \
+             kept when it exits with status 0."
         }
     }
 }

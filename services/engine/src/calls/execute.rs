@@ -204,10 +204,15 @@ impl<'a> Calls<'a> {
                 let (tenant, run, depth) = (self.run.tenant, self.run.id, self.stream.state.depth);
                 Box::pin(async move { delegate::call(&shared, tenant, run, depth, p).await })
             }
-            ToolKindSpec::Workspace { op } => {
+            ToolKindSpec::Workspace { op, .. } => {
                 let shared = self.stream.shared.clone();
-                let (tenant, run) = (self.run.tenant, self.run.id);
-                Box::pin(async move { workspace::call(&shared, tenant, run, p, op).await })
+                let turn = workspace::Turn {
+                    tenant: self.run.tenant,
+                    run: self.run.id,
+                    actor: self.stream.state.turn_actor.clone(),
+                    egress: self.egress.clone(),
+                };
+                Box::pin(async move { workspace::call(&shared, &turn, p, op).await })
             }
             _ => Box::pin(tools::call(self.egress, p, retry, self.progress_sink(p))),
         }

@@ -15,7 +15,7 @@ use baton_events::ToolEffect;
 use serde_json::{Value, json};
 
 async fn world() -> World {
-    let code = CodeTools::detect(&std::env::temp_dir(), WorkspaceLimits::default()).await;
+    let code = CodeTools::detect(&std::env::temp_dir(), WorkspaceLimits::default(), None).await;
     if let Err(why) = &code.sandbox {
         panic!("bubblewrap must work here (scripts/test installs it): {why}");
     }
@@ -32,7 +32,10 @@ impl World {
             idempotent: false,
             requires_approval: false,
             timeout_ms,
-            kind: ToolKindSpec::Workspace { op },
+            kind: ToolKindSpec::Workspace {
+                op,
+                environment: None,
+            },
         })
         .await
     }

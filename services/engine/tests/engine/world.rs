@@ -46,6 +46,13 @@ pub fn ports(store: &SqliteStore, recorder: &Recorder) -> EnginePorts {
             "not in this test",
             baton_core::workspace::WorkspaceLimits::default(),
         ),
+        environments: baton_core::environments::Environments {
+            store: Arc::new(store.clone()),
+            bases: Default::default(),
+            clock: Arc::new(SystemClock),
+        },
+        api_keys: Arc::new(store.clone()),
+        users: Arc::new(store.clone()),
     }
 }
 
@@ -140,7 +147,8 @@ async fn world_from(opts: EngineOptions, code: Option<baton_engine::CodeTools>) 
         owner: Principal {
             tenant: tenant.id,
             role: Role::Owner,
-            actor: "test".into(),
+            // The embedded tier's local owner: its turns may execute in every environment.
+            actor: "local".into(),
             source: None,
         },
     }
@@ -172,6 +180,11 @@ impl World {
             agents: Arc::new(self.store.clone()),
             clock: Arc::new(SystemClock),
             egress: self.egress(),
+            environments: baton_core::environments::Environments {
+                store: Arc::new(self.store.clone()),
+                bases: Default::default(),
+                clock: Arc::new(SystemClock),
+            },
         };
         tools.create(&self.owner, new).await.expect("tool").id
     }

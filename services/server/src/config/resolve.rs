@@ -71,6 +71,8 @@ pub struct Config {
     pub workspaces: baton_core::workspace::WorkspaceLimits,
     /// The operator's switch for commands (`workspaces.code_tools`).
     pub code_tools: bool,
+    /// The operator's execution environments (`workspaces.environments`).
+    pub environments: std::sync::Arc<baton_core::environments::Bases>,
 }
 
 /// Id of the key the embedded tier generates when none is configured.
@@ -340,6 +342,7 @@ impl RawConfig {
         let schedules = validate_schedules(&self.schedules)?;
         let webhooks = validate_webhooks(&self.webhooks)?;
         let workspaces = validate_workspaces(&self.workspaces)?;
+        let environments = validate_environments(&self.workspaces.environments)?;
         let login = validate_login(&self.auth)?;
         validate_replica_name(&self.replica_name)?;
         let log = self.validate_log()?;
@@ -444,6 +447,7 @@ impl RawConfig {
             webhooks,
             workspaces,
             code_tools: self.workspaces.code_tools,
+            environments: std::sync::Arc::new(environments),
         })
     }
 }
@@ -708,6 +712,99 @@ fn validate_workspaces(
         max_run_bytes: w.max_run_bytes,
         max_tenant_bytes: w.max_tenant_bytes,
     })
+}
+
+/// The operator's environments: plain names, absolute directories that exist, limits
+/// above zero, a known role.
+fn validate_environments(
+    all: &std::collections::BTreeMap<String, super::schema::EnvironmentSection>,
+) -> Result<baton_core::environments::Bases, ConfigError> {
+    use baton_core::model::{BaseEnvironment, EnvironmentLimits, Layer, Role};
+    const KEY: &str = "workspaces.environments";
+    let mut out = Vec::new();
+    for (name, e) in all {
+        let bad = |what: String| ConfigError::invalid(KEY, &format!("{name}: {what}"));
+        let plain = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+        if !plain {
+            return Err(bad("names are 1 to 64 of a-z, 0-9, - and _".into()));
+        }
+        let directory = |field: &str, p: &str| {
+            let path = std::path::Path::new(p);
+            if !path.is_absolute() || !path.is_dir() {
+                return Err(bad(format!(
+                    "{field} {p:?} is not an absolute path to a directory"
+                )));
+            }
+            Ok(p.to_string())
+        };
+        let root = e
+            .root
+            .as_deref()
+            .map(|r| directory("root", r))
+            .transpose()?;
+        let mut layers = Vec::new();
+        for l in &e.layers {
+            let Some((host, at)) = l.split_once(':') else {
+                return Err(bad(format!("layer {l:?} is not host_dir:/path/inside")));
+            };
+            let inside = std::path::Path::new(at);
+            if !inside.is_absolute()
+                || inside
+                    .components()
+                    .any(|c| matches!(c, std::path::Component::ParentDir))
+                || ["/workspace", "/proc", "/dev", "/tmp"]
+                    .iter()
+                    .any(|p| inside.starts_with(p))
+            {
+                return Err(bad(format!(
+                    "layer {l:?}: the path inside must be absolute, without `..`, and not under \
+                     /workspace, /proc, /dev or /tmp"
+                )));
+            }
+            layers.push(Layer {
+                host: directory("layer", host)?,
+                at: at.to_string(),
+            });
+        }
+        let limits = EnvironmentLimits {
+            wall_ms: e.wall_ms,
+            memory_bytes: e.memory_bytes,
+            processes: e.processes,
+            open_files: e.open_files,
+        };
+        if [
+            limits.wall_ms,
+            limits.memory_bytes,
+            limits.processes,
+            limits.open_files,
+        ]
+        .contains(&Some(0))
+        {
+            return Err(bad("limits must be at least 1".into()));
+        }
+        let execute_role = match e.execute_role.as_deref() {
+            None => Role::Member,
+            Some(r) => Role::parse(r).ok_or_else(|| {
+                bad(format!(
+                    "execute_role {r:?} is not viewer, member, admin or owner"
+                ))
+            })?,
+        };
+        out.push(BaseEnvironment {
+            name: name.clone(),
+            root,
+            layers,
+            path: e.path.clone(),
+            network: e.network,
+            limits,
+            execute_role,
+        });
+    }
+    Ok(baton_core::environments::Bases::new(out))
 }
 
 fn validate_retention(r: &RetentionSection) -> Result<RetentionOptions, ConfigError> {

@@ -446,6 +446,45 @@ pub struct WorkspacesSection {
     /// The most bytes a tenant stores across its runs, each distinct content counted
     /// once. At least `max_run_bytes`.
     pub max_tenant_bytes: u64,
+    /// Execution environments by name (`[a-z0-9_-]`, up to 64 characters), which
+    /// `shell` and `python` tools name and tenants' own environments narrow; `default`
+    /// (the host's system directories, no network, members) is built in unless defined
+    /// here. See [Execution environments](#execution-environments).
+    #[serde(serialize_with = "serialize_environments")]
+    // One field of one entry per variable: `BATON_WORKSPACES__ENVIRONMENTS__PY__NETWORK`.
+    #[schemars(extend("x-entry-name" = "NAME__FIELD"))]
+    pub environments: BTreeMap<String, EnvironmentSection>,
+}
+
+/// `[workspaces.environments.<name>]`: where commands run.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct EnvironmentSection {
+    /// A directory holding a whole root filesystem (its `/usr`, `/bin`, `/lib`, `/etc`),
+    /// shown read-only instead of the host's system directories.
+    pub root: Option<String>,
+    /// Read-only host directories shown to commands, as `host_dir:/path/inside`
+    /// (e.g. a Python environment: `/opt/envs/data:/opt/venv`); in a variable,
+    /// comma-separated.
+    #[serde(deserialize_with = "deserialize_list")]
+    pub layers: Vec<String>,
+    /// `PATH` inside the sandbox (e.g. `/opt/venv/bin:/usr/bin:/bin`).
+    pub path: Option<String>,
+    /// Whether commands may reach hosts, through the egress policy (and each tenant's
+    /// allowlist) alone. Such commands are mutations: one cut off by a crash is held
+    /// `uncertain`.
+    pub network: bool,
+    /// The longest a command may run, in milliseconds.
+    pub wall_ms: Option<u64>,
+    /// Address space of each process, in bytes.
+    pub memory_bytes: Option<u64>,
+    /// Processes (and threads) at once.
+    pub processes: Option<u64>,
+    /// Open files of each process.
+    pub open_files: Option<u64>,
+    /// The least role of whoever asked for a turn for its commands to run here:
+    /// `viewer`, `member`, `admin` or `owner`; unset, `member`.
+    pub execute_role: Option<String>,
 }
 
 impl Default for WorkspacesSection {
@@ -457,6 +496,7 @@ impl Default for WorkspacesSection {
             max_run_files: d.max_run_files,
             max_run_bytes: d.max_run_bytes,
             max_tenant_bytes: d.max_tenant_bytes,
+            environments: BTreeMap::new(),
         }
     }
 }
@@ -717,6 +757,19 @@ fn serialize_key_ids<S: Serializer>(
     }
     let ids: Vec<String> = keys.keys().map(|id| format!("{id}=***")).collect();
     ser.serialize_some(&ids.join(","))
+}
+
+/// The environments as configured, on one line of JSON (`config explain` shows the map as
+/// one key, as it does `crypto.keys`); none as unset.
+fn serialize_environments<S: Serializer>(
+    all: &BTreeMap<String, EnvironmentSection>,
+    ser: S,
+) -> Result<S::Ok, S::Error> {
+    if all.is_empty() {
+        return ser.serialize_none();
+    }
+    let text = serde_json::to_string(all).map_err(serde::ser::Error::custom)?;
+    ser.serialize_some(&text)
 }
 
 /// Reads an optional string; an empty or blank one counts as unset.

@@ -216,6 +216,9 @@ const ROUTES: &[Row] = &[
     row("DELETE", "/v1/members/{user_id}", key(ManageMembers, Role::Admin), &[204], NotFound),
     row("GET", "/v1/audit", key(ReadAudit, Role::Admin), &[200], Scoped),
     // An empty list: the tenant's later calls keep the installation's policy alone.
+    row("GET", "/v1/environments", key(ReadEnvironments, Role::Viewer), &[200], Scoped),
+    row("PUT", "/v1/environments/{name}", key(ManageEnvironments, Role::Admin), &[200], OwnName),
+    row("DELETE", "/v1/environments/{name}", key(ManageEnvironments, Role::Admin), &[204], NotFound),
     row("GET", "/v1/egress-allowlist", key(ManageEgress, Role::Admin), &[200], Scoped),
     row("PUT", "/v1/egress-allowlist", key(ManageEgress, Role::Admin), &[200], Scoped),
     // Null: the tenant keeps its ended runs, as when it never set a policy.
@@ -284,6 +287,8 @@ fn all_actions() -> Vec<Action> {
         DiscoverMcpTools,
         ManageMcpServers,
         UploadFiles,
+        ReadEnvironments,
+        ManageEnvironments,
     ];
     for a in all {
         match a {
@@ -292,7 +297,7 @@ fn all_actions() -> Vec<Action> {
             | ManageSecrets | ManageEncryptionKeys | ManageApiKeys | ManageMembers
             | ManageOwners | ReadAudit | ManageEgress | ManageRetention | ReadSchedules
             | ManageSchedules | ManageWebhooks | DiscoverMcpTools | ManageMcpServers
-            | UploadFiles => {}
+            | UploadFiles | ReadEnvironments | ManageEnvironments => {}
         }
     }
     all.to_vec()
@@ -348,6 +353,8 @@ struct Fixtures {
     /// An idle run for `delete`.
     doomed_run: String,
     secret: String,
+    /// One of the tenant's environments (on `default`).
+    environment: String,
     /// A viewer API key, to revoke.
     api_key: String,
     /// A schedule of `agent`, firing daily.
@@ -554,6 +561,15 @@ impl Fixtures {
         )
         .await;
         assert_eq!(put.status, 200, "put secret: {}", put.body);
+        let environment = format!("{tag}-env");
+        let env = send_json(
+            api,
+            Method::PUT,
+            &format!("/v1/environments/{environment}"),
+            json!({"base": "default"}),
+        )
+        .await;
+        assert_eq!(env.status, 200, "put environment: {}", env.body);
         let created = post(
             api,
             "/v1/api-keys",
@@ -675,6 +691,7 @@ impl Fixtures {
             cancel_run.clone(),
             doomed_run.clone(),
             secret.clone(),
+            environment.clone(),
             api_key.clone(),
             schedule.clone(),
             webhook.clone(),
@@ -717,6 +734,7 @@ impl Fixtures {
             cancel_run,
             doomed_run,
             secret,
+            environment,
             api_key,
             schedule,
             webhook,
@@ -751,6 +769,7 @@ impl Fixtures {
             cancel_run: id(),
             doomed_run: id(),
             secret: format!("{tag}_key"),
+            environment: format!("{tag}-env"),
             api_key: id(),
             schedule: id(),
             webhook: id(),
@@ -785,6 +804,7 @@ impl Fixtures {
             f.cancel_run.clone(),
             f.doomed_run.clone(),
             f.secret.clone(),
+            f.environment.clone(),
             f.api_key.clone(),
             f.member.clone(),
             f.newcomer.clone(),
@@ -997,6 +1017,14 @@ fn request(row: &Row, src: Src, nonce: &str) -> Req {
             Some(json!({"value": format!("value {nonce}")})),
         ),
         ("DELETE", "/v1/secrets/{name}") => (format!("/v1/secrets/{}", outer.secret), None),
+        ("GET", "/v1/environments") => (row.path.to_string(), None),
+        ("PUT", "/v1/environments/{name}") => (
+            format!("/v1/environments/{}", outer.environment),
+            Some(json!({"base": "default", "execute_role": "admin"})),
+        ),
+        ("DELETE", "/v1/environments/{name}") => {
+            (format!("/v1/environments/{}", outer.environment), None)
+        }
         ("GET", "/v1/encryption-keys") | ("POST", "/v1/encryption-keys/reseal") => {
             (row.path.to_string(), None)
         }
@@ -1850,6 +1878,16 @@ async fn assert_untouched(b_owner: &Api, b: &Fixtures) {
         mine[0]["updated_at"].as_str(),
         Some(b.secret_updated.as_str()),
         "B's secret was written by someone else"
+    );
+    let envs = get(b_owner, "/v1/environments").await;
+    let mine: Vec<Value> = items(&envs)
+        .into_iter()
+        .filter(|e| e["name"] == b.environment.as_str())
+        .collect();
+    assert_eq!(mine.len(), 1, "B's environment: {}", envs.body);
+    assert_eq!(
+        mine[0]["execute_role"], "member",
+        "B's environment was written by someone else"
     );
 }
 

@@ -34,6 +34,7 @@ mod audit;
 mod checkpoints;
 mod deletion;
 mod egress_allowlists;
+mod environments;
 mod invitations;
 mod leases;
 mod mcp;

@@ -9,6 +9,7 @@ pub(crate) mod api_keys;
 pub(crate) mod audit;
 pub(crate) mod checkpoints;
 pub(crate) mod egress_allowlists;
+pub(crate) mod environments;
 pub(crate) mod invitations;
 pub(crate) mod mcp;
 pub(crate) mod receipts;

@@ -10,6 +10,7 @@ mod checkpoints;
 mod deletion;
 mod directory;
 mod egress;
+mod environments;
 mod frozen;
 mod idempotency;
 mod invitations;
@@ -66,6 +67,7 @@ macro_rules! contract {
 }
 
 contract!(
+    environments::environments_are_kept_by_name_within_their_tenant,
     workspace::contents_are_stored_once_and_go_when_no_file_holds_them,
     workspace::a_content_supplied_under_another_name_writes_nothing,
     workspace::a_deleted_run_takes_its_files_and_the_contents_only_it_held,

@@ -30,7 +30,7 @@ use uuid::Uuid;
 
 /// Every table that holds tenant rows. `every_table_with_a_tenant_column_is_covered`
 /// keeps this list complete.
-const TENANT_TABLES: [&str; 26] = [
+const TENANT_TABLES: [&str; 27] = [
     "api_keys",
     "agents",
     "agent_versions",
@@ -45,6 +45,7 @@ const TENANT_TABLES: [&str; 26] = [
     "memberships",
     "invitations",
     "egress_allowlists",
+    "environments",
     "retention_policies",
     "schedules",
     "webhooks",
@@ -155,6 +156,17 @@ async fn populate(s: &PgStore, tenant: TenantId) {
     s.put_egress_allowlist(tenant, &allowlist, &audited())
         .await
         .expect("egress allowlist");
+    let environment = baton_core::model::TenantEnvironment {
+        name: "py".into(),
+        base: "default".into(),
+        network: false,
+        limits: Default::default(),
+        execute_role: Role::Member,
+        updated_at: now(),
+    };
+    baton_core::ports::EnvironmentStore::put_environment(s, tenant, &environment, &audited())
+        .await
+        .expect("environment");
     baton_core::ports::RetentionStore::put_retention(s, tenant, Some(30), now(), &audited())
         .await
         .expect("retention policy");

@@ -129,6 +129,11 @@ impl TestApp {
             log: db.clone(),
             bus: Arc::new(InProcessBus::new(64)),
         };
+        let environments = baton_core::environments::Environments {
+            store: db.clone(),
+            bases: Arc::new(test_bases()),
+            clock: clock.clone(),
+        };
         let secrets = Secrets {
             store: db.clone(),
             keyring: keyring.clone(),
@@ -160,6 +165,9 @@ impl TestApp {
                     "not in the API tests",
                     workspace_limits(),
                 ),
+                environments: environments.clone(),
+                api_keys: db.clone(),
+                users: db.clone(),
             },
             EngineOptions::new("api-tests"),
         );
@@ -206,8 +214,10 @@ impl TestApp {
                 agents: db.clone(),
                 clock: clock.clone(),
                 egress: allowlists.clone(),
+                environments: environments.clone(),
             },
             egress_allowlists: allowlists.clone(),
+            environments: environments.clone(),
             retention: retention.clone(),
             schedules: Schedules {
                 store: db.clone(),
@@ -237,6 +247,7 @@ impl TestApp {
                     agents: db.clone(),
                     clock: clock.clone(),
                     egress: allowlists.clone(),
+                    environments: environments.clone(),
                 },
                 secrets: Arc::new(secrets.clone()),
                 lister: Arc::new(baton_egress::Egress::new(egress.clone()).expect("the client")),
@@ -396,4 +407,21 @@ pub fn workspace_limits() -> baton_core::workspace::WorkspaceLimits {
         max_run_bytes: 2048,
         max_tenant_bytes: 4096,
     }
+}
+
+/// The operator's environments of the API tests: the built-in `default`, and `wide`,
+/// which allows network and caps commands at 60 s and 32 processes.
+pub fn test_bases() -> baton_core::environments::Bases {
+    use baton_core::model::{BaseEnvironment, EnvironmentLimits};
+    let wide = BaseEnvironment {
+        name: "wide".into(),
+        network: true,
+        limits: EnvironmentLimits {
+            wall_ms: Some(60_000),
+            processes: Some(32),
+            ..Default::default()
+        },
+        ..BaseEnvironment::builtin()
+    };
+    baton_core::environments::Bases::new([wide])
 }

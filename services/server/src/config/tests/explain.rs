@@ -93,6 +93,7 @@ webhooks.retry_max_ms               3600000         default
 webhooks.retry_for_secs             86400           default
 webhooks.disable_after_failures     100             default
 workspaces.code_tools               true            default
+workspaces.environments             (unset)         default
 workspaces.max_file_bytes           33554432        default
 workspaces.max_run_bytes            1073741824      default
 workspaces.max_run_files            10000           default
@@ -140,7 +141,7 @@ fn explain_covers_every_schema_key_exactly_once() {
     unique.sort_unstable();
     unique.dedup();
     assert_eq!(unique.len(), keys.len());
-    assert_eq!(keys.len(), 77);
+    assert_eq!(keys.len(), 78);
 }
 
 #[test]

@@ -46,11 +46,16 @@ fn each_variable_named_in_the_reference_sets_its_key() {
         "crypto.keys" => KEY.to_owned(),
         "crypto.keys_dir" => "/etc/baton/keyring".to_owned(),
         "crypto.active_key" => "k1".to_owned(),
+        "workspaces.environments" => "true".to_owned(),
         _ => row.default.clone().unwrap_or_else(|| panic!("{}", row.key)),
     };
     let rows = rows();
     // A map's variable names one entry through a placeholder, `<ID>`.
-    let name = |row: &ReferenceRow| row.env.replace("<ID>", "K1");
+    let name = |row: &ReferenceRow| {
+        row.env
+            .replace("<ID>", "K1")
+            .replace("<NAME__FIELD>", "PY__NETWORK")
+    };
     let env: Vec<(String, String)> = rows.iter().map(|r| (name(r), sample(r))).collect();
     let loaded = load_ok(Sources {
         env,

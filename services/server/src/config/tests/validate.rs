@@ -558,3 +558,53 @@ fn the_embedded_tier_refuses_nats_credentials_it_would_not_use() {
         validate_env(&[("BATON_BUS__SUBJECT_PREFIX", "local")]).expect("a prefix is harmless");
     assert!(matches!(config.bus, Bus::InProcess));
 }
+
+#[test]
+fn environments_are_read_from_the_file_and_the_environment_and_checked() {
+    let layer = tempfile::tempdir().expect("layer");
+    let toml = format!(
+        "[workspaces.environments.data]\nlayers = [\"{}:/opt/venv\"]\npath = \"/opt/venv/bin:/usr/bin:/bin\"\n\
+         processes = 16\nexecute_role = \"admin\"\n",
+        layer.path().display()
+    );
+    let (_dir, path) = file(&toml);
+    let config = load_ok(Sources {
+        config_path: Some(path),
+        env: super::env(&[("BATON_WORKSPACES__ENVIRONMENTS__NET__NETWORK", "true")]),
+        ..Sources::default()
+    })
+    .validate()
+    .expect("valid");
+    let bases = &config.environments;
+    let data = bases.get("data").expect("data");
+    assert_eq!(data.layers[0].at, "/opt/venv");
+    assert_eq!(data.limits.processes, Some(16));
+    assert_eq!(data.execute_role, baton_core::Role::Admin);
+    assert!(!data.network);
+    assert!(bases.get("net").expect("net").network);
+    assert!(bases.get("default").is_some(), "the built-in stays");
+
+    for (var, value) in [
+        ("BATON_WORKSPACES__ENVIRONMENTS__BAD__ROOT", "relative/root"),
+        ("BATON_WORKSPACES__ENVIRONMENTS__BAD__ROOT", "/no/such/dir"),
+        (
+            "BATON_WORKSPACES__ENVIRONMENTS__BAD__LAYERS",
+            "/usr:/workspace/x",
+        ),
+        (
+            "BATON_WORKSPACES__ENVIRONMENTS__BAD__LAYERS",
+            "/usr:/opt/../etc",
+        ),
+        ("BATON_WORKSPACES__ENVIRONMENTS__BAD__LAYERS", "/usr"),
+        ("BATON_WORKSPACES__ENVIRONMENTS__BAD__PROCESSES", "0"),
+        ("BATON_WORKSPACES__ENVIRONMENTS__BAD__EXECUTE_ROLE", "root"),
+    ] {
+        match validate_env(&[(var, value)]) {
+            Err(ConfigError::Invalid { key, message }) => {
+                assert_eq!(key, "workspaces.environments", "{var}={value}");
+                assert!(message.starts_with("bad: "), "{message}");
+            }
+            other => panic!("{var}={value}: expected Invalid, got {other:?}"),
+        }
+    }
+}
