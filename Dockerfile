@@ -38,8 +38,10 @@ LABEL org.opencontainers.image.title="baton" \
       org.opencontainers.image.version="${BATON_VERSION}" \
       org.opencontainers.image.revision="${BATON_REVISION}" \
       org.opencontainers.image.base.name="debian:${DEBIAN_RELEASE}-slim"
+# bubblewrap runs workspace commands (util-linux's prlimit, which sets their limits, is in
+# the base image); python3 serves agents' `python` tools.
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends ca-certificates \
+    && apt-get install -y --no-install-recommends ca-certificates bubblewrap python3 \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --system --gid 10001 baton \
     && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/baton \

@@ -132,6 +132,12 @@ The non-secret BATON_* settings as a YAML map (the ConfigMap's data; the migrati
 {{- $_ := set $env (printf "BATON_%s" (upper $section)) (include "baton.envValue" $value) }}
 {{- end }}
 {{- end }}
+{{- $_ := set $env "BATON_WORKSPACES__CODE_TOOLS" (ternary "true" "false" .Values.codeTools.enabled) }}
+{{- range $name, $e := .Values.codeTools.environments }}
+{{- range $field, $v := $e }}
+{{- $_ := set $env (printf "BATON_WORKSPACES__ENVIRONMENTS__%s__%s" (upper $name) (upper $field)) (include "baton.envValue" $v) }}
+{{- end }}
+{{- end }}
 {{- $_ := set $env "BATON_TIER" "team" }}
 {{- $_ := set $env "BATON_AUTH__REQUIRED" "true" }}
 {{- $_ := set $env "BATON_HTTP__LISTEN" (printf "0.0.0.0:%d" (int .Values.containerPort)) }}

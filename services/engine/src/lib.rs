@@ -17,6 +17,7 @@ mod agent;
 mod calls;
 mod checkpoint;
 mod cluster;
+mod contents;
 mod decide;
 mod delegate;
 mod driver;

@@ -7,6 +7,7 @@
 //! killed) promotes nothing; a crash before the append leaves the workspace as it was, and
 //! the call is run again (it is idempotent: its only effect is its promotion).
 
+use crate::contents::{Content, ContentCache};
 use crate::shared::Shared;
 use crate::tools::{Called, Planned};
 use baton_core::environments::acting_role;
@@ -17,6 +18,7 @@ use baton_egress::TenantEgress;
 use baton_egress::proxy::Proxy;
 use baton_events::{ErrorInfo, FileChangeKind, ToolOutcome, ToolResult};
 use baton_sandbox::{Change, Exit, Limits, Relay, Sandbox, Spec, Workdir};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,7 +37,12 @@ pub struct CodeTools {
     /// The operator's switch: when off, `shell` and `python` tools are neither offered to
     /// models nor run, whatever agents enable.
     pub enabled: bool,
+    /// The contents this replica read or made lately, which copies are made of.
+    pub contents: Arc<ContentCache>,
 }
+
+/// The bytes of contents a replica keeps by default ([`CodeTools::with_cache`]).
+pub const CACHE_BYTES: u64 = 256 << 20;
 
 impl CodeTools {
     /// Finds the sandbox (bubblewrap) and makes a scratch directory under `parent` (and
@@ -59,6 +66,7 @@ impl CodeTools {
                 scratch,
                 limits,
                 enabled: true,
+                contents: Arc::new(ContentCache::new(CACHE_BYTES)),
             },
             Err(e) => Self::unavailable(format!("no scratch directory: {e}"), limits),
         }
@@ -71,7 +79,14 @@ impl CodeTools {
             scratch: std::env::temp_dir(),
             limits,
             enabled: true,
+            contents: Arc::new(ContentCache::new(CACHE_BYTES)),
         }
+    }
+
+    /// These code tools, keeping at most `bytes` of contents.
+    pub fn with_cache(mut self, bytes: u64) -> Self {
+        self.contents = Arc::new(ContentCache::new(bytes));
+        self
     }
 
     /// Code tools switched off by the operator: commands are hidden and refused.
@@ -437,6 +452,7 @@ async fn command(shared: &Shared, turn: &Turn, p: &Planned, arg: &str, argv: &[&
     if let Some(refused) = set.refused_line() {
         output.push_str(&format!("\n{refused}"));
     }
+    remember(code, turn.tenant, &set.changes);
     Ok(Done {
         output: format!("exit status 0\n{output}"),
         promotion: Some(Promotion {
@@ -446,29 +462,56 @@ async fn command(shared: &Shared, turn: &Turn, p: &Planned, arg: &str, argv: &[&
     })
 }
 
-/// The workspace's version and every file of it with its content.
+/// The workspace's version and every file of it with its content: one read of the paths,
+/// and one of the contents unless this replica keeps them all already.
 async fn workspace_files(
     shared: &Shared,
     tenant: TenantId,
     run: RunId,
 ) -> Result<(i64, Vec<(String, Vec<u8>)>), ErrorInfo> {
     let store = &shared.ports.workspaces;
+    let cache = &shared.ports.code.contents;
     let state = store
         .workspace_state(tenant, run)
         .await
         .map_err(store_error)?;
     let base = version_of(&state);
-    let mut files = Vec::new();
-    for s in state.into_iter().filter(|s| s.sha256.is_some()) {
-        if let Some(f) = store
-            .read_file(tenant, run, &s.path)
-            .await
-            .map_err(store_error)?
-        {
-            files.push((f.file.path, f.content));
+    let live: Vec<(String, String)> = state
+        .into_iter()
+        .filter_map(|s| s.sha256.map(|sha| (s.path, sha)))
+        .collect();
+    let mut found: HashMap<String, Content> = HashMap::new();
+    for (_, sha) in &live {
+        if let Some(c) = cache.get(tenant, sha) {
+            found.insert(sha.clone(), c);
+        }
+    }
+    if live.iter().any(|(_, sha)| !found.contains_key(sha)) {
+        let read = store.run_contents(tenant, run).await.map_err(store_error)?;
+        for blob in read {
+            let content = Arc::new(blob.content);
+            cache.put(tenant, blob.sha256.clone(), content.clone());
+            found.insert(blob.sha256, content);
+        }
+    }
+    let mut files = Vec::with_capacity(live.len());
+    for (path, sha) in live {
+        // A file whose content went since the paths were read (the run was written
+        // meanwhile): that promotion is resolved against the new state anyway.
+        if let Some(content) = found.get(&sha) {
+            files.push((path, content.as_ref().clone()));
         }
     }
     Ok((base, files))
+}
+
+/// Keeps what a command wrote, so the next copy of the workspace on this replica needs
+/// no read of it (whether or not the promotion lands: a content's name is its hash).
+fn remember(code: &CodeTools, tenant: TenantId, changes: &[Change]) {
+    for content in changes.iter().filter_map(|c| c.content.as_ref()) {
+        let sha = baton_core::ports::Blob::name_of(content);
+        code.contents.put(tenant, sha, Arc::new(content.clone()));
+    }
 }
 
 /// `output` cut to [`OUTPUT_CAP`] bytes (at a character boundary); whether it was cut.

@@ -85,6 +85,10 @@ pub trait WorkspaceStore: Send + Sync {
         run: RunId,
     ) -> Result<Vec<PathState>, StoreError>;
 
+    /// The contents the run's files hold now, each once, in one read: what a command's
+    /// copy is made of (its paths come from [`Self::workspace_state`]).
+    async fn run_contents(&self, tenant: TenantId, run: RunId) -> Result<Vec<Blob>, StoreError>;
+
     /// The run's files and bytes, and the tenant's stored bytes.
     async fn workspace_usage(
         &self,

@@ -327,3 +327,146 @@ async fn the_operators_switch_hides_and_refuses_commands_whatever_agents_enable(
     assert!(told.contains("[\"write_file\"]"), "{told}");
     assert_eq!(w.paths(run).await, ["z.txt"]);
 }
+
+/// The run store, counting the reads of contents that copies are made of.
+struct CountingContents {
+    store: baton_store::SqliteStore,
+    reads: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+#[async_trait::async_trait]
+impl baton_core::ports::WorkspaceStore for CountingContents {
+    async fn list_files(
+        &self,
+        tenant: baton_core::TenantId,
+        run: RunId,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<baton_core::model::WorkspaceFile>, baton_core::StoreError> {
+        self.store.list_files(tenant, run, after, limit).await
+    }
+    async fn get_file(
+        &self,
+        tenant: baton_core::TenantId,
+        run: RunId,
+        path: &str,
+    ) -> Result<Option<baton_core::model::WorkspaceFile>, baton_core::StoreError> {
+        self.store.get_file(tenant, run, path).await
+    }
+    async fn read_file(
+        &self,
+        tenant: baton_core::TenantId,
+        run: RunId,
+        path: &str,
+    ) -> Result<Option<baton_core::model::FileContent>, baton_core::StoreError> {
+        self.store.read_file(tenant, run, path).await
+    }
+    async fn workspace_state(
+        &self,
+        tenant: baton_core::TenantId,
+        run: RunId,
+    ) -> Result<Vec<baton_core::ports::PathState>, baton_core::StoreError> {
+        self.store.workspace_state(tenant, run).await
+    }
+    async fn run_contents(
+        &self,
+        tenant: baton_core::TenantId,
+        run: RunId,
+    ) -> Result<Vec<baton_core::ports::Blob>, baton_core::StoreError> {
+        self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.store.run_contents(tenant, run).await
+    }
+    async fn workspace_usage(
+        &self,
+        tenant: baton_core::TenantId,
+        run: RunId,
+    ) -> Result<baton_core::model::WorkspaceUsage, baton_core::StoreError> {
+        self.store.workspace_usage(tenant, run).await
+    }
+}
+
+#[tokio::test]
+async fn a_replica_reads_a_runs_contents_once_and_copies_from_what_it_keeps() {
+    let code = CodeTools::detect(&std::env::temp_dir(), WorkspaceLimits::default(), None).await;
+    assert!(code.sandbox.is_ok(), "bubblewrap must work here");
+    let kept = code.contents.clone();
+    let reads = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = reads.clone();
+    let w = crate::world::world_with_ports(move |ports, store| {
+        ports.code = code;
+        ports.workspaces = std::sync::Arc::new(CountingContents {
+            store: store.clone(),
+            reads: counter,
+        });
+    })
+    .await;
+    let shell = w.workspace_tool("shell", WorkspaceOp::Shell, 30_000).await;
+    let step = |n: u32| {
+        calling(vec![call(
+            "shell",
+            json!({"command": format!("cat uploads/*.txt n.txt 2>/dev/null; echo {n} >> n.txt")}),
+        )])
+    };
+    // Turn 1 runs two commands, each on the files the one before wrote; turns 2 and 3
+    // one each, after an upload.
+    let replies = vec![
+        step(1),
+        step(2),
+        says("two"),
+        step(3),
+        says("three"),
+        step(4),
+        ScriptedReply {
+            complete_run: true,
+            ..says("done")
+        },
+    ];
+    let run = w
+        .run_with(vec![shell], replies, AgentLimits::default())
+        .await;
+    let count = || reads.load(std::sync::atomic::Ordering::SeqCst);
+    w.wait_status(run, RunStatus::Waiting).await;
+    assert_eq!(w.file(run, "n.txt").await.as_deref(), Some("1\n2\n"));
+    assert_eq!(
+        count(),
+        0,
+        "every content a copy needed was one this replica wrote"
+    );
+    assert!(kept.bytes() > 0);
+
+    // A member's upload is new to the replica: read once, then kept.
+    let next = |content: &str| baton_core::runs::PostMessage {
+        content: content.into(),
+        request_id: None,
+        strategy: None,
+    };
+    for (turns, content) in [(2, "with the upload"), (3, "once more")] {
+        if turns == 2 {
+            w.workspaces()
+                .upload(
+                    &w.owner,
+                    run,
+                    "uploads/x.txt",
+                    b"x".to_vec(),
+                    Precondition::None,
+                )
+                .await
+                .expect("upload");
+        }
+        w.runs
+            .post_message(&w.owner, run, next(content))
+            .await
+            .expect("post");
+        w.wait_for(run, "the turn", |r| {
+            r.turn_count == turns && !r.status.in_turn()
+        })
+        .await;
+    }
+    w.wait_status(run, RunStatus::Completed).await;
+    assert_eq!(w.file(run, "n.txt").await.as_deref(), Some("1\n2\n3\n4\n"));
+    assert_eq!(
+        count(),
+        1,
+        "the upload was read once, with the run's other contents"
+    );
+}

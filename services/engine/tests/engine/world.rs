@@ -97,19 +97,27 @@ pub async fn world() -> World {
 }
 
 pub async fn world_with(opts: EngineOptions) -> World {
-    world_from(opts, None).await
+    world_from(opts, |_, _| {}).await
 }
 
 /// A world whose engine runs commands with `code`.
 pub async fn world_with_code(code: baton_engine::CodeTools) -> World {
+    world_with_ports(|ports, _| ports.code = code).await
+}
+
+/// A world whose engine's ports `adjust` changes (given the world's store).
+pub async fn world_with_ports(adjust: impl FnOnce(&mut EnginePorts, &SqliteStore)) -> World {
     let opts = EngineOptions {
         adopt_every: Duration::from_secs(3600),
         ..EngineOptions::new("test")
     };
-    world_from(opts, Some(code)).await
+    world_from(opts, adjust).await
 }
 
-async fn world_from(opts: EngineOptions, code: Option<baton_engine::CodeTools>) -> World {
+async fn world_from(
+    opts: EngineOptions,
+    adjust: impl FnOnce(&mut EnginePorts, &SqliteStore),
+) -> World {
     let store = SqliteStore::in_memory().await.expect("store");
     let tenant = baton_core::model::Tenant {
         id: TenantId::new(),
@@ -126,9 +134,7 @@ async fn world_from(opts: EngineOptions, code: Option<baton_engine::CodeTools>) 
     let agents: Arc<dyn AgentStore> = Arc::new(store.clone());
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let mut ports = ports(&store, &recorder);
-    if let Some(code) = code {
-        ports.code = code;
-    }
+    adjust(&mut ports, &store);
     let engine = Engine::new(ports, opts);
     engine.start().await.expect("engine starts");
     let runs = Runs {

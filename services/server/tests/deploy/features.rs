@@ -174,6 +174,62 @@ fn optional_features_render_what_they_promise() {
 /// streams need behind a proxy (no buffering, long reads, no request timeout), and the
 /// `helm test` pod that asks `/readyz` and makes one authenticated request.
 #[test]
+fn code_tools_are_off_by_default_and_on_relax_only_what_bubblewrap_needs() {
+    let tools = tools();
+    let off = tools.render(&value_set("default"));
+    assert_eq!(off.config_map()["BATON_WORKSPACES__CODE_TOOLS"], "false");
+    let pod = &off.deployment()["spec"]["template"]["spec"];
+    assert!(pod.get("hostUsers").is_none(), "{pod}");
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    assert!(
+        off.container()["securityContext"]
+            .get("procMount")
+            .is_none()
+    );
+
+    let on = tools.render(&value_set("code-tools"));
+    let config = on.config_map();
+    assert_eq!(config["BATON_WORKSPACES__CODE_TOOLS"], "true");
+    assert_eq!(
+        config["BATON_WORKSPACES__ENVIRONMENTS__DATA__LAYERS"],
+        "/usr/share:/opt/share"
+    );
+    assert_eq!(
+        config["BATON_WORKSPACES__ENVIRONMENTS__DATA__PROCESSES"],
+        "32"
+    );
+    assert_eq!(
+        config["BATON_WORKSPACES__ENVIRONMENTS__FETCH__NETWORK"],
+        "true"
+    );
+    assert_eq!(
+        config["BATON_WORKSPACES__ENVIRONMENTS__FETCH__EXECUTE_ROLE"],
+        "admin"
+    );
+    let pod = &on.deployment()["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["hostUsers"], false,
+        "the pod's root is nobody on the node"
+    );
+    let security = &pod["securityContext"];
+    assert_eq!(security["seccompProfile"]["type"], "Unconfined");
+    let annotations = &on.deployment()["spec"]["template"]["metadata"]["annotations"];
+    assert_eq!(
+        annotations["container.apparmor.security.beta.kubernetes.io/baton"],
+        "unconfined"
+    );
+    assert_eq!(security["runAsNonRoot"], true, "still not root in the pod");
+    let container = &on.container()["securityContext"];
+    assert_eq!(container["procMount"], "Unmasked");
+    assert_eq!(container["allowPrivilegeEscalation"], false);
+    assert_eq!(container["readOnlyRootFilesystem"], true);
+    assert_eq!(container["capabilities"]["drop"], json!(["ALL"]));
+}
+
+#[test]
 fn ingress_httproute_and_the_test_hook_reach_the_api() {
     let tools = tools();
     let r = tools.render(&value_set("ingress"));

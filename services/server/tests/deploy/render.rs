@@ -132,6 +132,16 @@ pub fn value_sets() -> Vec<ValueSet> {
             ),
         },
         ValueSet {
+            name: "code-tools",
+            values: merged(
+                required(),
+                json!({"codeTools": {"enabled": true, "environments": {
+                    "data": {"layers": ["/usr/share:/opt/share"], "processes": 32},
+                    "fetch": {"network": true, "execute_role": "admin"}
+                }}}),
+            ),
+        },
+        ValueSet {
             name: "no-migration-hook",
             values: merged(
                 required(),

@@ -101,6 +101,29 @@ impl<B: Backend> WorkspaceStore for Store<B> {
         self.tenant_row::<ContentRow, _>(tenant, q).await
     }
 
+    #[tracing::instrument(name = "store.run_contents", skip_all)]
+    async fn run_contents(&self, tenant: TenantId, run: RunId) -> Result<Vec<Blob>> {
+        let q = Query::new(
+            "SELECT b.sha256, b.content FROM blobs b WHERE b.tenant_id = $1 AND b.sha256 IN \
+             (SELECT f.sha256 FROM workspace_files f WHERE f.tenant_id = $1 AND f.run_id = $2 \
+             AND f.sha256 IS NOT NULL)",
+        )
+        .bind(tenant.as_uuid())
+        .bind(run.as_uuid());
+        let mut conn = self
+            .pools
+            .read(
+                crate::pools::PoolKind::App,
+                crate::pools::Scope::Tenant(tenant),
+            )
+            .await?;
+        let rows: Vec<(String, Vec<u8>)> = q.fetch_all(&mut conn).await?;
+        Ok(rows
+            .into_iter()
+            .map(|(sha256, content)| Blob { sha256, content })
+            .collect())
+    }
+
     #[tracing::instrument(name = "store.workspace_state", skip_all)]
     async fn workspace_state(&self, tenant: TenantId, run: RunId) -> Result<Vec<PathState>> {
         let q = Query::new(

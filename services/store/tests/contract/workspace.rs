@@ -99,6 +99,12 @@ pub async fn contents_are_stored_once_and_go_when_no_file_holds_them<S: Store>(s
         (2, 8, 4),
         "one copy"
     );
+    let contents = s.run_contents(t, run).await.expect("contents");
+    assert_eq!(
+        contents,
+        [Blob::of(b"same".to_vec())],
+        "each content once, in one read"
+    );
 
     // A page after a cursor.
     let page = s.list_files(t, run, Some("a.txt"), 10).await.expect("list");
@@ -135,6 +141,12 @@ pub async fn contents_are_stored_once_and_go_when_no_file_holds_them<S: Store>(s
     assert_eq!(file.version, 3);
     let usage = s.workspace_usage(t, run).await.expect("usage");
     assert_eq!((usage.files, usage.bytes, usage.tenant_bytes), (1, 6, 6));
+    let contents = s.run_contents(t, run).await.expect("contents");
+    assert_eq!(
+        contents,
+        [Blob::of(b"newer!".to_vec())],
+        "removed files' contents are not"
+    );
 
     // Naming the content that went without supplying it is refused whole.
     let req = change(t, run, 3, vec![added("c.txt", b"same")], &[]);
@@ -233,6 +245,12 @@ pub async fn another_tenants_workspace_is_invisible<S: Store>(s: &S) {
             .is_none()
     );
     assert!(content(s, other, run, "secret.txt").await.is_none());
+    assert!(
+        s.run_contents(other, run)
+            .await
+            .expect("contents")
+            .is_empty()
+    );
     assert_eq!(
         s.workspace_usage(other, run)
             .await
