@@ -118,6 +118,9 @@ async fn a_rotation_killed_midway_resumes_and_the_old_key_is_then_retired() {
     }
     for run in &runs {
         owner.wait_status(run, "waiting").await;
+        // A message that got in before the turn's checkpoint would skip it (a checkpoint
+        // is saved only of the version its turn settled at): wait for it first.
+        wait_checkpoints(&owner, run, 1).await;
         owner.message_when_idle(run, "again").await;
     }
     for run in &runs {
