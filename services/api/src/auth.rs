@@ -1,20 +1,35 @@
 //! The caller's identity, from the request: these extractors read the `Authorization` and
-//! `Baton-Tenant` headers and the peer address, and hand them to
+//! `Baton-Tenant` headers (or, without `Authorization`, the login session a browser keeps
+//! in the [`SESSION_COOKIE`]) and the peer address, and hand them to
 //! [`baton_core::auth::Authenticator`], the only place a [`Principal`] is made from
 //! credentials. Then the caller's rate limits are counted.
+//!
+//! A request that changes anything (any method but `GET`, `HEAD` and `OPTIONS`) made
+//! with the cookie must also send the session's anti-CSRF token as [`CSRF_HEADER`]:
+//! another site's page can make a browser send the cookie (were `SameSite=Strict` and the
+//! origin check of [`crate::browser`] ever bypassed), but cannot read the token.
 
 use crate::error::{ApiError, Code};
 use crate::state::AppState;
 use axum::extract::{ConnectInfo, FromRequestParts};
-use axum::http::header::AUTHORIZATION;
+use axum::http::Method;
+use axum::http::header::{AUTHORIZATION, COOKIE};
 use axum::http::request::Parts;
 use baton_core::auth::Identity;
+use baton_core::crypto::tokens;
 use baton_core::{CoreError, Principal, TenantId};
 use std::net::{IpAddr, SocketAddr};
 use uuid::Uuid;
 
 /// The header that names the tenant a session acts in.
 pub const TENANT_HEADER: &str = "baton-tenant";
+
+/// The cookie a browser keeps its login session's token in (`POST /v1/login` with
+/// `cookie: true`).
+pub const SESSION_COOKIE: &str = "baton_session";
+
+/// The header that carries a cookie session's anti-CSRF token.
+pub const CSRF_HEADER: &str = "baton-csrf";
 
 /// The authenticated caller of a request.
 pub struct Caller(pub Principal);
@@ -44,7 +59,7 @@ impl FromRequestParts<AppState> for Streaming {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let token = bearer(parts)?;
+        let token = credentials(parts)?;
         let identity = state.auth.identify(token).await.map_err(CoreError::from)?;
         let requested = requested_tenant(parts)?;
         let principal = state
@@ -62,6 +77,64 @@ impl FromRequestParts<AppState> for Streaming {
             identity,
             token_hash: token.map(baton_core::crypto::tokens::hash_token),
         })
+    }
+}
+
+/// The caller of a run's event stream: as [`Streaming`], or, with `?ticket=` and no
+/// `Authorization` header, the credentials that asked for the ticket (which the ticket
+/// opens the path's run for, once: [`baton_core::stream_tickets`]).
+pub struct StreamCaller(pub Streaming);
+
+#[derive(serde::Deserialize)]
+struct TicketQuery {
+    ticket: Option<String>,
+}
+
+impl FromRequestParts<AppState> for StreamCaller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let ticket = axum::extract::Query::<TicketQuery>::try_from_uri(&parts.uri)
+            .ok()
+            .and_then(|q| q.0.ticket);
+        let Some(ticket) = ticket else {
+            return Ok(StreamCaller(
+                Streaming::from_request_parts(parts, state).await?,
+            ));
+        };
+        if parts.headers.contains_key(AUTHORIZATION) {
+            return Err(ApiError::new(
+                Code::InvalidRequest,
+                "send either a stream ticket or an Authorization header, not both",
+            ));
+        }
+        let crate::extract::ApiPath(run) =
+            crate::extract::ApiPath::<baton_core::RunId>::from_request_parts(parts, state).await?;
+        let redeemed = state
+            .stream_tickets
+            .redeem(&ticket, run)
+            .await
+            .map_err(CoreError::from)?;
+        let identity = state
+            .auth
+            .issuer(&redeemed.issued_by, redeemed.tenant)
+            .await
+            .map_err(CoreError::from)?;
+        let principal = state
+            .auth
+            .principal(&identity, Some(redeemed.tenant), peer_address(parts))
+            .await
+            .map_err(CoreError::from)?;
+        tracing::Span::current().record("tenant_id", tracing::field::display(principal.tenant));
+        state
+            .limits
+            .check(&principal)
+            .map_err(|e| ApiError::rate_limited(e.wait, e.what))?;
+        Ok(StreamCaller(Streaming {
+            principal,
+            identity,
+            token_hash: redeemed.issued_by.token_hash().map(<[u8]>::to_vec),
+        }))
     }
 }
 
@@ -117,6 +190,55 @@ fn requested_tenant(parts: &Parts) -> Result<Option<TenantId>, ApiError> {
         })
 }
 
+/// The token the request authenticates with, if any: its bearer token, or without an
+/// `Authorization` header its session cookie, whose anti-CSRF token it must send too when
+/// it changes anything.
+fn credentials(parts: &Parts) -> Result<Option<&str>, ApiError> {
+    if parts.headers.contains_key(AUTHORIZATION) {
+        return bearer(parts);
+    }
+    let Some(token) = session_cookie(&parts.headers) else {
+        return Ok(None);
+    };
+    if !matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS) {
+        let presented = parts
+            .headers
+            .get(CSRF_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        if !tokens::csrf_matches(token, presented) {
+            return Err(ApiError::new(
+                Code::CsrfFailed,
+                "a request that changes anything with the session cookie must send the \
+                 session's Baton-CSRF header (the csrf_token of the login, or of GET /v1/me)",
+            ));
+        }
+    }
+    Ok(Some(token))
+}
+
+/// The session token in the request's [`SESSION_COOKIE`], if it has one.
+pub fn session_cookie(headers: &axum::http::HeaderMap) -> Option<&str> {
+    headers
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == SESSION_COOKIE)
+        .map(|(_, value)| value.trim())
+        .filter(|value| !value.is_empty())
+}
+
+/// The anti-CSRF token of the request's session cookie, when it authenticates with one
+/// (and sends no `Authorization` header).
+pub fn cookie_csrf_token(headers: &axum::http::HeaderMap) -> Option<String> {
+    if headers.contains_key(AUTHORIZATION) {
+        return None;
+    }
+    session_cookie(headers).map(tokens::csrf_token)
+}
+
 /// The bearer token of the request, if it sends one.
 fn bearer(parts: &Parts) -> Result<Option<&str>, ApiError> {
     let Some(value) = parts.headers.get(AUTHORIZATION) else {
@@ -139,6 +261,6 @@ fn bearer(parts: &Parts) -> Result<Option<&str>, ApiError> {
 
 /// Reads the bearer token of the request, if any, and checks it.
 async fn identify(parts: &Parts, state: &AppState) -> Result<Identity, ApiError> {
-    let token = bearer(parts)?;
+    let token = credentials(parts)?;
     Ok(state.auth.identify(token).await.map_err(CoreError::from)?)
 }

@@ -130,7 +130,7 @@ fn host_name(authority: &str) -> &str {
 }
 
 /// `host[:port]` naming a loopback address.
-fn is_loopback(authority: &str) -> bool {
+pub(crate) fn is_loopback(authority: &str) -> bool {
     let host = host_name(authority);
     let bare = host
         .strip_prefix('[')
@@ -160,6 +160,7 @@ pub fn cors(origins: &[String]) -> Option<CorsLayer> {
                 AUTHORIZATION,
                 CONTENT_TYPE,
                 HeaderName::from_static("last-event-id"),
+                HeaderName::from_static(crate::auth::TENANT_HEADER),
                 HeaderName::from_static("traceparent"),
                 HeaderName::from_static("x-request-id"),
             ])

@@ -50,6 +50,7 @@ error_codes! {
     Forbidden => (FORBIDDEN, "forbidden"),
     HostNotAllowed => (FORBIDDEN, "host_not_allowed"),
     OriginNotAllowed => (FORBIDDEN, "origin_not_allowed"),
+    CsrfFailed => (FORBIDDEN, "csrf_failed"),
     NotFound => (NOT_FOUND, "not_found"),
     RouteNotFound => (NOT_FOUND, "route_not_found"),
     MethodNotAllowed => (METHOD_NOT_ALLOWED, "method_not_allowed"),

@@ -44,6 +44,7 @@ fn api() -> (Router<AppState>, serde_json::Value) {
         .routes(routes!(runs::cancel))
         .routes(routes!(runs::post_message, runs::list_messages))
         .routes(routes!(events::events))
+        .routes(routes!(events::create_stream_ticket))
         .routes(routes!(actions::receipts))
         .routes(routes!(actions::decide_approval))
         .routes(routes!(actions::tool_outputs))

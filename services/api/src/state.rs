@@ -85,6 +85,8 @@ pub struct AppState {
     pub invitations: Invitations,
     /// Credentials to principals: every extractor of the caller goes through it.
     pub auth: Authenticator,
+    /// Tickets that open a run's event stream from a browser.
+    pub stream_tickets: baton_core::stream_tickets::StreamTickets,
     /// Users, login sessions and the login rate limits.
     pub accounts: crate::accounts::Accounts,
     pub http: HttpSettings,

@@ -1,6 +1,8 @@
 //! Authentication: who presents which credentials, and the [`Principal`] they act as. A
-//! bearer API key (`bk_…`), a login session token (`bs_…`) or, in the embedded tier on
-//! loopback with auth off, no credentials at all (the local owner of the default tenant).
+//! bearer API key (`bk_…`), a login session token (`bs_…`, also kept in a browser's
+//! cookie) or, in the embedded tier on loopback with auth off, no credentials at all (the
+//! local owner of the default tenant). A stream ticket (`bt_…`,
+//! [`crate::stream_tickets`]) acts as whichever of these asked for it: [`Authenticator::issuer`].
 //!
 //! A key or session is read from the database on every request, so a revoked or expired
 //! one fails at once on every replica. The same read brings a key's last recorded use;
@@ -13,7 +15,7 @@
 
 use crate::crypto::tokens;
 use crate::error::{CoreError, StoreError};
-use crate::model::{ApiKeyRecord, Principal, Role, Session, TenantRole, User};
+use crate::model::{ApiKeyRecord, IssuedBy, Principal, Role, Session, TenantRole, User};
 use crate::ports::{ApiKeyStore, Clock, Control, ControlMessage, EventBus, TenantStore, UserStore};
 use baton_events::TenantId;
 use chrono::{DateTime, TimeDelta, Utc};
@@ -65,6 +67,12 @@ pub enum AuthError {
     SessionRevoked,
     #[error("the session has expired: log in again")]
     SessionExpired,
+    /// Unknown, used already or expired: one answer for all (redeeming is one atomic
+    /// statement that cannot tell them apart).
+    #[error("the stream ticket is not valid: it is unknown, used already or expired")]
+    UnknownTicket,
+    #[error("the stream ticket opens another run's events")]
+    TicketForOtherRun,
     /// Unknown email, wrong password, or input no account can have: one answer for all,
     /// so a failure tells nothing about which accounts exist.
     #[error("the email or password is not valid")]
@@ -103,6 +111,8 @@ impl From<AuthError> for CoreError {
             | AuthError::UnknownSession
             | AuthError::SessionRevoked
             | AuthError::SessionExpired
+            | AuthError::UnknownTicket
+            | AuthError::TicketForOtherRun
             | AuthError::InvalidCredentials => CoreError::Unauthenticated(detail),
             AuthError::NotMember | AuthError::NoTenant | AuthError::OtherTenant => {
                 CoreError::NoAccess(detail)
@@ -157,6 +167,21 @@ impl Identity {
         }
     }
 
+    /// What a stream ticket issued by this identity, which presented a token hashing to
+    /// `token_hash`, records of it.
+    pub fn issued_by(&self, token_hash: Option<&[u8]>) -> Result<IssuedBy, AuthError> {
+        match (self, token_hash) {
+            (Identity::Local { .. }, _) => Ok(IssuedBy::Local),
+            (Identity::Key(_), Some(hash)) => Ok(IssuedBy::Key {
+                token_hash: hash.to_vec(),
+            }),
+            (Identity::Session(_), Some(hash)) => Ok(IssuedBy::Session {
+                token_hash: hash.to_vec(),
+            }),
+            (_, None) => Err(AuthError::Missing),
+        }
+    }
+
     /// When the credentials expire, if they do.
     pub fn expires_at(&self) -> Option<DateTime<Utc>> {
         match self {
@@ -180,6 +205,9 @@ pub struct Me {
     /// The tenants the caller may act in and its role in each: a user's memberships, or
     /// the one tenant of an API key.
     pub tenants: Vec<TenantRole>,
+    /// For a session kept in a cookie: what to send as the `Baton-CSRF` header with
+    /// every request that changes anything. Null otherwise.
+    pub csrf_token: Option<String>,
 }
 
 /// The authentication use cases: credentials to an [`Identity`], an identity to the
@@ -243,28 +271,52 @@ impl Authenticator {
         if !tokens::is_well_formed(token) {
             return Err(AuthError::MalformedKey);
         }
+        let record = self.key(&tokens::hash_token(token)).await?;
+        self.record_use(&record, self.clock.now());
+        Ok(Identity::Key(record))
+    }
+
+    /// The identity that issued a stream ticket, read again now, as its own requests are:
+    /// a ticket of credentials revoked or expired since opens nothing. The local owner's
+    /// ticket opens streams only while this server still runs without auth for `tenant`.
+    pub async fn issuer(&self, by: &IssuedBy, tenant: TenantId) -> Result<Identity, AuthError> {
+        match by {
+            IssuedBy::Local if self.local == Some(tenant) => Ok(Identity::Local { tenant }),
+            IssuedBy::Local => Err(AuthError::UnknownTicket),
+            IssuedBy::Key { token_hash } => Ok(Identity::Key(self.key(token_hash).await?)),
+            IssuedBy::Session { token_hash } => {
+                Ok(Identity::Session(self.session_by_hash(token_hash).await?))
+            }
+        }
+    }
+
+    /// The live API key whose token hashes to `hash`.
+    async fn key(&self, hash: &[u8]) -> Result<ApiKeyRecord, AuthError> {
         let record = self
             .keys
-            .lookup_api_key(&tokens::hash_token(token))
+            .lookup_api_key(hash)
             .await?
             .ok_or(AuthError::UnknownKey)?;
-        let now = self.clock.now();
         if record.key.revoked_at.is_some() {
             return Err(AuthError::KeyRevoked);
         }
-        if record.key.expires_at.is_some_and(|t| t <= now) {
+        if record.key.expires_at.is_some_and(|t| t <= self.clock.now()) {
             return Err(AuthError::KeyExpired);
         }
-        self.record_use(&record, now);
-        Ok(Identity::Key(record))
+        Ok(record)
     }
 
     /// The live session of a well-formed session token: read from the database on every
     /// request, so a logout or an expiry takes effect at once on every replica.
     async fn session(&self, token: &str) -> Result<Session, AuthError> {
+        self.session_by_hash(&tokens::hash_token(token)).await
+    }
+
+    /// The live session whose token hashes to `hash`.
+    async fn session_by_hash(&self, hash: &[u8]) -> Result<Session, AuthError> {
         let session = self
             .users
-            .lookup_session(&tokens::hash_token(token))
+            .lookup_session(hash)
             .await?
             .ok_or(AuthError::UnknownSession)?;
         if session.revoked_at.is_some() {
@@ -340,35 +392,11 @@ impl Authenticator {
         token_hash: Option<&[u8]>,
         tenant: TenantId,
     ) -> Result<(), AuthError> {
-        let now = self.clock.now();
         match (identity, token_hash) {
             (Identity::Local { .. }, _) => Ok(()),
-            (Identity::Key(_), Some(hash)) => {
-                let record = self
-                    .keys
-                    .lookup_api_key(hash)
-                    .await?
-                    .ok_or(AuthError::UnknownKey)?;
-                if record.key.revoked_at.is_some() {
-                    return Err(AuthError::KeyRevoked);
-                }
-                if record.key.expires_at.is_some_and(|t| t <= now) {
-                    return Err(AuthError::KeyExpired);
-                }
-                Ok(())
-            }
+            (Identity::Key(_), Some(hash)) => self.key(hash).await.map(drop),
             (Identity::Session(session), Some(hash)) => {
-                let current = self
-                    .users
-                    .lookup_session(hash)
-                    .await?
-                    .ok_or(AuthError::UnknownSession)?;
-                if current.revoked_at.is_some() {
-                    return Err(AuthError::SessionRevoked);
-                }
-                if current.expires_at <= now {
-                    return Err(AuthError::SessionExpired);
-                }
+                self.session_by_hash(hash).await?;
                 self.users
                     .get_member(tenant, session.user)
                     .await?
@@ -396,6 +424,7 @@ impl Authenticator {
                     .users
                     .memberships_of(session.user, MAX_MEMBERSHIPS_SHOWN)
                     .await?,
+                csrf_token: None,
             });
         }
         let p = self.principal(identity, None, None).await?;
@@ -413,6 +442,7 @@ impl Authenticator {
                 name: tenant.name,
                 role: p.role,
             }],
+            csrf_token: None,
         })
     }
 

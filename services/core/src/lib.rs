@@ -35,6 +35,7 @@ pub mod retention;
 pub mod runs;
 pub mod schedules;
 pub mod secrets;
+pub mod stream_tickets;
 pub mod tools;
 pub mod trace;
 pub mod users;

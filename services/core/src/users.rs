@@ -34,6 +34,13 @@ pub const MAX_PASSWORD_CHARS: usize = 1024;
 pub struct Login {
     pub email: String,
     pub password: String,
+    /// Keep the session in a cookie (`baton_session`: `HttpOnly`, `SameSite=Strict`,
+    /// `Secure` unless the server was reached by a loopback name) instead of answering its
+    /// token: what a browser page on the server's own origin asks for. Requests that
+    /// change anything with the cookie must send the answer's `csrf_token` as the
+    /// `Baton-CSRF` header.
+    #[serde(default)]
+    pub cookie: bool,
 }
 
 impl std::fmt::Debug for Login {
@@ -42,12 +49,17 @@ impl std::fmt::Debug for Login {
     }
 }
 
-/// A successful login: the session token, shown this once.
+/// A successful login: the session token, shown this once, or (with `cookie`) the
+/// anti-CSRF token of the session kept in the cookie.
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct LoggedIn {
     /// The bearer token (`bs_` and 64 hex digits) of the new session. Only its hash is
-    /// stored: it cannot be shown again.
-    pub token: String,
+    /// stored: it cannot be shown again. Null when the session is kept in a cookie.
+    pub token: Option<String>,
+    /// With `cookie`: what to send as the `Baton-CSRF` header with every `POST`, `PUT`,
+    /// `PATCH` and `DELETE` made with the cookie (also answered by `GET /v1/me`). Null
+    /// for a bearer token.
+    pub csrf_token: Option<String>,
     /// When the session ends, unless logged out before.
     pub expires_at: DateTime<Utc>,
     pub user: User,
@@ -172,7 +184,8 @@ impl Users {
             .map_err(CoreError::from)?;
         tracing::info!(user_id = %found.user.id, session_id = %session.id, "logged in");
         Ok(LoggedIn {
-            token: issued.token,
+            token: Some(issued.token),
+            csrf_token: None,
             expires_at: session.expires_at,
             user: found.user,
         })
@@ -231,10 +244,14 @@ mod tests {
         let login = Login {
             email: "ada@example.com".into(),
             password: "hunter2hunter2".into(),
+            cookie: false,
         };
         assert!(!format!("{login:?}").contains("hunter2"));
+        let token = tokens::issue_session_token().token;
+        let csrf = tokens::csrf_token(&token);
         let done = LoggedIn {
-            token: tokens::issue_session_token().token,
+            token: Some(token.clone()),
+            csrf_token: Some(csrf.clone()),
             expires_at: Utc::now(),
             user: User {
                 id: Uuid::now_v7(),
@@ -242,6 +259,7 @@ mod tests {
                 created_at: Utc::now(),
             },
         };
-        assert!(!format!("{done:?}").contains(&done.token));
+        let shown = format!("{done:?}");
+        assert!(!shown.contains(&token) && !shown.contains(&csrf));
     }
 }

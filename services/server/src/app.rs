@@ -25,12 +25,14 @@ use baton_core::ports::{
     AgentStore, ApiKeyStore, AuditStore, CheckpointStore, Clock, DelegatorSlot,
     EgressAllowlistStore, EnvironmentStore, EventBus, EventLog, InvitationStore, LeaseStore,
     McpServerStore, RetentionStore, RunReader, ScheduleStore, SealedStore, SecretStore, StatsStore,
-    SystemClock, TenantStore, ToolStore, UserStore, WebhookStore, WorkspaceStore,
+    StreamTicketStore, SystemClock, TenantStore, ToolStore, UserStore, WebhookStore,
+    WorkspaceStore,
 };
 use baton_core::retention::Retention;
 use baton_core::runs::{Checkpoints, Recorder, Runs};
 use baton_core::schedules::Schedules;
 use baton_core::secrets::Secrets;
+use baton_core::stream_tickets::StreamTickets;
 use baton_core::tools::Tools;
 use baton_core::webhooks::Webhooks;
 use baton_core::workspace::Workspaces;
@@ -77,6 +79,8 @@ pub struct Stores {
     pub mcp_servers: Arc<dyn McpServerStore>,
     /// Runs' files and the contents they hold.
     pub workspaces: Arc<dyn WorkspaceStore>,
+    /// Tickets that open a run's event stream from a browser.
+    pub stream_tickets: Arc<dyn StreamTicketStore>,
     /// Counts over every tenant, for `/metrics`.
     pub stats: Arc<dyn StatsStore>,
     /// The per-tenant audit stream.
@@ -105,6 +109,7 @@ trait AllPorts:
     + WebhookStore
     + McpServerStore
     + WorkspaceStore
+    + StreamTicketStore
     + StatsStore
     + AuditStore
     + 'static
@@ -131,6 +136,7 @@ impl<T> AllPorts for T where
         + WebhookStore
         + McpServerStore
         + WorkspaceStore
+        + StreamTicketStore
         + StatsStore
         + AuditStore
         + 'static
@@ -167,6 +173,7 @@ impl Stores {
             webhooks: s.clone(),
             mcp_servers: s.clone(),
             workspaces: s.clone(),
+            stream_tickets: s.clone(),
             stats: s.clone(),
             users: s,
             closer,
@@ -837,6 +844,13 @@ impl Wiring<'_> {
                 local_owner,
                 tasks.clone(),
             ),
+            stream_tickets: StreamTickets {
+                store: stores.stream_tickets.clone(),
+                runs: stores.runs.clone(),
+                clock: clock.clone(),
+                lifetime: chrono::TimeDelta::from_std(config.login.stream_ticket_lifetime)
+                    .unwrap_or(chrono::TimeDelta::MAX),
+            },
             accounts: baton_api::accounts::Accounts {
                 users: users(config, stores, clock.clone(), self.announcer())?,
                 login_limits: baton_api::accounts::LoginLimits::new(

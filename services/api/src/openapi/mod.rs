@@ -82,17 +82,27 @@ struct BearerAuth;
 
 impl utoipa::Modify for BearerAuth {
     fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
-        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        use utoipa::openapi::security::{
+            ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme,
+        };
         let scheme = HttpBuilder::new()
             .scheme(HttpAuthScheme::Bearer)
             .description(Some(
                 "An API key (from `baton admin create-tenant` or `POST /v1/api-keys`), or the \
-                 token of a login session (`POST /v1/login`)",
+                 token of a login session (`POST /v1/login`). A page on the server's own \
+                 origin may instead keep its session in the `baton_session` cookie \
+                 (`POST /v1/login` with `cookie: true`), sending its `Baton-CSRF` header \
+                 with every request that changes anything.",
             ))
             .build();
-        doc.components
-            .get_or_insert_with(Default::default)
-            .add_security_scheme("bearer", SecurityScheme::Http(scheme));
+        let ticket = ApiKey::Query(ApiKeyValue::with_description(
+            "ticket",
+            "A stream ticket (`POST /v1/runs/{run_id}/stream-tickets`): opens that run's \
+             events once, before it expires",
+        ));
+        let components = doc.components.get_or_insert_with(Default::default);
+        components.add_security_scheme("bearer", SecurityScheme::Http(scheme));
+        components.add_security_scheme("ticket", SecurityScheme::ApiKey(ticket));
     }
 }
 

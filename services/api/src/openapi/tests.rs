@@ -168,7 +168,8 @@ fn documented_bounds_are_those_the_use_cases_check() {
 }
 
 #[test]
-fn the_document_asks_for_a_bearer_token_but_not_on_the_probes_nor_to_log_in() {
+fn the_document_asks_for_a_bearer_token_but_not_on_the_probes_nor_to_log_in_and_a_ticket_opens_a_stream()
+ {
     let doc = crate::openapi();
     assert_eq!(doc["security"], json!([{"bearer": []}]));
     let scheme = &doc["components"]["securitySchemes"]["bearer"];
@@ -181,6 +182,13 @@ fn the_document_asks_for_a_bearer_token_but_not_on_the_probes_nor_to_log_in() {
     for (method, path, op) in operations() {
         if open.contains(&(method.as_str(), path.as_str())) {
             assert_eq!(op["security"], json!([{}]), "{method} {path}");
+        } else if (method.as_str(), path.as_str()) == ("GET", "/v1/runs/{run_id}/events") {
+            // A browser's EventSource opens it with a stream ticket instead.
+            assert_eq!(
+                op["security"],
+                json!([{"bearer": []}, {"ticket": []}]),
+                "{method} {path}"
+            );
         } else {
             assert!(
                 op.get("security").is_none(),

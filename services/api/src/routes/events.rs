@@ -4,7 +4,7 @@
 //! While live, the stream also carries the run's ephemeral `message.delta` frames: they
 //! have no `id`, so they never move the client's `Last-Event-ID`.
 
-use crate::auth::Streaming;
+use crate::auth::{StreamCaller, Streaming};
 use crate::error::{ApiError, ApiResult, Code, Problem};
 use crate::extract::{ApiPath, ApiQuery};
 use crate::state::AppState;
@@ -14,6 +14,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use baton_core::RunId;
+use baton_core::model::IssuedTicket;
 use baton_core::runs::{Live, follow_live};
 use baton_events::{Envelope, MessageDelta};
 use futures::StreamExt;
@@ -27,6 +28,9 @@ const RETRY_HINT: Duration = Duration::from_secs(1);
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct EventsQuery {
+    /// A stream ticket (`POST /v1/runs/{run_id}/stream-tickets`) instead of an
+    /// `Authorization` header: it opens this run's events once, before it expires.
+    pub ticket: Option<String>,
     /// Only events with a version greater than this (default 0: from the start).
     #[param(value_type = Option<i64>, minimum = 0)]
     pub after: Option<String>,
@@ -53,6 +57,7 @@ pub struct EventsPage {
 /// `message.delta` frames without an `id` carry pieces of a model reply as it streams
 /// (never replayed; the durable `model.completed` has the whole reply).
 #[utoipa::path(get, path = "/v1/runs/{run_id}/events", operation_id = "listRunEvents", tag = "events",
+    security(("bearer" = []), ("ticket" = [])),
     params(("run_id" = RunId, Path, description = "Run id"), EventsQuery,
         ("Last-Event-ID" = Option<String>, Header, description = "SSE resume cursor")),
     responses((status = 200,
@@ -62,7 +67,7 @@ pub struct EventsPage {
         (status = "4XX", body = Problem)))]
 pub async fn events(
     State(st): State<AppState>,
-    caller: Streaming,
+    StreamCaller(caller): StreamCaller,
     ApiPath(id): ApiPath<RunId>,
     ApiQuery(q): ApiQuery<EventsQuery>,
     headers: HeaderMap,
@@ -125,6 +130,30 @@ pub async fn events(
     Ok(Sse::new(stream)
         .keep_alive(KeepAlive::new().interval(st.http.sse_keepalive))
         .into_response())
+}
+
+/// A ticket that opens `run_id`'s event stream once, within a minute (by default), for a
+/// browser page: `new EventSource(base + url)`, as `EventSource` cannot send an
+/// `Authorization` header. The stream acts as the credentials that asked for the ticket
+/// and ends when they do. Anyone who may read the run may ask.
+#[utoipa::path(post, path = "/v1/runs/{run_id}/stream-tickets", operation_id = "createStreamTicket",
+    tag = "events",
+    params(("run_id" = RunId, Path, description = "Run id")),
+    responses((status = 201, body = IssuedTicket), (status = "4XX", body = Problem)))]
+pub async fn create_stream_ticket(
+    State(st): State<AppState>,
+    caller: Streaming,
+    ApiPath(id): ApiPath<RunId>,
+) -> ApiResult<(StatusCode, axum::Json<IssuedTicket>)> {
+    let issued_by = caller
+        .identity
+        .issued_by(caller.token_hash.as_deref())
+        .map_err(baton_core::CoreError::from)?;
+    let ticket = st
+        .stream_tickets
+        .issue(&caller.principal, issued_by, id)
+        .await?;
+    Ok((StatusCode::CREATED, axum::Json(ticket)))
 }
 
 fn frame(item: Result<Envelope, baton_core::CoreError>) -> Event {

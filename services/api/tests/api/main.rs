@@ -5,6 +5,7 @@
 
 mod admin;
 mod auth;
+mod browsers;
 mod delegation;
 mod deletion;
 mod egress;

@@ -28,6 +28,10 @@ impl std::fmt::Debug for IssuedToken {
 /// [`TOKEN_PREFIX`], so authentication tells the two kinds apart before any lookup.
 pub const SESSION_PREFIX: &str = "bs_";
 
+/// Every stream ticket (what `POST /v1/runs/{id}/stream-tickets` answers) starts with
+/// this: a short-lived, single-use credential that opens one run's event stream.
+pub const TICKET_PREFIX: &str = "bt_";
+
 /// A new API key token: [`TOKEN_PREFIX`] and 64 hex digits.
 pub fn issue_token() -> IssuedToken {
     issue_with(TOKEN_PREFIX)
@@ -36,6 +40,33 @@ pub fn issue_token() -> IssuedToken {
 /// A new session token: [`SESSION_PREFIX`] and 64 hex digits.
 pub fn issue_session_token() -> IssuedToken {
     issue_with(SESSION_PREFIX)
+}
+
+/// A new stream ticket: [`TICKET_PREFIX`] and 64 hex digits.
+pub fn issue_ticket() -> IssuedToken {
+    issue_with(TICKET_PREFIX)
+}
+
+/// The anti-CSRF token of a session token kept in a browser's cookie: derived from the
+/// token (which the page's script cannot read), so a page that can read it is one the
+/// session's own origin served. The domain string keeps it apart from the stored hash.
+pub fn csrf_token(session_token: &str) -> String {
+    let mut digest = Sha256::new();
+    digest.update(b"baton csrf\0");
+    digest.update(session_token.as_bytes());
+    hex::encode(digest.finalize())
+}
+
+/// Whether `presented` is the anti-CSRF token of `session_token`, compared in time that
+/// does not depend on where they differ.
+pub fn csrf_matches(session_token: &str, presented: &str) -> bool {
+    let expected = csrf_token(session_token);
+    expected.len() == presented.len()
+        && expected
+            .bytes()
+            .zip(presented.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
 }
 
 fn issue_with(kind: &str) -> IssuedToken {
@@ -73,6 +104,11 @@ pub fn is_well_formed_session(token: &str) -> bool {
     has_shape(token, SESSION_PREFIX)
 }
 
+/// [`is_well_formed`] for stream tickets.
+pub fn is_well_formed_ticket(token: &str) -> bool {
+    has_shape(token, TICKET_PREFIX)
+}
+
 fn has_shape(token: &str, kind: &str) -> bool {
     token
         .strip_prefix(kind)
@@ -108,6 +144,26 @@ mod tests {
         assert!(!is_well_formed_session(&issue_token().token));
         assert_eq!(hash_token(&s.token), s.hash);
         assert!(!format!("{s:?}").contains(&s.token));
+    }
+
+    #[test]
+    fn tickets_are_a_kind_of_their_own() {
+        let t = issue_ticket();
+        assert!(is_well_formed_ticket(&t.token));
+        assert!(!is_well_formed(&t.token) && !is_well_formed_session(&t.token));
+        assert!(!is_well_formed_ticket(&issue_session_token().token));
+    }
+
+    #[test]
+    fn a_csrf_token_belongs_to_one_session_and_is_not_its_stored_hash() {
+        let a = issue_session_token();
+        let b = issue_session_token();
+        let csrf = csrf_token(&a.token);
+        assert!(csrf_matches(&a.token, &csrf));
+        assert!(!csrf_matches(&b.token, &csrf));
+        assert!(!csrf_matches(&a.token, &csrf[1..]));
+        assert!(!csrf_matches(&a.token, ""));
+        assert_ne!(csrf, hex::encode(&a.hash));
     }
 
     #[test]

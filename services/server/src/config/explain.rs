@@ -51,6 +51,7 @@ const KEY_ORDER: &[&str] = &[
     "auth.argon2_iterations",
     "auth.argon2_parallelism",
     "auth.session_lifetime_secs",
+    "auth.stream_ticket_lifetime_secs",
     "auth.login_account_rate_limit",
     "auth.login_address_rate_limit",
     "log.format",

@@ -101,6 +101,8 @@ pub struct LoginConfig {
     pub password: PasswordParams,
     /// How long a session lasts from its login.
     pub session_lifetime: Duration,
+    /// How long a stream ticket may wait for its stream.
+    pub stream_ticket_lifetime: Duration,
     /// Login attempts per minute per account, per replica; 0: no limit.
     pub account_rate_limit: u32,
     /// Login attempts per minute per source address, per replica; 0: no limit.
@@ -629,6 +631,12 @@ fn validate_login(a: &AuthSection) -> Result<LoginConfig, ConfigError> {
             &format!("{} is outside 60..=31536000", a.session_lifetime_secs),
         ));
     }
+    if !(1..=3_600).contains(&a.stream_ticket_lifetime_secs) {
+        return Err(invalid(
+            "auth.stream_ticket_lifetime_secs",
+            &format!("{} is outside 1..=3600", a.stream_ticket_lifetime_secs),
+        ));
+    }
     let login = LoginConfig {
         password: PasswordParams {
             memory_kib: a.argon2_memory_kib,
@@ -636,6 +644,7 @@ fn validate_login(a: &AuthSection) -> Result<LoginConfig, ConfigError> {
             parallelism: a.argon2_parallelism,
         },
         session_lifetime: Duration::from_secs(a.session_lifetime_secs),
+        stream_ticket_lifetime: Duration::from_secs(a.stream_ticket_lifetime_secs),
         account_rate_limit: a.login_account_rate_limit,
         address_rate_limit: a.login_address_rate_limit,
     };
@@ -1099,7 +1108,7 @@ mod login_tests {
 
     #[test]
     fn login_settings_out_of_range_are_refused_naming_the_key() {
-        let cases: [Case; 6] = [
+        let cases: [Case; 8] = [
             (|a| a.argon2_parallelism = 0, "auth.argon2_parallelism"),
             (|a| a.argon2_iterations = 0, "auth.argon2_iterations"),
             (|a| a.argon2_iterations = 65, "auth.argon2_iterations"),
@@ -1114,6 +1123,14 @@ mod login_tests {
             (
                 |a| a.session_lifetime_secs = 59,
                 "auth.session_lifetime_secs",
+            ),
+            (
+                |a| a.stream_ticket_lifetime_secs = 0,
+                "auth.stream_ticket_lifetime_secs",
+            ),
+            (
+                |a| a.stream_ticket_lifetime_secs = 3_601,
+                "auth.stream_ticket_lifetime_secs",
             ),
         ];
         for (tweak, key) in cases {

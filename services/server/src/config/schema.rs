@@ -376,6 +376,9 @@ pub struct AuthSection {
     /// Seconds a login session lasts; after that its token answers `401` and the user logs
     /// in again. 60 to 31536000 (a year).
     pub session_lifetime_secs: u64,
+    /// Seconds a stream ticket (`POST /v1/runs/{run_id}/stream-tickets`) may wait for the
+    /// event stream it opens; a stream already open goes on. 1 to 3600.
+    pub stream_ticket_lifetime_secs: u64,
     /// Login attempts per minute one account (email) may get on one replica, whether they
     /// succeed or not; beyond it, `429 rate_limited` with `Retry-After`. 0: no limit.
     pub login_account_rate_limit: u32,
@@ -393,6 +396,7 @@ impl Default for AuthSection {
             argon2_iterations: 2,
             argon2_parallelism: 1,
             session_lifetime_secs: 12 * 3600,
+            stream_ticket_lifetime_secs: 60,
             login_account_rate_limit: 10,
             login_address_rate_limit: 30,
         }

@@ -177,6 +177,7 @@ const ROUTES: &[Row] = &[
     row("POST", "/v1/runs/{run_id}/messages", key(PostMessages, Role::Member), &[201], NotFound),
     row("GET", "/v1/runs/{run_id}/messages", key(ReadRuns, Role::Viewer), &[200], NotFound),
     row("GET", "/v1/runs/{run_id}/events", key(ReadRuns, Role::Viewer), &[200], NotFound),
+    row("POST", "/v1/runs/{run_id}/stream-tickets", key(ReadRuns, Role::Viewer), &[201], NotFound),
     row("GET", "/v1/runs/{run_id}/receipts", key(ReadRuns, Role::Viewer), &[200], NotFound),
     row("GET", "/v1/runs/{run_id}/checkpoints", key(ReadRuns, Role::Viewer), &[200], NotFound),
     row("GET", "/v1/runs/{run_id}/files", key(ReadRuns, Role::Viewer), &[200], NotFound),
@@ -982,6 +983,9 @@ fn request(row: &Row, src: Src, nonce: &str) -> Req {
         ),
         ("GET", "/v1/runs/{run_id}/messages") => (format!("/v1/runs/{}/messages", outer.run), None),
         ("GET", "/v1/runs/{run_id}/events") => (format!("/v1/runs/{}/events", outer.run), None),
+        ("POST", "/v1/runs/{run_id}/stream-tickets") => {
+            (format!("/v1/runs/{}/stream-tickets", outer.run), None)
+        }
         ("GET", "/v1/runs/{run_id}/receipts") => (format!("/v1/runs/{}/receipts", outer.run), None),
         ("GET", "/v1/runs/{run_id}/checkpoints") => {
             (format!("/v1/runs/{}/checkpoints", outer.run), None)

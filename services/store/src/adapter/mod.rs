@@ -46,6 +46,7 @@ mod schedules;
 mod sealed;
 mod secrets;
 mod stats;
+mod stream_tickets;
 mod tenants;
 mod tools;
 mod users;

@@ -16,6 +16,7 @@ pub(crate) mod receipts;
 pub(crate) mod runs;
 pub(crate) mod schedules;
 pub(crate) mod secrets;
+pub(crate) mod stream_tickets;
 pub(crate) mod tenants;
 pub(crate) mod tools;
 pub(crate) mod users;

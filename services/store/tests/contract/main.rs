@@ -23,6 +23,7 @@ mod schedules;
 mod sealed;
 mod search;
 mod secrets;
+mod stream_tickets;
 mod streams;
 mod support;
 mod tenancy;
@@ -67,6 +68,9 @@ macro_rules! contract {
 }
 
 contract!(
+    stream_tickets::a_ticket_is_redeemed_once_before_it_expires,
+    stream_tickets::of_redemptions_at_once_exactly_one_gets_the_ticket,
+    stream_tickets::a_new_ticket_forgets_its_tenants_expired_ones,
     environments::environments_are_kept_by_name_within_their_tenant,
     workspace::contents_are_stored_once_and_go_when_no_file_holds_them,
     workspace::a_content_supplied_under_another_name_writes_nothing,

@@ -30,7 +30,7 @@ use uuid::Uuid;
 
 /// Every table that holds tenant rows. `every_table_with_a_tenant_column_is_covered`
 /// keeps this list complete.
-const TENANT_TABLES: [&str; 27] = [
+const TENANT_TABLES: [&str; 28] = [
     "api_keys",
     "agents",
     "agent_versions",
@@ -58,6 +58,7 @@ const TENANT_TABLES: [&str; 27] = [
     "audit_log",
     "blobs",
     "workspace_files",
+    "stream_tickets",
 ];
 
 /// Rows of `tenant` in every tenant table, written through the ports.
@@ -167,6 +168,21 @@ async fn populate(s: &PgStore, tenant: TenantId) {
     baton_core::ports::EnvironmentStore::put_environment(s, tenant, &environment, &audited())
         .await
         .expect("environment");
+    let ticket = baton_core::model::StreamTicket {
+        id: Uuid::now_v7(),
+        tenant,
+        run: baton_events::RunId::new(),
+        issued_by: baton_core::model::IssuedBy::Local,
+        created_at: now(),
+        expires_at: now() + chrono::TimeDelta::seconds(60),
+    };
+    baton_core::ports::StreamTicketStore::create_stream_ticket(
+        s,
+        &ticket,
+        Uuid::new_v4().as_bytes(),
+    )
+    .await
+    .expect("stream ticket");
     baton_core::ports::RetentionStore::put_retention(s, tenant, Some(30), now(), &audited())
         .await
         .expect("retention policy");

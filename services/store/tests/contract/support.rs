@@ -38,6 +38,7 @@ pub trait Store:
     + baton_core::ports::WebhookStore
     + baton_core::ports::McpServerStore
     + baton_core::ports::WorkspaceStore
+    + baton_core::ports::StreamTicketStore
     + Raw
     + Clone
     + 'static
@@ -59,6 +60,7 @@ impl<
         + baton_core::ports::WebhookStore
         + baton_core::ports::McpServerStore
         + baton_core::ports::WorkspaceStore
+        + baton_core::ports::StreamTicketStore
         + Raw
         + Clone
         + 'static,

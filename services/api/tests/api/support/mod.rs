@@ -59,6 +59,10 @@ const CHEAP_PASSWORDS: PasswordParams = PasswordParams {
 /// Event streams one key may hold open: small, so a test can reach the limit.
 pub const STREAMS_PER_KEY: u32 = 3;
 
+/// How long a stream ticket of the test app may wait for its stream: short, so a test
+/// can see one expire.
+pub const TICKET_LIFETIME: TimeDelta = TimeDelta::seconds(3);
+
 pub struct TestApp {
     router: Router,
     store: SqliteStore,
@@ -293,10 +297,16 @@ impl TestApp {
                 db.clone(),
                 db.clone(),
                 db.clone(),
-                clock,
+                clock.clone(),
                 local,
                 tasks.clone(),
             ),
+            stream_tickets: baton_core::stream_tickets::StreamTickets {
+                store: db.clone(),
+                runs: db.clone(),
+                clock: clock.clone(),
+                lifetime: TICKET_LIFETIME,
+            },
             accounts: Accounts {
                 users: users.clone(),
                 login_limits: LoginLimits::default(),

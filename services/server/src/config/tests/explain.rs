@@ -62,6 +62,7 @@ auth.argon2_memory_kib              19456           default
 auth.argon2_iterations              2               default
 auth.argon2_parallelism             1               default
 auth.session_lifetime_secs          43200           default
+auth.stream_ticket_lifetime_secs    60              default
 auth.login_account_rate_limit       10              default
 auth.login_address_rate_limit       30              default
 log.format                          pretty          default
@@ -141,7 +142,7 @@ fn explain_covers_every_schema_key_exactly_once() {
     unique.sort_unstable();
     unique.dedup();
     assert_eq!(unique.len(), keys.len());
-    assert_eq!(keys.len(), 78);
+    assert_eq!(keys.len(), 79);
 }
 
 #[test]
