@@ -119,6 +119,39 @@ impl TestApp {
         (tenant.id, Api::new(&self.base, Some(token)))
     }
 
+    /// A new user with `password`, a member of `tenant` with `role`; its email.
+    pub async fn member(&self, tenant: TenantId, role: Role, password: &str) -> String {
+        let announcer = baton_core::auth::Announcer {
+            bus: std::sync::Arc::new(baton_bus::InProcessBus::new(1)),
+            replica: "test".into(),
+        };
+        let users = app::users(
+            &self.config,
+            self.stores(),
+            std::sync::Arc::new(SystemClock),
+            announcer,
+        )
+        .expect("users");
+        let email = format!("member-{}@example.com", uuid::Uuid::new_v4().simple());
+        let user = users.create_user(&email, password).await.expect("user");
+        let member = baton_core::model::Member {
+            user_id: user.id,
+            email: email.clone(),
+            role,
+            created_at: SystemClock.now(),
+        };
+        self.stores()
+            .users
+            .add_member(
+                tenant,
+                &member,
+                &operator(AuditAction::MemberAdded, user.id),
+            )
+            .await
+            .expect("member");
+        email
+    }
+
     /// Stores an API key and returns its token.
     pub async fn key(
         &self,

@@ -9,6 +9,7 @@ mod audit;
 mod bad_input;
 mod binary;
 mod browser;
+mod browser_streams;
 mod child;
 mod common;
 mod conversation;
