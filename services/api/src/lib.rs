@@ -6,6 +6,7 @@
 pub mod accounts;
 pub mod auth;
 mod browser;
+pub mod console;
 pub mod error;
 pub mod extract;
 pub mod limits;
@@ -201,6 +202,7 @@ pub fn router(state: AppState, extra: Router) -> Router {
                 async move { axum::Json(doc.as_ref().clone()) }
             }),
         )
+        .merge(console::routes())
         .fallback(|| async { ApiError::new(Code::RouteNotFound, "no such route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(Code::MethodNotAllowed, "method not allowed on this route")
@@ -266,8 +268,9 @@ async fn deadline(
     }
 }
 
-/// Headers every answer carries: the API serves JSON and event streams, never a page,
-/// so browsers may not sniff another type, frame it, run anything from it, or keep it.
+/// Headers every answer carries: the API serves JSON and event streams, so browsers may
+/// not sniff another type, frame it, run anything from it, or keep it. The console's
+/// files ([`console`]) set their own policy and caching, which stay.
 async fn security_headers(req: Request, next: axum::middleware::Next) -> axum::response::Response {
     use axum::http::{HeaderValue, header};
     let mut res = next.run(req).await;

@@ -347,3 +347,41 @@ async fn the_local_owner_gets_tickets_too() {
         stream.text
     );
 }
+
+#[tokio::test]
+async fn the_console_is_served_from_the_binary_under_its_own_policy() {
+    let (app, _) = TestApp::with_tenant().await;
+    for (path, media_type) in [
+        ("/console", "text/html"),
+        ("/console/", "text/html"),
+        ("/console/app.js", "text/javascript"),
+        ("/console/app.css", "text/css"),
+    ] {
+        // The page loads without credentials: it asks who is there, and shows a login.
+        let r = app.get(path, &Anonymous).await.expect_status(200);
+        let got = r.headers[header::CONTENT_TYPE].to_str().expect("ASCII");
+        assert!(got.starts_with(media_type), "{path}: {got}");
+        let csp = r.headers[header::CONTENT_SECURITY_POLICY]
+            .to_str()
+            .expect("ASCII");
+        assert_eq!(csp, baton_api::console::CONSOLE_CSP, "{path}");
+        assert!(!csp.contains("unsafe"), "{csp}");
+        assert_eq!(r.headers[header::X_FRAME_OPTIONS], "DENY");
+    }
+    let page = app.get("/console", &Anonymous).await;
+    assert!(page.text.contains(r#"src="/console/app.js""#), "{}", page.text);
+    assert!(!page.text.contains("http"), "the page names no other origin");
+    assert_problem(
+        &app.get("/console/../openapi.json", &Anonymous).await,
+        404,
+        "route_not_found",
+    );
+    assert_problem(
+        &app.get("/console/secrets.js", &Anonymous).await,
+        404,
+        "route_not_found",
+    );
+    let root = app.get("/", &Anonymous).await;
+    assert_eq!(root.status.as_u16(), 303);
+    assert_eq!(root.headers[header::LOCATION], "/console");
+}

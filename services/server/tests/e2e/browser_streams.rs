@@ -16,17 +16,13 @@ use serde_json::json;
 use std::process::Stdio;
 use std::time::Duration;
 
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+pub const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 const PASSWORD: &str = "correct horse battery staple";
 const TICKET_SECS: u64 = 2;
 
 #[tokio::test]
 async fn a_page_elsewhere_streams_with_a_ticket_and_forged_posts_are_refused() {
-    if std::env::var("BATON_SKIP_BROWSER").is_ok_and(|v| v == "1") {
-        eprintln!(
-            "\n{bar}\nSKIPPED: the browser tests did not run: BATON_SKIP_BROWSER=1 is set.\n{bar}\n",
-            bar = "!".repeat(78)
-        );
+    if skipped() {
         return;
     }
     let python = browser_python().await;
@@ -86,8 +82,20 @@ async fn a_page_elsewhere_streams_with_a_ticket_and_forged_posts_are_refused() {
     assert_eq!(text.matches("ok: ").count(), 12, "{text}");
 }
 
+/// Whether `BATON_SKIP_BROWSER=1` leaves the browser tests out (said loudly).
+pub fn skipped() -> bool {
+    let skip = std::env::var("BATON_SKIP_BROWSER").is_ok_and(|v| v == "1");
+    if skip {
+        eprintln!(
+            "\n{bar}\nSKIPPED: the browser tests did not run: BATON_SKIP_BROWSER=1 is set.\n{bar}\n",
+            bar = "!".repeat(78)
+        );
+    }
+    skip
+}
+
 /// The python that has Playwright, installing it (and chromium) once.
-async fn browser_python() -> String {
+pub async fn browser_python() -> String {
     let out = tokio::process::Command::new("bash")
         .arg(format!("{ROOT}/scripts/browser"))
         .arg("--python")

@@ -12,6 +12,7 @@ mod browser;
 mod browser_streams;
 mod child;
 mod common;
+mod console;
 mod conversation;
 mod egress;
 mod encryption_keys;

@@ -1,0 +1,439 @@
+// Baton's console: a page of plain JavaScript (no build step, no dependency) that uses
+// only the public API, on the server's own origin. In the embedded tier without auth it
+// acts as the local owner; elsewhere a user logs in and the session lives in an HttpOnly
+// cookie, with the session's anti-CSRF token sent as `Baton-CSRF` on every change.
+//
+// Everything shown is put in the page as text (never as markup), so nothing a run, a tool
+// or a tenant wrote can run here.
+
+const ROLES = ["viewer", "member", "admin", "owner"];
+/// Every event type a run's stream names (frames are named, so each is listened to).
+const EVENT_TYPES = [
+  "run.created", "message.appended", "message.queued", "turn.requested", "turn.started",
+  "model.completed", "tool.intent", "tool.result", "tool.uncertain", "tool.resolved",
+  "approval.requested", "approval.decided", "checkpoint.saved", "turn.completed",
+  "turn.failed", "turn.interrupted", "run.updated", "run.cancel_requested", "run.cancelled",
+  "run.completed", "run.failed", "run.deleted", "lease.acquired", "lease.released",
+  "workspace.changed", "message.delta", "reasoning.delta", "tool.progress", "error",
+];
+const TERMINAL = new Set(["completed", "failed", "cancelled"]);
+
+const session = { me: null, tenant: null, role: null, csrf: null };
+let leave = () => {}; // what the current view stops when another replaces it
+
+// --- the API -------------------------------------------------------------------------
+
+class Problem extends Error {
+  constructor(status, body) {
+    super((body && body.detail) || `HTTP ${status}`);
+    this.status = status;
+    this.code = body && body.code;
+  }
+}
+
+async function api(method, path, body) {
+  const headers = { accept: "application/json" };
+  if (body !== undefined) headers["content-type"] = "application/json";
+  if (session.csrf && method !== "GET") headers["baton-csrf"] = session.csrf;
+  if (session.tenant && session.me && session.me.user) headers["baton-tenant"] = session.tenant;
+  const res = await fetch(path, {
+    method, headers, credentials: "same-origin",
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  const data = text ? JSON.parse(text) : null;
+  if (!res.ok) throw new Problem(res.status, data);
+  return data;
+}
+
+/// The signed-in role is at least `role`.
+function may(role) {
+  return ROLES.indexOf(session.role) >= ROLES.indexOf(role);
+}
+
+// --- the page ------------------------------------------------------------------------
+
+/// An element with attributes (`on…` are listeners) and children (strings become text).
+function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "text") el.textContent = v;
+    else el.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+function show(...nodes) {
+  const main = document.getElementById("main");
+  main.replaceChildren(...nodes);
+}
+
+function flash(message) {
+  const el = document.getElementById("flash");
+  el.textContent = message || "";
+  el.hidden = !message;
+}
+
+/// Runs `action`, showing its failure instead of throwing.
+async function attempt(action) {
+  try {
+    flash("");
+    return await action();
+  } catch (e) {
+    flash(e.message);
+    if (e.status === 401) await boot();
+  }
+}
+
+function when(iso) {
+  return iso ? new Date(iso).toLocaleString() : "";
+}
+
+function status(s) {
+  return h("span", { class: `status ${s}` }, s.replace("_", " "));
+}
+
+// --- signing in ----------------------------------------------------------------------
+
+async function boot() {
+  leave();
+  try {
+    const me = await api("GET", "/v1/me");
+    signedIn(me);
+    route();
+  } catch (e) {
+    if (e.status !== 401) return flash(e.message);
+    session.me = null;
+    document.getElementById("nav").hidden = true;
+    document.getElementById("logout").hidden = true;
+    document.getElementById("who").textContent = "";
+    loginView();
+  }
+}
+
+function signedIn(me) {
+  session.me = me;
+  session.csrf = me.csrf_token;
+  const chosen = me.tenants.find((t) => t.tenant_id === sessionStorage.getItem("tenant"));
+  const tenant = chosen || me.tenants[0];
+  session.tenant = tenant ? tenant.tenant_id : null;
+  session.role = tenant ? tenant.role : null;
+  document.getElementById("nav").hidden = false;
+  document.getElementById("logout").hidden = !me.user;
+  const who = document.getElementById("who");
+  who.replaceChildren(
+    (me.user ? me.user.email : "local owner") + (tenant ? ` · ${tenant.name} · ${tenant.role}` : ""),
+  );
+  if (me.tenants.length > 1) {
+    const pick = h("select", {
+      "aria-label": "Tenant",
+      onchange: (ev) => {
+        sessionStorage.setItem("tenant", ev.target.value);
+        boot();
+      },
+    }, me.tenants.map((t) => h("option", { value: t.tenant_id, selected: t.tenant_id === session.tenant }, t.name)));
+    who.append(" ", pick);
+  }
+}
+
+function loginView() {
+  const email = h("input", { id: "email", type: "email", autocomplete: "username", required: true });
+  const password = h("input", { id: "password", type: "password", autocomplete: "current-password", required: true });
+  const form = h("form", {
+    class: "login panel",
+    onsubmit: (ev) => {
+      ev.preventDefault();
+      attempt(async () => {
+        await api("POST", "/v1/login", { email: email.value, password: password.value, cookie: true });
+        await boot();
+      });
+    },
+  },
+  h("h1", {}, "Log in"),
+  h("label", { for: "email" }, "Email"), email,
+  h("label", { for: "password" }, "Password"), password,
+  h("p", {}, h("button", { class: "primary", type: "submit" }, "Log in")));
+  show(form);
+  email.focus();
+}
+
+// --- views ---------------------------------------------------------------------------
+
+function route() {
+  leave();
+  leave = () => {};
+  flash("");
+  const hash = location.hash || "#/runs";
+  for (const a of document.querySelectorAll("nav a")) {
+    a.toggleAttribute("aria-current", hash.startsWith(a.getAttribute("href")));
+    if (a.hasAttribute("aria-current")) a.setAttribute("aria-current", "page");
+  }
+  const run = hash.match(/^#\/runs\/([0-9a-f-]{36})$/);
+  if (run) return runView(run[1]);
+  if (hash === "#/agents") return agentsView();
+  return runsView();
+}
+
+async function runsView() {
+  const filter = h("select", { id: "status-filter", "aria-label": "Status" },
+    h("option", { value: "" }, "any status"),
+    ["queued", "running", "requires_action", "waiting", "completed", "failed", "cancelled"]
+      .map((s) => h("option", { value: s }, s.replace("_", " "))));
+  const search = h("input", { id: "search", type: "search", placeholder: "Search titles", "aria-label": "Search titles" });
+  const counts = h("p", { class: "counts", "aria-live": "polite" });
+  const body = h("tbody");
+  const table = h("table", {}, h("thead", {}, h("tr", {},
+    h("th", {}, "Run"), h("th", {}, "Status"), h("th", {}, "Turns"), h("th", {}, "Updated"))), body);
+  const starter = may("member") ? await newRunForm() : null;
+  show(h("h1", {}, "Runs"), starter, h("form", { class: "inline", onsubmit: (e) => e.preventDefault() }, filter, search), counts, table);
+
+  let stopped = false;
+  async function refresh() {
+    const params = new URLSearchParams({ limit: "100" });
+    if (filter.value) params.set("status", filter.value);
+    if (search.value.trim()) params.set("q", search.value.trim());
+    const [page, waiting] = await Promise.all([
+      api("GET", `/v1/runs?${params}`),
+      api("GET", "/v1/runs?status=requires_action&limit=500"),
+    ]);
+    if (stopped) return;
+    const n = waiting.items.length;
+    counts.textContent = `${n} run${n === 1 ? "" : "s"} need${n === 1 ? "s" : ""} action`;
+    body.replaceChildren(...page.items.map((r) => h("tr", { "data-run": r.id },
+      h("td", {}, h("a", { href: `#/runs/${r.id}` }, r.title || r.id)),
+      h("td", {}, status(r.status)),
+      h("td", {}, String(r.turn_count)),
+      h("td", {}, when(r.updated_at)))));
+    if (!page.items.length) body.replaceChildren(h("tr", {}, h("td", { colspan: 4, class: "muted" }, "No runs.")));
+  }
+  filter.addEventListener("change", () => attempt(refresh));
+  search.addEventListener("input", () => attempt(refresh));
+  await attempt(refresh);
+  // Status changes show within a few seconds, whichever replica made them.
+  const timer = setInterval(() => attempt(refresh), 2000);
+  leave = () => { stopped = true; clearInterval(timer); };
+}
+
+async function newRunForm() {
+  const agents = (await api("GET", "/v1/agents?limit=500")).items;
+  const agent = h("select", { id: "run-agent" }, agents.map((a) => h("option", { value: a.id }, a.name)));
+  const message = h("input", { id: "run-message", placeholder: "First message", size: 40 });
+  return h("form", {
+    class: "inline panel",
+    onsubmit: (ev) => {
+      ev.preventDefault();
+      attempt(async () => {
+        const body = { agent_id: agent.value };
+        if (message.value.trim()) body.message = message.value;
+        const created = await api("POST", "/v1/runs", body);
+        location.hash = `#/runs/${created.run.id}`;
+      });
+    },
+  },
+  h("div", {}, h("label", { for: "run-agent" }, "Agent"), agent),
+  h("div", {}, h("label", { for: "run-message" }, "Message"), message),
+  h("button", { class: "primary", type: "submit", disabled: !agents.length }, "Start run"));
+}
+
+async function agentsView() {
+  const list = h("tbody");
+  const editor = may("admin") ? agentForm() : null;
+  show(h("h1", {}, "Agents"), editor, h("table", {}, h("thead", {}, h("tr", {},
+    h("th", {}, "Name"), h("th", {}, "Provider"), h("th", {}, "Version"), h("th", {}, "Updated"))), list));
+  const page = await api("GET", "/v1/agents?limit=500");
+  list.replaceChildren(...page.items.map((a) => h("tr", {},
+    h("td", {}, a.name), h("td", {}, a.provider.kind), h("td", {}, String(a.version)), h("td", {}, when(a.updated_at)))));
+}
+
+function agentForm() {
+  const name = h("input", { id: "agent-name", required: true });
+  const spec = h("textarea", { id: "agent-spec", spellcheck: "false" },
+    JSON.stringify({ provider: { kind: "scripted", replies: [{ content: "Hello!" }] }, tools: [] }, null, 2));
+  return h("form", {
+    class: "panel",
+    onsubmit: (ev) => {
+      ev.preventDefault();
+      attempt(async () => {
+        let body;
+        try {
+          body = JSON.parse(spec.value);
+        } catch (e) {
+          throw new Error(`the definition is not JSON: ${e.message}`);
+        }
+        await api("POST", "/v1/agents", { ...body, name: name.value });
+        await agentsView();
+      });
+    },
+  },
+  h("h2", {}, "New agent"),
+  h("label", { for: "agent-name" }, "Name"), name,
+  h("label", { for: "agent-spec" }, "Definition (JSON: provider, tools, instructions, …)"), spec,
+  h("p", {}, h("button", { class: "primary", type: "submit" }, "Create agent")));
+}
+
+// --- one run -------------------------------------------------------------------------
+
+async function runView(id) {
+  const title = h("h1", {}, "Run");
+  const state = h("p", { "aria-live": "polite" });
+  const conversation = h("section", { "aria-label": "Conversation", id: "conversation" });
+  const receipts = h("section", { "aria-label": "Tool calls", id: "receipts" }, h("h2", {}, "Tool calls"));
+  const controls = h("div", { class: "actions" });
+  const composer = h("form", { class: "inline", id: "composer" });
+  show(h("p", {}, h("a", { href: "#/runs" }, "← Runs")), title, state, controls,
+    h("div", { class: "grid" }, h("div", {}, conversation, composer), h("div", { class: "panel" }, receipts)));
+
+  const drafts = new Map(); // "turn/step" → the streaming reply's element
+  let last = 0; // the newest version shown: nothing at or below it is shown again
+  let run = null;
+  let source = null;
+  let stopped = false;
+
+  function say(role, content, key) {
+    const el = h("div", { class: `msg ${role}` }, h("span", { class: "who" }, role), content);
+    if (key) drafts.set(key, el);
+    conversation.append(el);
+    return el;
+  }
+
+  async function refreshRun() {
+    run = await api("GET", `/v1/runs/${id}`);
+    title.textContent = run.title || `Run ${id}`;
+    state.replaceChildren(status(run.status), ` · ${run.turn_count} turn(s) · version ${run.version}`,
+      run.pending_actions ? ` · ${run.pending_actions} waiting for a decision` : "");
+    controls.replaceChildren();
+    composer.replaceChildren();
+    if (may("member") && !TERMINAL.has(run.status)) {
+      controls.append(h("button", { class: "danger", type: "button", id: "cancel",
+        onclick: () => attempt(async () => {
+          await api("POST", `/v1/runs/${id}/cancel`, { reason: "cancelled in the console" });
+          await refreshRun();
+        }) }, "Cancel run"));
+      const text = h("input", { id: "message", "aria-label": "Message", placeholder: "Message", size: 40, required: true });
+      composer.append(text, h("button", { class: "primary", type: "submit" }, "Send"));
+      composer.onsubmit = (ev) => {
+        ev.preventDefault();
+        attempt(async () => {
+          await api("POST", `/v1/runs/${id}/messages`, { content: text.value });
+          text.value = "";
+        });
+      };
+    }
+  }
+
+  async function refreshReceipts() {
+    const page = await api("GET", `/v1/runs/${id}/receipts`);
+    receipts.replaceChildren(h("h2", {}, "Tool calls"),
+      ...(page.items.length ? page.items.map(receipt) : [h("p", { class: "muted" }, "None yet.")]));
+  }
+
+  function receipt(r) {
+    const acts = h("div", { class: "actions" });
+    const act = (label, path, body, cls) => h("button", {
+      type: "button", class: cls, "data-action": label,
+      onclick: () => attempt(async () => {
+        await api("POST", path, body);
+        await refreshReceipts();
+        await refreshRun();
+      }),
+    }, label);
+    if (may("member")) {
+      if (r.state === "awaiting_approval" && r.approval_id) {
+        acts.append(act("Approve", `/v1/runs/${id}/approvals/${r.approval_id}`, { approve: true }, "primary"),
+          act("Deny", `/v1/runs/${id}/approvals/${r.approval_id}`, { approve: false, reason: "denied in the console" }, "danger"));
+      }
+      if (r.state === "uncertain") {
+        const output = h("input", { "aria-label": `Output of ${r.tool}`, placeholder: "What it did (for complete)" });
+        acts.append(output,
+          h("button", { type: "button", class: "primary", "data-action": "Complete",
+            onclick: () => attempt(async () => {
+              await api("POST", `/v1/runs/${id}/receipts/${r.id}/resolve`, { resolution: "complete", output: output.value || "done" });
+              await refreshReceipts();
+            }) }, "Complete"),
+          act("Retry", `/v1/runs/${id}/receipts/${r.id}/resolve`, { resolution: "retry" }),
+          act("Skip", `/v1/runs/${id}/receipts/${r.id}/resolve`, { resolution: "skip" }, "danger"));
+      }
+      if (r.state === "awaiting_client") {
+        const output = h("input", { "aria-label": `Output of ${r.tool}`, placeholder: "Tool output" });
+        acts.append(output, h("button", { type: "button", class: "primary", "data-action": "Submit",
+          onclick: () => attempt(async () => {
+            await api("POST", `/v1/runs/${id}/tool-outputs`, { tool_outputs: [{ receipt_id: r.id, output: output.value }] });
+            await refreshReceipts();
+          }) }, "Submit output"));
+      }
+    }
+    return h("div", { class: "receipt", "data-receipt": r.id, "data-state": r.state },
+      h("strong", {}, r.tool), " ", h("span", { class: `state ${r.state}` }, r.state.replace("_", " ")),
+      h("pre", { "aria-label": "Arguments" }, JSON.stringify(r.arguments, null, 2)),
+      r.output ? h("pre", { "aria-label": "Output" }, r.output) : null,
+      r.error ? h("pre", { "aria-label": "Error" }, `${r.error.code}: ${r.error.message}`) : null,
+      acts);
+  }
+
+  /// One frame of the stream: durable events (with an id) once each, in order; deltas as
+  /// they come.
+  function onFrame(type, frame) {
+    // A dropped connection is an `error` event too, one without data: `onerror` sees it.
+    if (frame.data === undefined) return;
+    const data = JSON.parse(frame.data);
+    if (type === "message.delta") {
+      const key = `${data.turn}/${data.step}/${data.attempt}`;
+      conversation.dataset.deltas = String(Number(conversation.dataset.deltas || 0) + 1);
+      const el = drafts.get(key) || say("assistant", "", key);
+      el.classList.add("streaming");
+      el.append(data.content);
+      return;
+    }
+    if (type === "reasoning.delta" || type === "tool.progress") return;
+    if (type === "error") return flash(`the stream was interrupted: ${data.detail || data.code}`);
+    const version = Number(frame.lastEventId);
+    if (!version || version <= last) return;
+    last = version;
+    conversation.dataset.version = String(version);
+    const e = data.data || {};
+    if (type === "message.appended") say("user", e.content);
+    if (type === "model.completed") {
+      for (const [key, el] of drafts) {
+        if (key.startsWith(`${e.turn}/${e.step}/`)) el.remove();
+        if (key.startsWith(`${e.turn}/${e.step}/`)) drafts.delete(key);
+      }
+      if (e.content) say("assistant", e.content).dataset.version = String(version);
+    }
+    if (type.startsWith("tool.") || type.startsWith("approval.")) attempt(refreshReceipts);
+    if (type.startsWith("run.") || type.startsWith("turn.")) attempt(refreshRun);
+  }
+
+  function follow() {
+    if (stopped) return;
+    // Resumes after the newest event shown: nothing is lost or shown twice.
+    source = new EventSource(`/v1/runs/${id}/events?after=${last}`);
+    for (const type of EVENT_TYPES) source.addEventListener(type, (frame) => onFrame(type, frame));
+    source.onerror = () => {
+      if (source.readyState !== EventSource.CLOSED) return; // the browser reconnects itself
+      source.close();
+      if (run && TERMINAL.has(run.status)) return;
+      setTimeout(() => attempt(async () => { await refreshRun(); follow(); }), 1000);
+    };
+  }
+
+  await attempt(refreshRun);
+  await attempt(refreshReceipts);
+  follow();
+  leave = () => { stopped = true; if (source) source.close(); };
+}
+
+// --- start ---------------------------------------------------------------------------
+
+document.getElementById("logout").addEventListener("click", () => attempt(async () => {
+  await api("POST", "/v1/logout");
+  session.csrf = null;
+  await boot();
+}));
+window.addEventListener("hashchange", () => { if (session.me) route(); });
+boot();

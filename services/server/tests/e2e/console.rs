@@ -1,0 +1,117 @@
+//! The web console in a real browser (Debian's chromium, driven by Playwright from
+//! `scripts/browser`) against a `baton serve` child process, as its users use it:
+//! `tests/browser/console.py` logs an owner in, creates an agent, starts a run and
+//! watches its deltas, approves and answers a tool call, resolves an uncertain one, posts
+//! a message and cancels; a viewer (on a phone-sized screen) sees no control that
+//! writes, and a write forced from its page is refused. Screenshots go to
+//! `target/screenshots`.
+//!
+//! `BATON_SKIP_BROWSER=1` skips it, loudly.
+
+use crate::browser_streams::{ROOT, browser_python, skipped};
+use baton_testkit::serve::Serve;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const PASSWORD: &str = "correct horse battery staple";
+
+#[tokio::test]
+async fn an_owner_runs_the_console_and_a_viewer_only_looks() {
+    if skipped() {
+        return;
+    }
+    let python = browser_python().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let data = data.to_str().expect("UTF-8");
+    let key = admin(
+        dir.path(),
+        &["create-tenant", "acme", "--data-dir", data],
+        None,
+    )
+    .lines()
+    .find_map(|l| l.strip_prefix("api_key:"))
+    .expect("an owner key")
+    .trim()
+    .to_string();
+    let mut emails = Vec::new();
+    for role in ["owner", "viewer"] {
+        let email = format!("{role}@example.com");
+        let args = [
+            "create-user",
+            &email,
+            "--tenant",
+            "acme",
+            "--role",
+            role,
+            "--data-dir",
+            data,
+        ];
+        admin(dir.path(), &args, Some(PASSWORD));
+        emails.push(email);
+    }
+    let bin = Path::new(env!("CARGO_BIN_EXE_baton"));
+    let served = Serve::start(
+        bin,
+        dir.path(),
+        &["--data-dir", data, "--auth-required"],
+        &[],
+    );
+
+    let shots = format!("{ROOT}/target/screenshots");
+    std::fs::create_dir_all(&shots).expect("a screenshot directory");
+    let out = tokio::process::Command::new(&python)
+        .arg(format!("{ROOT}/services/server/tests/browser/console.py"))
+        .env("BATON", &served.base)
+        .env("KEY", &key)
+        .env("OWNER_EMAIL", &emails[0])
+        .env("VIEWER_EMAIL", &emails[1])
+        .env("PASSWORD", PASSWORD)
+        .env("SHOTS", &shots)
+        .stdin(Stdio::null())
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(180), out)
+        .await
+        .expect("the browser script ends within three minutes")
+        .expect("the browser script runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "console.py failed:\n{text}\nserver log:\n{}",
+        served.log_tail()
+    );
+    assert!(text.contains("console.py: ok"), "{text}");
+}
+
+/// `baton admin ARGS` in `dir`, with `stdin` as its input; its output.
+fn admin(dir: &Path, args: &[&str], stdin: Option<&str>) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .arg("admin")
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("baton admin runs");
+    let mut input = child.stdin.take().expect("stdin");
+    if let Some(line) = stdin {
+        writeln!(input, "{line}").expect("write the password");
+    }
+    drop(input);
+    let out = child.wait_with_output().expect("baton admin ends");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "baton admin {args:?}: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
