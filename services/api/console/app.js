@@ -395,7 +395,9 @@ async function runView(id) {
     const version = Number(frame.lastEventId);
     if (!version || version <= last) return;
     last = version;
+    // For whoever checks the page: the newest version shown, and how many were.
     conversation.dataset.version = String(version);
+    conversation.dataset.events = String(Number(conversation.dataset.events || 0) + 1);
     const e = data.data || {};
     if (type === "message.appended") say("user", e.content);
     if (type === "model.completed") {

@@ -9,6 +9,7 @@
 //! Depends on no Baton crate, so any crate's tests can use it.
 
 pub mod api;
+pub mod browser;
 pub mod chat;
 pub mod db;
 pub mod mcp_server;

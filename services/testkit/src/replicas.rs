@@ -280,45 +280,74 @@ impl Cluster {
     /// migrates first, so it works before any replica starts) and returns its id and owner
     /// API key.
     pub async fn create_tenant(&self, name: &str) -> anyhow::Result<(uuid::Uuid, String)> {
-        let mut cmd = tokio::process::Command::new(&self.bin);
-        cmd.args([
-            "admin",
-            "create-tenant",
-            name,
-            "--tier",
-            "team",
-            "--auth-required",
-        ])
-        .current_dir(self.dir.path())
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .envs(self.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
-        let out = tokio::time::timeout(START_TIMEOUT, cmd.output())
-            .await
-            .with_context(|| format!("baton admin create-tenant took over {START_TIMEOUT:?}"))?
-            .context("cannot run baton admin create-tenant")?;
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let said = || format!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
-        if !out.status.success() {
-            bail!(
-                "baton admin create-tenant failed ({}): {}",
-                out.status,
-                said()
-            );
-        }
+        let stdout = self.admin(&["create-tenant", name], None).await?;
         let field = |key: &str| {
             stdout
                 .lines()
                 .find_map(|l| l.strip_prefix(key))
                 .map(|v| v.trim().to_string())
-                .with_context(|| format!("no {key:?} in the output of create-tenant: {}", said()))
+                .with_context(|| format!("no {key:?} in the output of create-tenant: {stdout}"))
         };
         let tenant = field("tenant_id:")?
             .parse()
             .context("create-tenant printed a tenant id that is not a UUID")?;
         Ok((tenant, field("api_key:")?))
+    }
+
+    /// Creates a user with `password`, a member of the tenant named `tenant` with `role`,
+    /// with `baton admin create-user` (the password on its standard input).
+    pub async fn create_user(
+        &self,
+        email: &str,
+        password: &str,
+        tenant: &str,
+        role: &str,
+    ) -> anyhow::Result<()> {
+        let args = ["create-user", email, "--tenant", tenant, "--role", role];
+        self.admin(&args, Some(password)).await.map(drop)
+    }
+
+    /// `baton admin ARGS` of the team tier on the shared database, with `stdin` as its
+    /// input; its standard output.
+    async fn admin(&self, args: &[&str], stdin: Option<&str>) -> anyhow::Result<String> {
+        use tokio::io::AsyncWriteExt;
+        let what = args.first().copied().unwrap_or("admin");
+        let mut cmd = tokio::process::Command::new(&self.bin);
+        cmd.arg("admin")
+            .args(args)
+            .args(["--tier", "team", "--auth-required"])
+            .current_dir(self.dir.path())
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("cannot run baton admin {what}"))?;
+        let mut input = child.stdin.take().context("baton admin's stdin")?;
+        if let Some(line) = stdin {
+            input
+                .write_all(format!("{line}\n").as_bytes())
+                .await
+                .context("writing to baton admin")?;
+        }
+        drop(input);
+        let out = tokio::time::timeout(START_TIMEOUT, child.wait_with_output())
+            .await
+            .with_context(|| format!("baton admin {what} took over {START_TIMEOUT:?}"))?
+            .with_context(|| format!("cannot run baton admin {what}"))?;
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        if !out.status.success() {
+            bail!(
+                "baton admin {what} failed ({}): {stdout}{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(stdout)
     }
 
     /// The last `lines` lines of every replica's log, each under a header naming it.

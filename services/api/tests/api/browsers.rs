@@ -369,8 +369,15 @@ async fn the_console_is_served_from_the_binary_under_its_own_policy() {
         assert_eq!(r.headers[header::X_FRAME_OPTIONS], "DENY");
     }
     let page = app.get("/console", &Anonymous).await;
-    assert!(page.text.contains(r#"src="/console/app.js""#), "{}", page.text);
-    assert!(!page.text.contains("http"), "the page names no other origin");
+    assert!(
+        page.text.contains(r#"src="/console/app.js""#),
+        "{}",
+        page.text
+    );
+    assert!(
+        !page.text.contains("http"),
+        "the page names no other origin"
+    );
     assert_problem(
         &app.get("/console/../openapi.json", &Anonymous).await,
         404,

@@ -14,6 +14,7 @@
 //! private NATS, `nats-server`.
 
 mod adoption;
+mod console;
 mod credentials;
 mod delegation;
 mod fencing;

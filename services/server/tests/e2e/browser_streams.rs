@@ -11,9 +11,8 @@
 
 use crate::common::TestApp;
 use baton_core::Role;
-use baton_testkit::scripts::MISSING_TOOL;
 use serde_json::json;
-use std::process::Stdio;
+use std::path::Path;
 use std::time::Duration;
 
 pub const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
@@ -22,10 +21,9 @@ const TICKET_SECS: u64 = 2;
 
 #[tokio::test]
 async fn a_page_elsewhere_streams_with_a_ticket_and_forged_posts_are_refused() {
-    if skipped() {
+    let Some(python) = baton_testkit::browser::python(Path::new(ROOT)).await else {
         return;
-    }
-    let python = browser_python().await;
+    };
     // The other origin's pages get a port of their own, free now.
     let page_port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -53,65 +51,18 @@ async fn a_page_elsewhere_streams_with_a_ticket_and_forged_posts_are_refused() {
         .await;
     owner.wait_status(&run, "completed").await;
 
-    let shots = format!("{ROOT}/target/screenshots");
-    std::fs::create_dir_all(&shots).expect("a screenshot directory");
-    let out = tokio::process::Command::new(&python)
-        .arg(format!("{ROOT}/services/server/tests/browser/streams.py"))
-        .env("BATON", &app.base)
-        .env("KEY", &key)
-        .env("RUN", &run)
-        .env("EMAIL", &email)
-        .env("PASSWORD", PASSWORD)
-        .env("PAGE_PORT", page_port.to_string())
-        .env("TICKET_SECS", TICKET_SECS.to_string())
-        .env("SHOTS", &shots)
-        .stdin(Stdio::null())
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(120), out)
-        .await
-        .expect("the browser script ends within two minutes")
-        .expect("the browser script runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "streams.py failed:\n{text}");
-    // It ran to its end: a script that stopped early proves nothing.
-    assert!(text.contains("streams.py: ok"), "{text}");
+    let (port, secs) = (page_port.to_string(), TICKET_SECS.to_string());
+    let env = [
+        ("BATON", app.base.as_str()),
+        ("KEY", &key),
+        ("RUN", &run),
+        ("EMAIL", &email),
+        ("PASSWORD", PASSWORD),
+        ("PAGE_PORT", &port),
+        ("TICKET_SECS", &secs),
+    ];
+    let limit = Duration::from_secs(120);
+    let text =
+        baton_testkit::browser::run(Path::new(ROOT), &python, "streams.py", &env, limit).await;
     assert_eq!(text.matches("ok: ").count(), 12, "{text}");
-}
-
-/// Whether `BATON_SKIP_BROWSER=1` leaves the browser tests out (said loudly).
-pub fn skipped() -> bool {
-    let skip = std::env::var("BATON_SKIP_BROWSER").is_ok_and(|v| v == "1");
-    if skip {
-        eprintln!(
-            "\n{bar}\nSKIPPED: the browser tests did not run: BATON_SKIP_BROWSER=1 is set.\n{bar}\n",
-            bar = "!".repeat(78)
-        );
-    }
-    skip
-}
-
-/// The python that has Playwright, installing it (and chromium) once.
-pub async fn browser_python() -> String {
-    let out = tokio::process::Command::new("bash")
-        .arg(format!("{ROOT}/scripts/browser"))
-        .arg("--python")
-        .current_dir(ROOT)
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .expect("running scripts/browser");
-    let text = String::from_utf8_lossy(&out.stderr);
-    assert_ne!(
-        out.status.code(),
-        Some(MISSING_TOOL),
-        "the browser tools could not be installed: {text}\nInstall python3 with its venv \
-         module and chromium (Debian: apt-get install python3-venv chromium), or set \
-         BATON_SKIP_BROWSER=1 to skip these tests."
-    );
-    assert!(out.status.success(), "scripts/browser failed: {text}");
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }

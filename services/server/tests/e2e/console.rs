@@ -8,7 +8,7 @@
 //!
 //! `BATON_SKIP_BROWSER=1` skips it, loudly.
 
-use crate::browser_streams::{ROOT, browser_python, skipped};
+use crate::browser_streams::ROOT;
 use baton_testkit::serve::Serve;
 use std::io::Write;
 use std::path::Path;
@@ -19,10 +19,9 @@ const PASSWORD: &str = "correct horse battery staple";
 
 #[tokio::test]
 async fn an_owner_runs_the_console_and_a_viewer_only_looks() {
-    if skipped() {
+    let Some(python) = baton_testkit::browser::python(Path::new(ROOT)).await else {
         return;
-    }
-    let python = browser_python().await;
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     let data = data.to_str().expect("UTF-8");
@@ -60,33 +59,15 @@ async fn an_owner_runs_the_console_and_a_viewer_only_looks() {
         &[],
     );
 
-    let shots = format!("{ROOT}/target/screenshots");
-    std::fs::create_dir_all(&shots).expect("a screenshot directory");
-    let out = tokio::process::Command::new(&python)
-        .arg(format!("{ROOT}/services/server/tests/browser/console.py"))
-        .env("BATON", &served.base)
-        .env("KEY", &key)
-        .env("OWNER_EMAIL", &emails[0])
-        .env("VIEWER_EMAIL", &emails[1])
-        .env("PASSWORD", PASSWORD)
-        .env("SHOTS", &shots)
-        .stdin(Stdio::null())
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(180), out)
-        .await
-        .expect("the browser script ends within three minutes")
-        .expect("the browser script runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success(),
-        "console.py failed:\n{text}\nserver log:\n{}",
-        served.log_tail()
-    );
-    assert!(text.contains("console.py: ok"), "{text}");
+    let env = [
+        ("BATON", served.base.as_str()),
+        ("KEY", &key),
+        ("OWNER_EMAIL", &emails[0]),
+        ("VIEWER_EMAIL", &emails[1]),
+        ("PASSWORD", PASSWORD),
+    ];
+    let limit = Duration::from_secs(180);
+    baton_testkit::browser::run(Path::new(ROOT), &python, "console.py", &env, limit).await;
 }
 
 /// `baton admin ARGS` in `dir`, with `stdin` as its input; its output.
