@@ -125,6 +125,7 @@ function signedIn(me) {
   session.tenant = tenant ? tenant.tenant_id : null;
   session.role = tenant ? tenant.role : null;
   document.getElementById("nav").hidden = false;
+  for (const a of document.querySelectorAll("nav a[data-role]")) a.hidden = !may(a.dataset.role);
   document.getElementById("logout").hidden = !me.user;
   const who = document.getElementById("who");
   who.replaceChildren(
@@ -176,8 +177,15 @@ function route() {
   }
   const run = hash.match(/^#\/runs\/([0-9a-f-]{36})$/);
   if (run) return runView(run[1]);
-  if (hash === "#/agents") return agentsView();
-  return runsView();
+  const view = {
+    "#/agents": () => definitionsView(AGENTS),
+    "#/tools": () => definitionsView(TOOLS),
+    "#/secrets": secretsView,
+    "#/keys": keysView,
+    "#/members": membersView,
+    "#/audit": auditView,
+  }[hash];
+  return attempt(view || runsView);
 }
 
 async function runsView() {
@@ -241,40 +249,173 @@ async function newRunForm() {
   h("button", { class: "primary", type: "submit", disabled: !agents.length }, "Start run"));
 }
 
-async function agentsView() {
+/// A resource defined as JSON (agents, tools): its list, and for admins a form that
+/// creates one or, from the list, changes one (each change is a new version).
+const AGENTS = {
+  title: "Agents", path: "/v1/agents", noun: "agent",
+  fields: ["instructions", "provider", "tools", "limits"],
+  sample: { instructions: "", provider: { kind: "scripted", replies: [{ content: "Hello!" }] }, tools: [] },
+  detail: (a) => a.provider.kind,
+};
+const TOOLS = {
+  title: "Tools", path: "/v1/tools", noun: "tool",
+  fields: ["description", "input_schema", "effect", "idempotent", "requires_approval", "timeout_ms", "kind"],
+  sample: { description: "", input_schema: { type: "object" }, effect: "read", kind: { kind: "client" } },
+  detail: (t) => `${t.kind.kind} · ${t.effect}${t.requires_approval ? " · approval" : ""}`,
+};
+
+async function definitionsView(def) {
   const list = h("tbody");
-  const editor = may("admin") ? agentForm() : null;
-  show(h("h1", {}, "Agents"), editor, h("table", {}, h("thead", {}, h("tr", {},
-    h("th", {}, "Name"), h("th", {}, "Provider"), h("th", {}, "Version"), h("th", {}, "Updated"))), list));
-  const page = await api("GET", "/v1/agents?limit=500");
-  list.replaceChildren(...page.items.map((a) => h("tr", {},
-    h("td", {}, a.name), h("td", {}, a.provider.kind), h("td", {}, String(a.version)), h("td", {}, when(a.updated_at)))));
+  const editor = h("div");
+  show(h("h1", {}, def.title), editor, h("table", {}, h("thead", {}, h("tr", {},
+    h("th", {}, "Name"), h("th", {}, "Kind"), h("th", {}, "Version"), h("th", {}, "Updated"),
+    h("th", {}, h("span", { class: "muted" }, ""))), list)));
+  const edit = (item) => {
+    if (!may("admin")) return;
+    editor.replaceChildren(definitionForm(def, item, () => definitionsView(def)));
+    editor.querySelector("input, textarea").focus();
+  };
+  edit(null);
+  const page = await api("GET", `${def.path}?limit=500`);
+  list.replaceChildren(...page.items.map((item) => h("tr", { "data-name": item.name },
+    h("td", {}, item.name), h("td", {}, def.detail(item)), h("td", {}, String(item.version)),
+    h("td", {}, when(item.updated_at)),
+    h("td", {}, may("admin") ? h("button", { type: "button", onclick: () => edit(item) }, `Edit ${item.name}`) : null))));
 }
 
-function agentForm() {
-  const name = h("input", { id: "agent-name", required: true });
-  const spec = h("textarea", { id: "agent-spec", spellcheck: "false" },
-    JSON.stringify({ provider: { kind: "scripted", replies: [{ content: "Hello!" }] }, tools: [] }, null, 2));
+function definitionForm(def, item, done) {
+  const name = h("input", { id: "def-name", required: true, value: item ? item.name : "" });
+  const body = item ? Object.fromEntries(def.fields.filter((f) => f in item).map((f) => [f, item[f]])) : def.sample;
+  const spec = h("textarea", { id: "def-spec", spellcheck: "false", rows: 12 }, JSON.stringify(body, null, 2));
   return h("form", {
     class: "panel",
     onsubmit: (ev) => {
       ev.preventDefault();
       attempt(async () => {
-        let body;
+        let parsed;
         try {
-          body = JSON.parse(spec.value);
+          parsed = JSON.parse(spec.value);
         } catch (e) {
           throw new Error(`the definition is not JSON: ${e.message}`);
         }
-        await api("POST", "/v1/agents", { ...body, name: name.value });
-        await agentsView();
+        const sent = { ...parsed, name: name.value };
+        if (item) await api("PUT", `${def.path}/${item.id}`, sent);
+        else await api("POST", def.path, sent);
+        await done();
       });
     },
   },
-  h("h2", {}, "New agent"),
-  h("label", { for: "agent-name" }, "Name"), name,
-  h("label", { for: "agent-spec" }, "Definition (JSON: provider, tools, instructions, …)"), spec,
-  h("p", {}, h("button", { class: "primary", type: "submit" }, "Create agent")));
+  h("h2", {}, item ? `Change ${item.name} (version ${item.version})` : `New ${def.noun}`),
+  h("label", { for: "def-name" }, "Name"), name,
+  h("label", { for: "def-spec" }, "Definition (JSON)"), spec,
+  h("p", { class: "actions" },
+    h("button", { class: "primary", type: "submit" }, item ? "Save new version" : `Create ${def.noun}`),
+    item ? h("button", { type: "button", onclick: () => done() }, "Cancel") : null));
+}
+
+async function secretsView() {
+  const name = h("input", { id: "secret-name", required: true, pattern: "[A-Za-z0-9_\\-]{1,64}" });
+  const value = h("input", { id: "secret-value", type: "password", required: true, autocomplete: "off" });
+  const list = h("ul");
+  show(h("h1", {}, "Secrets"),
+    h("p", { class: "muted" }, "Values are write-only: they are never shown again."),
+    h("form", {
+      class: "inline panel",
+      onsubmit: (ev) => {
+        ev.preventDefault();
+        attempt(async () => {
+          await api("PUT", `/v1/secrets/${encodeURIComponent(name.value)}`, { value: value.value });
+          await secretsView();
+        });
+      },
+    }, h("div", {}, h("label", { for: "secret-name" }, "Name"), name),
+    h("div", {}, h("label", { for: "secret-value" }, "Value"), value),
+    h("button", { class: "primary", type: "submit" }, "Set secret")), list);
+  const page = await api("GET", "/v1/secrets");
+  list.replaceChildren(...page.items.map((sec) => h("li", { "data-secret": sec.name }, `${sec.name} `,
+    h("span", { class: "muted" }, `set ${when(sec.updated_at)} `),
+    h("button", { type: "button", class: "danger", onclick: () => attempt(async () => {
+      await api("DELETE", `/v1/secrets/${encodeURIComponent(sec.name)}`);
+      await secretsView();
+    }) }, `Delete ${sec.name}`))));
+}
+
+async function keysView() {
+  const name = h("input", { id: "key-name", required: true });
+  const role = h("select", { id: "key-role" }, ROLES.filter(may).map((r) => h("option", { value: r }, r)));
+  const shown = h("div", { "aria-live": "polite" });
+  const list = h("tbody");
+  show(h("h1", {}, "API keys"), h("form", {
+    class: "inline panel",
+    onsubmit: (ev) => {
+      ev.preventDefault();
+      attempt(async () => {
+        const made = await api("POST", "/v1/api-keys", { name: name.value, role: role.value });
+        await keysView();
+        document.getElementById("key-shown").replaceChildren(
+          h("p", {}, "The new key, shown this once: "), h("pre", { id: "new-key" }, made.token));
+      });
+    },
+  }, h("div", {}, h("label", { for: "key-name" }, "Name"), name),
+  h("div", {}, h("label", { for: "key-role" }, "Role"), role),
+  h("button", { class: "primary", type: "submit" }, "Create key")),
+  h("div", { id: "key-shown" }, shown),
+  h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Name"), h("th", {}, "Role"), h("th", {}, "Prefix"),
+    h("th", {}, "Last used"), h("th", {}, ""))), list));
+  const page = await api("GET", "/v1/api-keys?limit=500");
+  list.replaceChildren(...page.items.map((k) => h("tr", {},
+    h("td", {}, k.name), h("td", {}, k.role), h("td", {}, k.prefix), h("td", {}, when(k.last_used_at) || "never"),
+    h("td", {}, k.revoked_at ? "revoked" : h("button", { type: "button", class: "danger",
+      onclick: () => attempt(async () => { await api("DELETE", `/v1/api-keys/${k.id}`); await keysView(); }) },
+    `Revoke ${k.name}`)))));
+}
+
+async function membersView() {
+  const email = h("input", { id: "invite-email", type: "email", required: true });
+  const role = h("select", { id: "invite-role" }, ROLES.filter(may).map((r) => h("option", { value: r }, r)));
+  const members = h("tbody");
+  const invitations = h("tbody");
+  show(h("h1", {}, "Members"), h("table", {}, h("thead", {}, h("tr", {},
+    h("th", {}, "Email"), h("th", {}, "Role"), h("th", {}, ""))), members),
+  h("h2", {}, "Invitations"),
+  h("form", {
+    class: "inline panel",
+    onsubmit: (ev) => {
+      ev.preventDefault();
+      attempt(async () => {
+        await api("POST", "/v1/invitations", { email: email.value, role: role.value });
+        await membersView();
+      });
+    },
+  }, h("div", {}, h("label", { for: "invite-email" }, "Email"), email),
+  h("div", {}, h("label", { for: "invite-role" }, "Role"), role),
+  h("button", { class: "primary", type: "submit" }, "Invite")),
+  h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Email"), h("th", {}, "Role"), h("th", {}, "State"),
+    h("th", {}, ""))), invitations));
+  const [people, invited] = await Promise.all([api("GET", "/v1/members?limit=500"), api("GET", "/v1/invitations?limit=100")]);
+  members.replaceChildren(...people.items.map((m) => {
+    const pick = h("select", { "aria-label": `Role of ${m.email}`,
+      onchange: (ev) => attempt(async () => { await api("PUT", `/v1/members/${m.user_id}`, { role: ev.target.value }); await membersView(); }) },
+    ROLES.map((r) => h("option", { value: r, selected: r === m.role }, r)));
+    return h("tr", {}, h("td", {}, m.email), h("td", {}, pick),
+      h("td", {}, h("button", { type: "button", class: "danger",
+        onclick: () => attempt(async () => { await api("DELETE", `/v1/members/${m.user_id}`); await membersView(); }) },
+      `Remove ${m.email}`)));
+  }));
+  invitations.replaceChildren(...invited.items.map((i) => h("tr", {},
+    h("td", {}, i.email), h("td", {}, i.role), h("td", {}, i.state),
+    h("td", {}, i.state === "pending" ? h("button", { type: "button", class: "danger",
+      onclick: () => attempt(async () => { await api("DELETE", `/v1/invitations/${i.id}`); await membersView(); }) },
+    `Revoke invitation of ${i.email}`) : null))));
+}
+
+async function auditView() {
+  const list = h("tbody");
+  show(h("h1", {}, "Audit"), h("table", {}, h("thead", {}, h("tr", {},
+    h("th", {}, "When"), h("th", {}, "Who"), h("th", {}, "What"), h("th", {}, "Target"))), list));
+  const page = await api("GET", "/v1/audit?limit=100");
+  list.replaceChildren(...page.items.map((e) => h("tr", {},
+    h("td", {}, when(e.at)), h("td", {}, e.actor), h("td", {}, e.action), h("td", {}, e.target))));
 }
 
 // --- one run -------------------------------------------------------------------------

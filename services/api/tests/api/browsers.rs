@@ -392,3 +392,38 @@ async fn the_console_is_served_from_the_binary_under_its_own_policy() {
     assert_eq!(root.status.as_u16(), 303);
     assert_eq!(root.headers[header::LOCATION], "/console");
 }
+
+#[tokio::test]
+async fn a_stream_opened_with_the_cookie_ends_at_logout() {
+    let (app, t) = TestApp::with_tenant().await;
+    let (_, browser) = log_in(&app, &t.owner, "viewer", "localhost").await;
+    let agent = app.agent(&t.owner, json!([{"content": "x"}])).await;
+    let run = app.run(&t.owner, &agent, None).await;
+    let mut open = Request::with_cookie(
+        Method::GET,
+        &format!("/v1/runs/{run}/events"),
+        &browser,
+        None,
+        None,
+    );
+    open.headers_mut().insert(
+        header::ACCEPT,
+        header::HeaderValue::from_static("text/event-stream"),
+    );
+    let stream = app.open(open).await;
+    assert_eq!(stream.status(), 200);
+    let logout = Request::with_cookie(
+        Method::POST,
+        "/v1/logout",
+        &browser,
+        Some(&browser.csrf),
+        None,
+    );
+    app.send(logout).await.expect_status(204);
+    let ended = tokio::time::timeout(
+        Duration::from_secs(1),
+        to_bytes(stream.into_body(), usize::MAX),
+    )
+    .await;
+    assert!(ended.is_ok(), "the cookie's stream outlived its session");
+}

@@ -126,7 +126,7 @@ def main():
             ]},
         }))
         page.get_by_role("button", name="Create agent").click()
-        expect(page.get_by_role("cell", name="helper")).to_be_visible(timeout=WAIT)
+        expect(page.locator('tr[data-name="helper"]')).to_be_visible(timeout=WAIT)
         check(True, "an agent was created in the console")
 
         # A run, started from the runs list.
@@ -178,6 +178,53 @@ def main():
         page.screenshot(path=os.path.join(SHOTS, "console-runs.png"), full_page=True)
         check(True, "the runs list shows the run's status")
 
+        # The tenant's definitions and credentials, as an admin keeps them.
+        nav = page.locator("nav")
+        nav.get_by_role("link", name="Agents").click()
+        page.get_by_role("button", name="Edit helper").click()
+        spec = json.loads(page.get_by_label("Definition").input_value())
+        spec["instructions"] = "Be brief."
+        page.get_by_label("Definition").fill(json.dumps(spec))
+        page.get_by_role("button", name="Save new version").click()
+        expect(page.locator('tr[data-name="helper"] td').nth(2)).to_have_text("2", timeout=WAIT)
+        check(True, "an agent was changed in the console, as its version 2")
+
+        nav.get_by_role("link", name="Tools").click()
+        page.get_by_label("Name").fill("lookup")
+        page.get_by_role("button", name="Create tool").click()
+        expect(page.locator('tr[data-name="lookup"]')).to_be_visible(timeout=WAIT)
+        check(True, "a tool was created in the console")
+
+        nav.get_by_role("link", name="Secrets").click()
+        page.get_by_label("Name").fill("shop_token")
+        page.get_by_label("Value").fill("s3cret-value")
+        page.get_by_role("button", name="Set secret").click()
+        expect(page.locator('[data-secret="shop_token"]')).to_be_visible(timeout=WAIT)
+        check("s3cret-value" not in page.content(), "a secret was set, and its value is not shown")
+
+        nav.get_by_role("link", name="API keys").click()
+        page.get_by_label("Name").fill("ci")
+        page.get_by_label("Role").select_option("member")
+        page.get_by_role("button", name="Create key").click()
+        token = page.locator("#new-key").inner_text(timeout=WAIT)
+        check(token.startswith("bk_"), "an API key was created and its token shown once")
+        page.get_by_role("button", name="Revoke ci").click()
+        expect(page.get_by_role("cell", name="revoked")).to_be_visible(timeout=WAIT)
+        check(True, "the key was revoked")
+
+        nav.get_by_role("link", name="Members").click()
+        page.get_by_label("Email").fill("newcomer@example.com")
+        page.get_by_role("button", name="Invite").click()
+        expect(page.get_by_role("button", name="Revoke invitation of newcomer@example.com")).to_be_visible(timeout=WAIT)
+        check(True, "a user was invited")
+        expect(page.get_by_label(f"Role of {os.environ['VIEWER_EMAIL']}")).to_have_value("viewer")
+
+        nav.get_by_role("link", name="Audit").click()
+        for action in ("secret.put", "api_key.revoked", "member.invited"):
+            expect(page.get_by_role("cell", name=action, exact=True).first).to_be_visible(timeout=WAIT)
+        check(True, "the audit stream shows what was done")
+        page.screenshot(path=os.path.join(SHOTS, "console-audit.png"), full_page=True)
+
         # A viewer sees no control that writes, and a forced write is refused.
         viewer = browser.new_context(viewport={"width": 390, "height": 844})  # a phone
         vpage = viewer.new_page()
@@ -185,6 +232,12 @@ def main():
         log_in(vpage, os.environ["VIEWER_EMAIL"])
         expect(vpage.locator(f'tr[data-run="{run}"]')).to_be_visible(timeout=WAIT)
         check(vpage.get_by_role("button", name="Start run").count() == 0, "a viewer gets no start form")
+        for name in ("Secrets", "API keys", "Members", "Audit"):
+            check(not vpage.locator("nav").get_by_role("link", name=name).is_visible(), f"a viewer is offered no {name}")
+        vpage.locator("nav").get_by_role("link", name="Tools").click()
+        expect(vpage.locator('tr[data-name="lookup"]')).to_be_visible(timeout=WAIT)
+        check(vpage.get_by_role("button", name="Create tool").count() == 0
+              and vpage.get_by_role("button", name="Edit lookup").count() == 0, "a viewer reads tools but may not change them")
         vpage.goto(f"{BATON}/console#/runs/{run}")
         expect(vpage.locator(".msg.user").first).to_be_visible(timeout=WAIT)
         for name in ("Cancel run", "Send", "Approve", "Complete", "Skip"):
