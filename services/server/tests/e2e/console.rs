@@ -96,3 +96,32 @@ fn admin(dir: &Path, args: &[&str], stdin: Option<&str>) -> String {
     );
     text
 }
+
+#[tokio::test]
+async fn the_embedded_tier_console_needs_no_login() {
+    let Some(python) = baton_testkit::browser::python(Path::new(ROOT)).await else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let bin = Path::new(env!("CARGO_BIN_EXE_baton"));
+    let served = Serve::start(
+        bin,
+        dir.path(),
+        &["--data-dir", data.to_str().expect("UTF-8")],
+        &[],
+    );
+    let local = crate::common::Api::new(&served.base, None);
+    let agent = local
+        .post(
+            "/v1/agents",
+            serde_json::json!({"name": "greeter", "provider": {"kind": "scripted",
+                "replies": [{"content": "Hi there", "delay_ms": 200}]}}),
+        )
+        .await;
+    assert_eq!(agent.status, 201, "{}", agent.body);
+    let id = agent.body["id"].as_str().expect("an id").to_string();
+    let env = [("BATON", served.base.as_str()), ("AGENT", id.as_str())];
+    let limit = Duration::from_secs(120);
+    baton_testkit::browser::run(Path::new(ROOT), &python, "console_local.py", &env, limit).await;
+}
