@@ -20,6 +20,13 @@ const TERMINAL = new Set(["completed", "failed", "cancelled"]);
 
 const session = { me: null, tenant: null, role: null, csrf: null };
 let leave = () => {}; // what the current view stops when another replaces it
+let generation = 0; // the current view's number: a view that is no longer current draws nothing
+
+/// Whether the view that called [`current`] is still the one shown.
+function current() {
+  const mine = generation;
+  return () => mine === generation;
+}
 
 // --- the API -------------------------------------------------------------------------
 
@@ -31,7 +38,7 @@ class Problem extends Error {
   }
 }
 
-async function api(method, path, body) {
+async function api(method, path, body, retried = false) {
   const headers = { accept: "application/json" };
   if (body !== undefined) headers["content-type"] = "application/json";
   if (session.csrf && method !== "GET") headers["baton-csrf"] = session.csrf;
@@ -42,7 +49,16 @@ async function api(method, path, body) {
   });
   const text = await res.text();
   const data = text ? JSON.parse(text) : null;
-  if (!res.ok) throw new Problem(res.status, data);
+  if (!res.ok) {
+    // A login in another tab replaced the session cookie: take its anti-CSRF token, once.
+    if (res.status === 403 && data && data.code === "csrf_failed" && !retried) {
+      const me = await api("GET", "/v1/me");
+      session.csrf = me.csrf_token;
+      return api(method, path, body, true);
+    }
+    throw new Problem(res.status, data);
+  }
+  if (method !== "GET" && !path.endsWith("/stream-tickets")) flash("");
   return data;
 }
 
@@ -70,6 +86,7 @@ function h(tag, attrs = {}, ...children) {
 }
 
 function show(...nodes) {
+  // Called by a view after its reads: only the current one draws.
   const main = document.getElementById("main");
   main.replaceChildren(...nodes);
 }
@@ -80,10 +97,10 @@ function flash(message) {
   el.hidden = !message;
 }
 
-/// Runs `action`, showing its failure instead of throwing.
+/// Runs `action`, showing its failure instead of throwing (the message stays until the
+/// next view or the next change that succeeds).
 async function attempt(action) {
   try {
-    flash("");
     return await action();
   } catch (e) {
     flash(e.message);
@@ -103,6 +120,8 @@ function status(s) {
 
 async function boot() {
   leave();
+  leave = () => {};
+  generation += 1;
   try {
     const me = await api("GET", "/v1/me");
     signedIn(me);
@@ -169,6 +188,7 @@ function loginView() {
 function route() {
   leave();
   leave = () => {};
+  generation += 1;
   flash("");
   const hash = location.hash || "#/runs";
   for (const a of document.querySelectorAll("nav a")) {
@@ -189,6 +209,10 @@ function route() {
 }
 
 async function runsView() {
+  const live = current();
+  let stopped = false;
+  let timer = null;
+  leave = () => { stopped = true; clearInterval(timer); };
   const filter = h("select", { id: "status-filter", "aria-label": "Status" },
     h("option", { value: "" }, "any status"),
     ["queued", "running", "requires_action", "waiting", "completed", "failed", "cancelled"]
@@ -199,10 +223,12 @@ async function runsView() {
   const table = h("table", {}, h("thead", {}, h("tr", {},
     h("th", {}, "Run"), h("th", {}, "Status"), h("th", {}, "Turns"), h("th", {}, "Updated"))), body);
   const starter = may("member") ? await newRunForm() : null;
+  if (!live()) return;
   show(h("h1", {}, "Runs"), starter, h("form", { class: "inline", onsubmit: (e) => e.preventDefault() }, filter, search), counts, table);
 
-  let stopped = false;
+  let asked = 0; // only the answer to the latest question is drawn
   async function refresh() {
+    const mine = ++asked;
     const params = new URLSearchParams({ limit: "100" });
     if (filter.value) params.set("status", filter.value);
     if (search.value.trim()) params.set("q", search.value.trim());
@@ -210,7 +236,7 @@ async function runsView() {
       api("GET", `/v1/runs?${params}`),
       api("GET", "/v1/runs?status=requires_action&limit=500"),
     ]);
-    if (stopped) return;
+    if (stopped || mine !== asked) return;
     const n = waiting.items.length;
     counts.textContent = `${n} run${n === 1 ? "" : "s"} need${n === 1 ? "s" : ""} action`;
     body.replaceChildren(...page.items.map((r) => h("tr", { "data-run": r.id },
@@ -220,12 +246,15 @@ async function runsView() {
       h("td", {}, when(r.updated_at)))));
     if (!page.items.length) body.replaceChildren(h("tr", {}, h("td", { colspan: 4, class: "muted" }, "No runs.")));
   }
+  let typing = null;
   filter.addEventListener("change", () => attempt(refresh));
-  search.addEventListener("input", () => attempt(refresh));
+  search.addEventListener("input", () => {
+    clearTimeout(typing);
+    typing = setTimeout(() => attempt(refresh), 250);
+  });
   await attempt(refresh);
   // Status changes show within a few seconds, whichever replica made them.
-  const timer = setInterval(() => attempt(refresh), 2000);
-  leave = () => { stopped = true; clearInterval(timer); };
+  if (!stopped) timer = setInterval(() => attempt(refresh), 2000);
 }
 
 async function newRunForm() {
@@ -421,6 +450,11 @@ async function auditView() {
 // --- one run -------------------------------------------------------------------------
 
 async function runView(id) {
+  const live = current();
+  let stopped = false;
+  let source = null;
+  let retry = null;
+  leave = () => { stopped = true; clearTimeout(retry); if (source) source.close(); };
   const title = h("h1", {}, "Run");
   const state = h("p", { "aria-live": "polite" });
   const conversation = h("section", { "aria-label": "Conversation", id: "conversation" });
@@ -430,15 +464,13 @@ async function runView(id) {
   show(h("p", {}, h("a", { href: "#/runs" }, "← Runs")), title, state, controls,
     h("div", { class: "grid" }, h("div", {}, conversation, composer), h("div", { class: "panel" }, receipts)));
 
-  const drafts = new Map(); // "turn/step" → the streaming reply's element
+  const drafts = new Map(); // "turn/step" → the streaming reply: its attempt and element
   let last = 0; // the newest version shown: nothing at or below it is shown again
   let run = null;
-  let source = null;
-  let stopped = false;
+  let backoff = 1000;
 
   function say(role, content, key) {
     const el = h("div", { class: `msg ${role}` }, h("span", { class: "who" }, role), content);
-    if (key) drafts.set(key, el);
     conversation.append(el);
     return el;
   }
@@ -524,11 +556,20 @@ async function runView(id) {
     if (frame.data === undefined) return;
     const data = JSON.parse(frame.data);
     if (type === "message.delta") {
-      const key = `${data.turn}/${data.step}/${data.attempt}`;
       conversation.dataset.deltas = String(Number(conversation.dataset.deltas || 0) + 1);
-      const el = drafts.get(key) || say("assistant", "", key);
-      el.classList.add("streaming");
-      el.append(data.content);
+      const key = `${data.turn}/${data.step}`;
+      let draft = drafts.get(key);
+      if (draft && draft.attempt < data.attempt) {
+        // A retried model stream starts its reply over.
+        draft.el.remove();
+        draft = null;
+      }
+      if (!draft) {
+        draft = { attempt: data.attempt, el: say("assistant", "") };
+        draft.el.classList.add("streaming");
+        drafts.set(key, draft);
+      }
+      if (draft.attempt === data.attempt) draft.el.append(data.content);
       return;
     }
     if (type === "reasoning.delta" || type === "tool.progress") return;
@@ -542,33 +583,50 @@ async function runView(id) {
     const e = data.data || {};
     if (type === "message.appended") say("user", e.content);
     if (type === "model.completed") {
-      for (const [key, el] of drafts) {
-        if (key.startsWith(`${e.turn}/${e.step}/`)) el.remove();
-        if (key.startsWith(`${e.turn}/${e.step}/`)) drafts.delete(key);
-      }
+      const key = `${e.turn}/${e.step}`;
+      if (drafts.has(key)) drafts.get(key).el.remove();
+      drafts.delete(key);
       if (e.content) say("assistant", e.content).dataset.version = String(version);
     }
     if (type.startsWith("tool.") || type.startsWith("approval.")) attempt(refreshReceipts);
     if (type.startsWith("run.") || type.startsWith("turn.")) attempt(refreshRun);
   }
 
-  function follow() {
+  /// Opens the run's stream after the newest event shown (nothing is lost or shown
+  /// twice), with a ticket: `EventSource` sends no `Baton-Tenant` header, which a user of
+  /// several tenants needs, and the ticket names the run's tenant. Any error closes it;
+  /// it opens again with a new ticket, waiting longer each time, until the run ends.
+  async function follow() {
     if (stopped) return;
-    // Resumes after the newest event shown: nothing is lost or shown twice.
-    source = new EventSource(`/v1/runs/${id}/events?after=${last}`);
+    let ticket;
+    try {
+      ticket = await api("POST", `/v1/runs/${id}/stream-tickets`);
+    } catch (e) {
+      if (e.status === 401) return boot();
+      if (e.status >= 400 && e.status < 500 && e.status !== 429) return flash(e.message);
+      return again();
+    }
+    if (stopped) return;
+    source = new EventSource(`${ticket.url}&after=${last}`);
+    source.onopen = () => { backoff = 1000; };
     for (const type of EVENT_TYPES) source.addEventListener(type, (frame) => onFrame(type, frame));
     source.onerror = () => {
-      if (source.readyState !== EventSource.CLOSED) return; // the browser reconnects itself
       source.close();
-      if (run && TERMINAL.has(run.status)) return;
-      setTimeout(() => attempt(async () => { await refreshRun(); follow(); }), 1000);
+      again();
     };
+  }
+
+  async function again() {
+    if (stopped) return;
+    await attempt(refreshRun);
+    if (stopped || (run && TERMINAL.has(run.status) && last >= run.version)) return;
+    retry = setTimeout(follow, backoff);
+    backoff = Math.min(backoff * 2, 15000);
   }
 
   await attempt(refreshRun);
   await attempt(refreshReceipts);
-  follow();
-  leave = () => { stopped = true; if (source) source.close(); };
+  if (live()) follow();
 }
 
 // --- start ---------------------------------------------------------------------------

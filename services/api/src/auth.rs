@@ -25,8 +25,10 @@ use uuid::Uuid;
 pub const TENANT_HEADER: &str = "baton-tenant";
 
 /// The cookie a browser keeps its login session's token in (`POST /v1/login` with
-/// `cookie: true`).
-pub const SESSION_COOKIE: &str = "baton_session";
+/// `cookie: true`). The `__Host-` prefix makes browsers keep it only when set `Secure`,
+/// with `Path=/` and no `Domain`, by this very host: no sibling subdomain or plain-HTTP
+/// page of the same name can plant one.
+pub const SESSION_COOKIE: &str = "__Host-baton_session";
 
 /// The header that carries a cookie session's anti-CSRF token.
 pub const CSRF_HEADER: &str = "baton-csrf";
@@ -197,7 +199,7 @@ fn credentials(parts: &Parts) -> Result<Option<&str>, ApiError> {
     if parts.headers.contains_key(AUTHORIZATION) {
         return bearer(parts);
     }
-    let Some(token) = session_cookie(&parts.headers) else {
+    let Some(token) = session_cookie(&parts.headers)? else {
         return Ok(None);
     };
     if !matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS) {
@@ -217,17 +219,27 @@ fn credentials(parts: &Parts) -> Result<Option<&str>, ApiError> {
     Ok(Some(token))
 }
 
-/// The session token in the request's [`SESSION_COOKIE`], if it has one.
-pub fn session_cookie(headers: &axum::http::HeaderMap) -> Option<&str> {
-    headers
+/// The session token in the request's [`SESSION_COOKIE`], if it has one. Several of
+/// them are refused rather than one picked: which one a browser sends first is not the
+/// server's to guess.
+pub fn session_cookie(headers: &axum::http::HeaderMap) -> Result<Option<&str>, ApiError> {
+    let mut found = headers
         .get_all(COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == SESSION_COOKIE)
-        .map(|(_, value)| value.trim())
-        .filter(|value| !value.is_empty())
+        .filter(|(name, _)| *name == SESSION_COOKIE)
+        .map(|(_, value)| value.trim());
+    let first = found.next();
+    if found.next().is_some() {
+        return Err(ApiError::new(
+            Code::Unauthorized,
+            "the request carries several session cookies: log out, or clear this site's \
+             cookies, and log in again",
+        ));
+    }
+    Ok(first.filter(|value| !value.is_empty()))
 }
 
 /// The anti-CSRF token of the request's session cookie, when it authenticates with one
@@ -236,7 +248,10 @@ pub fn cookie_csrf_token(headers: &axum::http::HeaderMap) -> Option<String> {
     if headers.contains_key(AUTHORIZATION) {
         return None;
     }
-    session_cookie(headers).map(tokens::csrf_token)
+    session_cookie(headers)
+        .ok()
+        .flatten()
+        .map(tokens::csrf_token)
 }
 
 /// The bearer token of the request, if it sends one.

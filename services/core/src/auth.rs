@@ -67,12 +67,12 @@ pub enum AuthError {
     SessionRevoked,
     #[error("the session has expired: log in again")]
     SessionExpired,
-    /// Unknown, used already or expired: one answer for all (redeeming is one atomic
-    /// statement that cannot tell them apart).
-    #[error("the stream ticket is not valid: it is unknown, used already or expired")]
+    /// Unknown, used already, expired or another run's: one answer for all (redeeming
+    /// is one atomic statement that cannot tell them apart).
+    #[error(
+        "the stream ticket is not valid: it is unknown, used already, expired, or another run's"
+    )]
     UnknownTicket,
-    #[error("the stream ticket opens another run's events")]
-    TicketForOtherRun,
     /// Unknown email, wrong password, or input no account can have: one answer for all,
     /// so a failure tells nothing about which accounts exist.
     #[error("the email or password is not valid")]
@@ -112,7 +112,6 @@ impl From<AuthError> for CoreError {
             | AuthError::SessionRevoked
             | AuthError::SessionExpired
             | AuthError::UnknownTicket
-            | AuthError::TicketForOtherRun
             | AuthError::InvalidCredentials => CoreError::Unauthenticated(detail),
             AuthError::NotMember | AuthError::NoTenant | AuthError::OtherTenant => {
                 CoreError::NoAccess(detail)
@@ -193,7 +192,7 @@ impl Identity {
 }
 
 /// Who the caller is and where it may act.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct Me {
     /// How the caller is recorded: `user:<id>` (a session), `key:<id>` (an API key) or
     /// `local` (the embedded tier's local owner).
@@ -208,6 +207,17 @@ pub struct Me {
     /// For a session kept in a cookie: what to send as the `Baton-CSRF` header with
     /// every request that changes anything. Null otherwise.
     pub csrf_token: Option<String>,
+}
+
+impl std::fmt::Debug for Me {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Me")
+            .field("actor", &self.actor)
+            .field("user", &self.user)
+            .field("session_expires_at", &self.session_expires_at)
+            .field("tenants", &self.tenants)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The authentication use cases: credentials to an [`Identity`], an identity to the

@@ -34,9 +34,9 @@ pub const MAX_PASSWORD_CHARS: usize = 1024;
 pub struct Login {
     pub email: String,
     pub password: String,
-    /// Keep the session in a cookie (`baton_session`: `HttpOnly`, `SameSite=Strict`,
-    /// `Secure` unless the server was reached by a loopback name) instead of answering its
-    /// token: what a browser page on the server's own origin asks for. Requests that
+    /// Keep the session in a cookie (`__Host-baton_session`: `HttpOnly`, `Secure`,
+    /// `SameSite=Strict`) instead of answering its token: what a browser page on the
+    /// server's own origin asks for. Requests that
     /// change anything with the cookie must send the answer's `csrf_token` as the
     /// `Baton-CSRF` header.
     #[serde(default)]

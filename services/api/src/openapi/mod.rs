@@ -90,7 +90,7 @@ impl utoipa::Modify for BearerAuth {
             .description(Some(
                 "An API key (from `baton admin create-tenant` or `POST /v1/api-keys`), or the \
                  token of a login session (`POST /v1/login`). A page on the server's own \
-                 origin may instead keep its session in the `baton_session` cookie \
+                 origin may instead keep its session in the `__Host-baton_session` cookie \
                  (`POST /v1/login` with `cookie: true`), sending its `Baton-CSRF` header \
                  with every request that changes anything.",
             ))

@@ -13,7 +13,7 @@ use crate::error::{ApiError, ApiResult, Code, Problem};
 use crate::extract::ApiJson;
 use crate::state::AppState;
 use axum::extract::{FromRequestParts, State};
-use axum::http::header::{HOST, SET_COOKIE};
+use axum::http::header::SET_COOKIE;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -34,7 +34,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Peer {
 }
 
 /// Log in with email and password: the answer holds a session token, shown this once,
-/// or with `cookie: true` sets the `baton_session` cookie and answers the session's
+/// or with `cookie: true` sets the `__Host-baton_session` cookie and answers the session's
 /// anti-CSRF token instead. Every failure answers the same `401`; too many attempts on
 /// one account or from one address answer `429` with `Retry-After`.
 #[utoipa::path(post, path = "/v1/login", operation_id = "login", tag = "sessions", request_body = Login,
@@ -45,7 +45,6 @@ impl<S: Send + Sync> FromRequestParts<S> for Peer {
 pub async fn login(
     State(st): State<AppState>,
     Peer(address): Peer,
-    headers: HeaderMap,
     ApiJson(login): ApiJson<Login>,
 ) -> ApiResult<Response> {
     let limits = &st.accounts.login_limits;
@@ -67,25 +66,13 @@ pub async fn login(
     answer.csrf_token = Some(tokens::csrf_token(&token));
     // The session was made just now: it lasts the configured lifetime from here.
     let lifetime = st.accounts.users.session_lifetime.num_seconds();
+    // Always `Secure`: browsers keep it from HTTPS pages and from plain-HTTP pages of a
+    // loopback address (`localhost`, `127.0.0.1`), and never send it over plain HTTP
+    // elsewhere.
     let cookie = format!(
-        "{SESSION_COOKIE}={token}; Path=/; Max-Age={lifetime}; HttpOnly; SameSite=Strict{}",
-        if over_loopback(&headers) {
-            ""
-        } else {
-            "; Secure"
-        }
+        "{SESSION_COOKIE}={token}; Path=/; Max-Age={lifetime}; HttpOnly; Secure; SameSite=Strict"
     );
     Ok(([(SET_COOKIE, cookie)], axum::Json(answer)).into_response())
-}
-
-/// Whether the request was addressed to a loopback name, where browsers keep no
-/// `Secure` cookie of a plain-HTTP page: elsewhere the session cookie is `Secure`, so it
-/// never travels over plain HTTP (serve the API over TLS, or behind a proxy that does).
-fn over_loopback(headers: &HeaderMap) -> bool {
-    headers
-        .get(HOST)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(crate::browser::is_loopback)
 }
 
 /// End the caller's session: its token fails from the next request on, on every replica,
@@ -105,7 +92,7 @@ pub async fn logout(
     };
     st.accounts.users.logout(&session).await?;
     // Whatever the browser kept, it forgets.
-    let forget = format!("{SESSION_COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict");
+    let forget = format!("{SESSION_COOKIE}=; Path=/; Max-Age=0; HttpOnly; Secure; SameSite=Strict");
     Ok(([(SET_COOKIE, forget)], StatusCode::NO_CONTENT).into_response())
 }
 

@@ -60,7 +60,7 @@ pub struct StreamTicket {
 }
 
 /// A new ticket, shown this once.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct IssuedTicket {
     /// Pass as `?ticket=` on the run's event stream (`GET /v1/runs/{run_id}/events`
     /// with `Accept: text/event-stream`, what `EventSource` sends). It opens one stream,
@@ -69,4 +69,12 @@ pub struct IssuedTicket {
     /// The stream URL's path and query, ready for `new EventSource(base + url)`.
     pub url: String,
     pub expires_at: DateTime<Utc>,
+}
+
+impl std::fmt::Debug for IssuedTicket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IssuedTicket")
+            .field("expires_at", &self.expires_at)
+            .finish_non_exhaustive()
+    }
 }

@@ -3,6 +3,7 @@
 use crate::error::StoreError;
 use crate::model::StreamTicket;
 use async_trait::async_trait;
+use baton_events::RunId;
 use chrono::{DateTime, Utc};
 
 #[async_trait]
@@ -15,11 +16,13 @@ pub trait StreamTicketStore: Send + Sync {
         token_hash: &[u8],
     ) -> Result<(), StoreError>;
 
-    /// Uses up the ticket whose token hashes to `token_hash`, if it is unused and not
-    /// expired at `now`: of any number of redemptions at once, exactly one gets it.
+    /// Uses up the ticket of `run` whose token hashes to `token_hash`, if it is unused and
+    /// not expired at `now`: of any number of redemptions at once, exactly one gets it. A
+    /// ticket of another run is left as it is.
     async fn redeem_stream_ticket(
         &self,
         token_hash: &[u8],
+        run: RunId,
         now: DateTime<Utc>,
     ) -> Result<Option<StreamTicket>, StoreError>;
 }

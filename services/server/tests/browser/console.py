@@ -229,7 +229,11 @@ def main():
         viewer = browser.new_context(viewport={"width": 390, "height": 844})  # a phone
         vpage = viewer.new_page()
         vpage.on("request", lambda r: r.url.startswith(BATON) or outside.append(r.url))
+        stream_opens = []
+        vpage.on("request", lambda r: "/events?" in r.url and stream_opens.append(r.url))
         log_in(vpage, os.environ["VIEWER_EMAIL"])
+        # A member of two tenants picks the run's.
+        vpage.get_by_label("Tenant").select_option(label="acme")
         expect(vpage.locator(f'tr[data-run="{run}"]')).to_be_visible(timeout=WAIT)
         check(vpage.get_by_role("button", name="Start run").count() == 0, "a viewer gets no start form")
         for name in ("Secrets", "API keys", "Members", "Audit"):
@@ -240,13 +244,18 @@ def main():
               and vpage.get_by_role("button", name="Edit lookup").count() == 0, "a viewer reads tools but may not change them")
         vpage.goto(f"{BATON}/console#/runs/{run}")
         expect(vpage.locator(".msg.user").first).to_be_visible(timeout=WAIT)
+        check(True, "a member of two tenants follows a run's stream")
+        time.sleep(2)
+        check(len(stream_opens) <= 2, f"an ended run's stream is not opened again and again ({len(stream_opens)})")
         for name in ("Cancel run", "Send", "Approve", "Complete", "Skip"):
             check(vpage.get_by_role("button", name=name).count() == 0, f"a viewer sees no {name} button")
         vpage.screenshot(path=os.path.join(SHOTS, "console-run-viewer-phone.png"), full_page=True)
         forced = vpage.evaluate("""async (run) => {
             const me = await (await fetch("/v1/me")).json();
+            const acme = me.tenants.find((t) => t.name === "acme").tenant_id;
             const r = await fetch(`/v1/runs/${run}/messages`, {method: "POST",
-              headers: {"content-type": "application/json", "baton-csrf": me.csrf_token},
+              headers: {"content-type": "application/json", "baton-csrf": me.csrf_token,
+                        "baton-tenant": acme},
               body: JSON.stringify({content: "sneaky"})});
             return [r.status, (await r.json()).code];
         }""", run)

@@ -157,7 +157,7 @@ def main():
         check(login.status == 200 and login.json()["token"] is None, "a cookie login keeps the token from scripts")
         cookies = context.cookies(BATON)
         check(
-            any(c["name"] == "baton_session" and c["httpOnly"] and c["sameSite"] == "Strict" for c in cookies),
+            any(c["name"] == "__Host-baton_session" and c["httpOnly"] and c["sameSite"] == "Strict" for c in cookies),
             "the browser keeps the session cookie HttpOnly and SameSite=Strict",
         )
         check(context.request.get(f"{BATON}/v1/me").status == 200, "the cookie authenticates")

@@ -51,6 +51,16 @@ async fn an_owner_runs_the_console_and_a_viewer_only_looks() {
         admin(dir.path(), &args, Some(PASSWORD));
         emails.push(email);
     }
+    let beta = admin(
+        dir.path(),
+        &["create-tenant", "beta", "--data-dir", data],
+        None,
+    )
+    .lines()
+    .find_map(|l| l.strip_prefix("api_key:"))
+    .expect("an owner key")
+    .trim()
+    .to_string();
     let bin = Path::new(env!("CARGO_BIN_EXE_baton"));
     let served = Serve::start(
         bin,
@@ -58,6 +68,8 @@ async fn an_owner_runs_the_console_and_a_viewer_only_looks() {
         &["--data-dir", data, "--auth-required"],
         &[],
     );
+    // The viewer is also a member of a second tenant, as people often are.
+    join(&served.base, &beta, &emails[1]).await;
 
     let env = [
         ("BATON", served.base.as_str()),
@@ -68,6 +80,27 @@ async fn an_owner_runs_the_console_and_a_viewer_only_looks() {
     ];
     let limit = Duration::from_secs(180);
     baton_testkit::browser::run(Path::new(ROOT), &python, "console.py", &env, limit).await;
+}
+
+/// `email` (a user already) joins the tenant of the admin key `admin` as a viewer: invited,
+/// then accepting with a session of its own.
+async fn join(base: &str, admin: &str, email: &str) {
+    use crate::common::Api;
+    use serde_json::json;
+    let invited = Api::new(base, Some(admin.to_string()))
+        .post("/v1/invitations", json!({"email": email, "role": "viewer"}))
+        .await;
+    assert_eq!(invited.status, 201, "{}", invited.body);
+    let login = Api::new(base, None)
+        .post("/v1/login", json!({"email": email, "password": PASSWORD}))
+        .await;
+    assert_eq!(login.status, 200, "{}", login.body);
+    let session = Api::new(base, login.body["token"].as_str().map(str::to_string));
+    let id = invited.body["id"].as_str().expect("an invitation id");
+    let accepted = session
+        .post(&format!("/v1/me/invitations/{id}/accept"), json!({}))
+        .await;
+    assert_eq!(accepted.status, 200, "{}", accepted.body);
 }
 
 /// `baton admin ARGS` in `dir`, with `stdin` as its input; its output.

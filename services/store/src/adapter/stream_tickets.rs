@@ -14,6 +14,7 @@ use crate::store::Store;
 use async_trait::async_trait;
 use baton_core::model::StreamTicket;
 use baton_core::ports::StreamTicketStore;
+use baton_events::RunId;
 use chrono::{DateTime, Utc};
 
 #[async_trait]
@@ -52,16 +53,19 @@ impl<B: Backend> StreamTicketStore for Store<B> {
     async fn redeem_stream_ticket(
         &self,
         token_hash: &[u8],
+        run: RunId,
         now: DateTime<Utc>,
     ) -> Result<Option<StreamTicket>> {
         let mut tx = self.pools.write(PoolKind::App, Scope::CrossTenant).await?;
         let row: Option<StreamTicketRow> = Query::new(concat!(
             "UPDATE stream_tickets SET used_at = $2 \
-             WHERE token_hash = $1 AND used_at IS NULL AND expires_at > $2 RETURNING ",
+             WHERE token_hash = $1 AND run_id = $3 AND used_at IS NULL AND expires_at > $2 \
+             RETURNING ",
             stream_ticket_columns!()
         ))
         .bind(token_hash.to_vec())
         .bind(micros(now))
+        .bind(run.as_uuid())
         .fetch_optional(&mut tx)
         .await?;
         commit(tx).await?;

@@ -1,6 +1,7 @@
-//! Contract: a stream ticket is redeemed once, only before it expires, by whoever holds
-//! its hash, with what it was issued for; of redemptions at once exactly one gets it;
-//! a new ticket forgets its tenant's expired ones and no other tenant's.
+//! Contract: a stream ticket is redeemed once, only before it expires and only for its
+//! run, by whoever holds its hash, with what it was issued for; of redemptions at once
+//! exactly one gets it; a new ticket forgets its tenant's expired ones and no other
+//! tenant's.
 
 use crate::support::*;
 use baton_core::model::{IssuedBy, StreamTicket};
@@ -38,21 +39,28 @@ pub async fn a_ticket_is_redeemed_once_before_it_expires<S: Store + StreamTicket
         .expect("create");
 
     assert!(
-        s.redeem_stream_ticket(&hash(), t0)
+        s.redeem_stream_ticket(&hash(), key_ticket.run, t0)
             .await
             .expect("redeem")
             .is_none(),
         "an unknown hash redeems nothing"
     );
     assert!(
-        s.redeem_stream_ticket(&key_hash, key_ticket.expires_at)
+        s.redeem_stream_ticket(&key_hash, RunId::new(), t0)
+            .await
+            .expect("redeem")
+            .is_none(),
+        "a ticket opens only its own run, and stays unused"
+    );
+    assert!(
+        s.redeem_stream_ticket(&key_hash, key_ticket.run, key_ticket.expires_at)
             .await
             .expect("redeem")
             .is_none(),
         "at its expiry a ticket opens nothing"
     );
     let got = s
-        .redeem_stream_ticket(&key_hash, t0 + TimeDelta::seconds(59))
+        .redeem_stream_ticket(&key_hash, key_ticket.run, t0 + TimeDelta::seconds(59))
         .await
         .expect("redeem")
         .expect("an unused ticket before its expiry");
@@ -67,14 +75,14 @@ pub async fn a_ticket_is_redeemed_once_before_it_expires<S: Store + StreamTicket
         )
     );
     assert!(
-        s.redeem_stream_ticket(&key_hash, t0)
+        s.redeem_stream_ticket(&key_hash, key_ticket.run, t0)
             .await
             .expect("redeem")
             .is_none(),
         "a used ticket opens nothing"
     );
     let local = s
-        .redeem_stream_ticket(&local_hash, t0)
+        .redeem_stream_ticket(&local_hash, local_ticket.run, t0)
         .await
         .expect("redeem")
         .expect("the local owner's ticket");
@@ -88,13 +96,15 @@ pub async fn of_redemptions_at_once_exactly_one_gets_the_ticket<S: Store + Strea
     let t0 = now();
     let by_session = IssuedBy::Session { token_hash: hash() };
     let token_hash = hash();
-    s.create_stream_ticket(&ticket(a, by_session, t0), &token_hash)
+    let made = ticket(a, by_session, t0);
+    let run = made.run;
+    s.create_stream_ticket(&made, &token_hash)
         .await
         .expect("create");
     let racers: Vec<_> = (0..8)
         .map(|_| {
             let (s, token_hash) = (s.clone(), token_hash.clone());
-            tokio::spawn(async move { s.redeem_stream_ticket(&token_hash, t0).await })
+            tokio::spawn(async move { s.redeem_stream_ticket(&token_hash, run, t0).await })
         })
         .collect();
     let mut opened = 0;
@@ -121,14 +131,14 @@ pub async fn a_new_ticket_forgets_its_tenants_expired_ones<S: Store + StreamTick
         .expect("create");
     // Redeemed as of before their expiry, which only a row still there could answer.
     assert!(
-        s.redeem_stream_ticket(&old_a_hash, t0)
+        s.redeem_stream_ticket(&old_a_hash, old_a.run, t0)
             .await
             .expect("redeem")
             .is_none(),
         "A's expired ticket is gone"
     );
     assert!(
-        s.redeem_stream_ticket(&old_b_hash, t0)
+        s.redeem_stream_ticket(&old_b_hash, old_b.run, t0)
             .await
             .expect("redeem")
             .is_some(),
