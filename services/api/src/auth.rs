@@ -64,6 +64,21 @@ impl FromRequestParts<AppState> for Streaming {
         let token = credentials(parts)?;
         let identity = state.auth.identify(token).await.map_err(CoreError::from)?;
         let requested = requested_tenant(parts)?;
+        let token_hash = token.map(tokens::hash_token);
+        Streaming::acting(state, parts, identity, requested, token_hash).await
+    }
+}
+
+impl Streaming {
+    /// `identity` (whose token hashes to `token_hash`) acting in `requested`: its
+    /// principal, recorded on the request's span and counted against its rate limits.
+    async fn acting(
+        state: &AppState,
+        parts: &Parts,
+        identity: Identity,
+        requested: Option<TenantId>,
+        token_hash: Option<Vec<u8>>,
+    ) -> Result<Self, ApiError> {
         let principal = state
             .auth
             .principal(&identity, requested, peer_address(parts))
@@ -77,7 +92,7 @@ impl FromRequestParts<AppState> for Streaming {
         Ok(Streaming {
             principal,
             identity,
-            token_hash: token.map(baton_core::crypto::tokens::hash_token),
+            token_hash,
         })
     }
 }
@@ -122,21 +137,11 @@ impl FromRequestParts<AppState> for StreamCaller {
             .issuer(&redeemed.issued_by, redeemed.tenant)
             .await
             .map_err(CoreError::from)?;
-        let principal = state
-            .auth
-            .principal(&identity, Some(redeemed.tenant), peer_address(parts))
-            .await
-            .map_err(CoreError::from)?;
-        tracing::Span::current().record("tenant_id", tracing::field::display(principal.tenant));
-        state
-            .limits
-            .check(&principal)
-            .map_err(|e| ApiError::rate_limited(e.wait, e.what))?;
-        Ok(StreamCaller(Streaming {
-            principal,
-            identity,
-            token_hash: redeemed.issued_by.token_hash().map(<[u8]>::to_vec),
-        }))
+        let token_hash = redeemed.issued_by.token_hash().map(<[u8]>::to_vec);
+        let tenant = Some(redeemed.tenant);
+        Ok(StreamCaller(
+            Streaming::acting(state, parts, identity, tenant, token_hash).await?,
+        ))
     }
 }
 

@@ -130,7 +130,7 @@ fn host_name(authority: &str) -> &str {
 }
 
 /// `host[:port]` naming a loopback address.
-pub(crate) fn is_loopback(authority: &str) -> bool {
+fn is_loopback(authority: &str) -> bool {
     let host = host_name(authority);
     let bare = host
         .strip_prefix('[')

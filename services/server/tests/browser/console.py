@@ -19,9 +19,10 @@ import json
 import os
 import threading
 import time
-import urllib.request
 
 from playwright.sync_api import expect, sync_playwright
+from support import api as call
+from support import check, launch, passed
 
 BATON = os.environ["BATON"]
 KEY = os.environ["KEY"]
@@ -30,21 +31,8 @@ SHOTS = os.environ["SHOTS"]
 WAIT = 15_000
 
 
-def check(cond, what):
-    if not cond:
-        raise SystemExit(f"FAILED: {what}")
-    print(f"ok: {what}", flush=True)
-
-
 def api(method, path, body=None):
-    req = urllib.request.Request(BATON + path, method=method)
-    req.add_header("authorization", f"Bearer {KEY}")
-    data = None
-    if body is not None:
-        data = json.dumps(body).encode()
-        req.add_header("content-type", "application/json")
-    with urllib.request.urlopen(req, data) as res:
-        return json.loads(res.read() or b"null")
+    return call(BATON, KEY, method, path, body)
 
 
 class Slow(http.server.BaseHTTPRequestHandler):
@@ -92,10 +80,7 @@ def main():
         "kind": {"kind": "http", "url": f"http://127.0.0.1:{slow.server_port}/refund"}})
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=os.environ.get("CHROMIUM", "/usr/bin/chromium"),
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
+        browser = launch(p)
         outside = []
         owner = browser.new_context(viewport={"width": 1280, "height": 860})
         page = owner.new_page()
@@ -109,7 +94,7 @@ def main():
         page.on("pageerror", lambda e: console_errors.append(str(e)))
 
         log_in(page, os.environ["OWNER_EMAIL"])
-        check(True, "the owner logged in with email and password")
+        passed("the owner logged in with email and password")
         check(page.context.cookies(BATON)[0]["httpOnly"], "the session is an HttpOnly cookie")
 
         # An agent, defined in the console.
@@ -127,7 +112,7 @@ def main():
         }))
         page.get_by_role("button", name="Create agent").click()
         expect(page.locator('tr[data-name="helper"]')).to_be_visible(timeout=WAIT)
-        check(True, "an agent was created in the console")
+        passed("an agent was created in the console")
 
         # A run, started from the runs list.
         page.locator("nav").get_by_role("link", name="Runs").click()
@@ -146,7 +131,7 @@ def main():
         approve.get_by_role("button", name="Approve").click()
         client = receipt(page, "awaiting_client")
         expect(client).to_be_visible(timeout=WAIT)
-        check(True, "the tool call was approved")
+        passed("the tool call was approved")
         client.get_by_label("Output of ask_team").fill("yes, refund it")
         client.get_by_role("button", name="Submit output").click()
 
@@ -162,7 +147,7 @@ def main():
         shown = int(page.locator("#conversation").get_attribute("data-version"))
         check(shown == events[-1]["version"], "the page has followed the run to its last event")
         expect(page.locator(".msg.user")).to_have_count(1)
-        check(True, "each message is shown once")
+        passed("each message is shown once")
         page.screenshot(path=os.path.join(SHOTS, "console-run.png"), full_page=True)
 
         # A message starts a slow turn, which the owner cancels.
@@ -176,7 +161,7 @@ def main():
         page.locator("nav").get_by_role("link", name="Runs").click()
         expect(page.locator(f'tr[data-run="{run}"] .status', has_text="cancelled")).to_be_visible(timeout=WAIT)
         page.screenshot(path=os.path.join(SHOTS, "console-runs.png"), full_page=True)
-        check(True, "the runs list shows the run's status")
+        passed("the runs list shows the run's status")
 
         # The tenant's definitions and credentials, as an admin keeps them.
         nav = page.locator("nav")
@@ -187,13 +172,13 @@ def main():
         page.get_by_label("Definition").fill(json.dumps(spec))
         page.get_by_role("button", name="Save new version").click()
         expect(page.locator('tr[data-name="helper"] td').nth(2)).to_have_text("2", timeout=WAIT)
-        check(True, "an agent was changed in the console, as its version 2")
+        passed("an agent was changed in the console, as its version 2")
 
         nav.get_by_role("link", name="Tools").click()
         page.get_by_label("Name").fill("lookup")
         page.get_by_role("button", name="Create tool").click()
         expect(page.locator('tr[data-name="lookup"]')).to_be_visible(timeout=WAIT)
-        check(True, "a tool was created in the console")
+        passed("a tool was created in the console")
 
         nav.get_by_role("link", name="Secrets").click()
         page.get_by_label("Name").fill("shop_token")
@@ -210,19 +195,19 @@ def main():
         check(token.startswith("bk_"), "an API key was created and its token shown once")
         page.get_by_role("button", name="Revoke ci").click()
         expect(page.get_by_role("cell", name="revoked")).to_be_visible(timeout=WAIT)
-        check(True, "the key was revoked")
+        passed("the key was revoked")
 
         nav.get_by_role("link", name="Members").click()
         page.get_by_label("Email").fill("newcomer@example.com")
         page.get_by_role("button", name="Invite").click()
         expect(page.get_by_role("button", name="Revoke invitation of newcomer@example.com")).to_be_visible(timeout=WAIT)
-        check(True, "a user was invited")
+        passed("a user was invited")
         expect(page.get_by_label(f"Role of {os.environ['VIEWER_EMAIL']}")).to_have_value("viewer")
 
         nav.get_by_role("link", name="Audit").click()
         for action in ("secret.put", "api_key.revoked", "member.invited"):
             expect(page.get_by_role("cell", name=action, exact=True).first).to_be_visible(timeout=WAIT)
-        check(True, "the audit stream shows what was done")
+        passed("the audit stream shows what was done")
         page.screenshot(path=os.path.join(SHOTS, "console-audit.png"), full_page=True)
 
         # A viewer sees no control that writes, and a forced write is refused.
@@ -244,7 +229,7 @@ def main():
               and vpage.get_by_role("button", name="Edit lookup").count() == 0, "a viewer reads tools but may not change them")
         vpage.goto(f"{BATON}/console#/runs/{run}")
         expect(vpage.locator(".msg.user").first).to_be_visible(timeout=WAIT)
-        check(True, "a member of two tenants follows a run's stream")
+        passed("a member of two tenants follows a run's stream")
         time.sleep(2)
         check(len(stream_opens) <= 2, f"an ended run's stream is not opened again and again ({len(stream_opens)})")
         for name in ("Cancel run", "Send", "Approve", "Complete", "Skip"):

@@ -20,16 +20,11 @@ import signal
 import time
 
 from playwright.sync_api import expect, sync_playwright
+from support import check, launch, passed
 
 BATON = os.environ["BATON"]
 RUN = os.environ["RUN"]
 WAIT = 30_000
-
-
-def check(cond, what):
-    if not cond:
-        raise SystemExit(f"FAILED: {what}")
-    print(f"ok: {what}", flush=True)
 
 
 def alive(pid):
@@ -43,10 +38,7 @@ def alive(pid):
 
 def main():
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=os.environ.get("CHROMIUM", "/usr/bin/chromium"),
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
+        browser = launch(p)
         page = browser.new_page(viewport={"width": 1280, "height": 860})
         errors = []
         page.on("pageerror", lambda e: errors.append(str(e)))
@@ -61,9 +53,9 @@ def main():
         before = int(page.locator("#conversation").get_attribute("data-version"))
 
         os.kill(int(os.environ["PID"]), signal.SIGTERM)
-        check(True, f"the first replica was stopped mid-turn, the page at version {before}")
+        passed(f"the first replica was stopped mid-turn, the page at version {before}")
         expect(page.locator(".msg.assistant", has_text="one")).to_have_count(1, timeout=WAIT)
-        check(True, "the turn's reply arrived after the replica stopped")
+        passed("the turn's reply arrived after the replica stopped")
 
         # Once the first replica is gone, everything goes through the other.
         pid = int(os.environ["PID"])
@@ -94,7 +86,7 @@ def main():
         check(len(writers) == 2, f"both replicas wrote the run's events ({writers})")
         expect(page.locator(".msg.user")).to_have_count(2)
         expect(page.locator(".msg.assistant")).to_have_count(2)
-        check(True, "each message is shown once")
+        passed("each message is shown once")
         check(errors == [], f"no script errors ({errors})")
         page.screenshot(path=os.path.join(os.environ["SHOTS"], "console-after-failover.png"), full_page=True)
         browser.close()

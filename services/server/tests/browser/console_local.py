@@ -8,23 +8,15 @@ agent's id), SHOTS. Prints one `ok: …` line per check.
 import os
 
 from playwright.sync_api import expect, sync_playwright
+from support import check, launch, passed
 
 BATON = os.environ["BATON"]
 WAIT = 15_000
 
 
-def check(cond, what):
-    if not cond:
-        raise SystemExit(f"FAILED: {what}")
-    print(f"ok: {what}", flush=True)
-
-
 def main():
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=os.environ.get("CHROMIUM", "/usr/bin/chromium"),
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
+        browser = launch(p)
         page = browser.new_page()
         errors = []
         page.on("pageerror", lambda e: errors.append(str(e)))
@@ -43,7 +35,7 @@ def main():
         page.wait_for_url("**/console#/runs/*")
         expect(page.locator(".msg.user", has_text="Hello from the keyboard")).to_be_visible(timeout=WAIT)
         expect(page.locator(".msg.assistant", has_text="Hi there")).to_have_count(1, timeout=WAIT)
-        check(True, "a run started from the keyboard streams its reply")
+        passed("a run started from the keyboard streams its reply")
         check(errors == [], f"no script errors ({errors})")
         page.screenshot(path=os.path.join(os.environ["SHOTS"], "console-local.png"), full_page=True)
         browser.close()

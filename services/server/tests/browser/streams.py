@@ -17,15 +17,15 @@ Prints one `ok: …` line per check and exits non-zero at the first failure.
 
 import functools
 import http.server
-import json
 import os
 import tempfile
 import threading
 import time
 import urllib.parse
-import urllib.request
 
 from playwright.sync_api import sync_playwright
+from support import api as call
+from support import check, launch, passed
 
 BATON = os.environ["BATON"]
 KEY = os.environ["KEY"]
@@ -73,21 +73,8 @@ f.submit();
 """
 
 
-def check(cond, what):
-    if not cond:
-        raise SystemExit(f"FAILED: {what}")
-    print(f"ok: {what}", flush=True)
-
-
-def api(method, path, body=None, token=KEY):
-    req = urllib.request.Request(BATON + path, method=method)
-    req.add_header("authorization", f"Bearer {token}")
-    data = None
-    if body is not None:
-        data = json.dumps(body).encode()
-        req.add_header("content-type", "application/json")
-    with urllib.request.urlopen(req, data) as res:
-        return json.loads(res.read() or b"null")
+def api(method, path, body=None):
+    return call(BATON, KEY, method, path, body)
 
 
 def serve_pages(directory):
@@ -121,10 +108,7 @@ def main():
     expected = [(e["version"], e["type"]) for e in stored]
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=os.environ.get("CHROMIUM", "/usr/bin/chromium"),
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
+        browser = launch(p)
         context = browser.new_context()
         page = context.new_page()
 

@@ -121,34 +121,9 @@ impl TestApp {
 
     /// A new user with `password`, a member of `tenant` with `role`; its email.
     pub async fn member(&self, tenant: TenantId, role: Role, password: &str) -> String {
-        let announcer = baton_core::auth::Announcer {
-            bus: std::sync::Arc::new(baton_bus::InProcessBus::new(1)),
-            replica: "test".into(),
-        };
-        let users = app::users(
-            &self.config,
-            self.stores(),
-            std::sync::Arc::new(SystemClock),
-            announcer,
-        )
-        .expect("users");
         let email = format!("member-{}@example.com", uuid::Uuid::new_v4().simple());
-        let user = users.create_user(&email, password).await.expect("user");
-        let member = baton_core::model::Member {
-            user_id: user.id,
-            email: email.clone(),
-            role,
-            created_at: SystemClock.now(),
-        };
-        self.stores()
-            .users
-            .add_member(
-                tenant,
-                &member,
-                &operator(AuditAction::MemberAdded, user.id),
-            )
-            .await
-            .expect("member");
+        let user = create_user(&self.config, self.stores(), &email, password).await;
+        add_member(self.stores(), tenant, &user, role).await;
         email
     }
 
@@ -261,6 +236,46 @@ fn unlimited(mut config: Config) -> Config {
 
 /// Stores an API key of `role` in `tenant` directly, as `baton admin create-tenant` does
 /// for its owner key, and returns its token.
+/// Creates the user `email` with `password`, as `baton admin create-user` would.
+pub async fn create_user(
+    config: &Config,
+    stores: &app::Stores,
+    email: &str,
+    password: &str,
+) -> baton_core::model::User {
+    let announcer = baton_core::auth::Announcer {
+        bus: std::sync::Arc::new(baton_bus::InProcessBus::new(1)),
+        replica: "test".into(),
+    };
+    let users =
+        app::users(config, stores, std::sync::Arc::new(SystemClock), announcer).expect("users");
+    users.create_user(email, password).await.expect("user")
+}
+
+/// Makes `user` a member of `tenant` with `role`, recorded as the operator's doing.
+pub async fn add_member(
+    stores: &app::Stores,
+    tenant: TenantId,
+    user: &baton_core::model::User,
+    role: Role,
+) {
+    let member = baton_core::model::Member {
+        user_id: user.id,
+        email: user.email.clone(),
+        role,
+        created_at: SystemClock.now(),
+    };
+    stores
+        .users
+        .add_member(
+            tenant,
+            &member,
+            &operator(AuditAction::MemberAdded, user.id),
+        )
+        .await
+        .expect("member");
+}
+
 pub async fn store_key(
     stores: &app::Stores,
     tenant: TenantId,

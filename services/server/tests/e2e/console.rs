@@ -25,16 +25,7 @@ async fn an_owner_runs_the_console_and_a_viewer_only_looks() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     let data = data.to_str().expect("UTF-8");
-    let key = admin(
-        dir.path(),
-        &["create-tenant", "acme", "--data-dir", data],
-        None,
-    )
-    .lines()
-    .find_map(|l| l.strip_prefix("api_key:"))
-    .expect("an owner key")
-    .trim()
-    .to_string();
+    let key = create_tenant(dir.path(), "acme", data);
     let mut emails = Vec::new();
     for role in ["owner", "viewer"] {
         let email = format!("{role}@example.com");
@@ -51,16 +42,7 @@ async fn an_owner_runs_the_console_and_a_viewer_only_looks() {
         admin(dir.path(), &args, Some(PASSWORD));
         emails.push(email);
     }
-    let beta = admin(
-        dir.path(),
-        &["create-tenant", "beta", "--data-dir", data],
-        None,
-    )
-    .lines()
-    .find_map(|l| l.strip_prefix("api_key:"))
-    .expect("an owner key")
-    .trim()
-    .to_string();
+    let beta = create_tenant(dir.path(), "beta", data);
     let bin = Path::new(env!("CARGO_BIN_EXE_baton"));
     let served = Serve::start(
         bin,
@@ -101,6 +83,16 @@ async fn join(base: &str, admin: &str, email: &str) {
         .post(&format!("/v1/me/invitations/{id}/accept"), json!({}))
         .await;
     assert_eq!(accepted.status, 200, "{}", accepted.body);
+}
+
+/// `baton admin create-tenant NAME` on the data directory `data`: its owner key.
+fn create_tenant(dir: &Path, name: &str, data: &str) -> String {
+    admin(dir, &["create-tenant", name, "--data-dir", data], None)
+        .lines()
+        .find_map(|l| l.strip_prefix("api_key:"))
+        .expect("an owner key")
+        .trim()
+        .to_string()
 }
 
 /// `baton admin ARGS` in `dir`, with `stdin` as its input; its output.

@@ -9,14 +9,13 @@
 //! The app is started here rather than through `TestApp`: these tests create users
 //! directly in its store, and set the password and login settings they need.
 
-use crate::common::{Api, assert_problem, operator, store_key};
+use crate::common::{Api, assert_problem, store_key};
 use baton_core::Role;
 use baton_core::TenantId;
 use baton_core::crypto::PasswordParams;
 use baton_core::crypto::tokens;
-use baton_core::model::AuditAction;
 use baton_core::model::Tenant;
-use baton_core::model::{Member, User};
+use baton_core::model::User;
 use baton_core::ports::{Clock, SystemClock};
 use baton_server::app::{self, RunningApp};
 use baton_server::config::{Bus, Config, Crypto, Storage, Tier};
@@ -125,33 +124,12 @@ impl App {
 
     /// A user with [`PASSWORD`] and an email of its own starting with `name`.
     async fn user(&self, name: &str) -> User {
-        let announcer = baton_core::auth::Announcer {
-            bus: std::sync::Arc::new(baton_bus::InProcessBus::new(1)),
-            replica: "test".into(),
-        };
-        let users = app::users(
-            &self.config,
-            self.stores(),
-            std::sync::Arc::new(SystemClock),
-            announcer,
-        )
-        .expect("users");
         let email = format!("{name}-{}@example.com", uuid::Uuid::new_v4().simple());
-        users.create_user(&email, PASSWORD).await.expect("user")
+        crate::common::create_user(&self.config, self.stores(), &email, PASSWORD).await
     }
 
     async fn join(&self, tenant: TenantId, user: &User, role: Role) {
-        let m = Member {
-            user_id: user.id,
-            email: user.email.clone(),
-            role,
-            created_at: SystemClock.now(),
-        };
-        self.stores()
-            .users
-            .add_member(tenant, &m, &operator(AuditAction::MemberAdded, m.user_id))
-            .await
-            .expect("member");
+        crate::common::add_member(self.stores(), tenant, user, role).await;
     }
 
     /// Logs `user` in; a client holding its session token.
