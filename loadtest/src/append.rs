@@ -113,7 +113,7 @@ pub struct Phase {
 }
 
 /// What a client's appends went through, shared by its tasks.
-struct Tally {
+pub(crate) struct Tally {
     measure_from: Instant,
     until: Instant,
     inner: Mutex<(Hdr, u64, u64, BTreeMap<String, u64>)>,
@@ -130,7 +130,7 @@ struct Tally {
 }
 
 impl Tally {
-    fn new(secs: f64, pids: Vec<(String, u32)>, db_url: Option<&str>) -> Arc<Self> {
+    pub(crate) fn new(secs: f64, pids: Vec<(String, u32)>, db_url: Option<&str>) -> Arc<Self> {
         let start = Instant::now();
         let warm = (secs / 5.0).min(1.0);
         Arc::new(Tally {
@@ -146,12 +146,12 @@ impl Tally {
         })
     }
 
-    fn running(&self) -> bool {
+    pub(crate) fn running(&self) -> bool {
         Instant::now() < self.until
     }
 
     /// Records one append that began at `began` and ended now, if it ended in the window.
-    fn record(&self, began: Instant, outcome: Outcome) {
+    pub(crate) fn record(&self, began: Instant, outcome: Outcome) {
         if outcome == Outcome::Ok {
             self.all_ok.fetch_add(1, Ordering::Relaxed);
         }
@@ -186,7 +186,7 @@ impl Tally {
         Ok(())
     }
 
-    fn phase(&self, path: &str, shape: &str, clients: usize) -> Phase {
+    pub(crate) fn phase(&self, path: &str, shape: &str, clients: usize) -> Phase {
         let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let secs = (self.until - self.measure_from).as_secs_f64();
         Phase {
@@ -243,7 +243,7 @@ impl DbCounter {
 /// window ends, printing progress and reading where the CPU went in the window (while
 /// every connection is still open: a database backend that exits takes its CPU time
 /// with it); returns each client's result.
-async fn closed_loop<F, Fut, T>(
+pub(crate) async fn closed_loop<F, Fut, T>(
     label: &str,
     clients: usize,
     tally: &Arc<Tally>,

@@ -60,9 +60,7 @@ impl Client {
         timeout: Duration,
     ) -> Result<Answer, reqwest::Error> {
         let mut r = self
-            .http
-            .request(method, url)
-            .bearer_auth(&self.key)
+            .authorized(self.http.request(method, url))
             .timeout(timeout);
         if let Some(b) = body {
             r = r.json(b);
@@ -72,6 +70,38 @@ impl Client {
         let text = res.text().await?;
         let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
         Ok(Answer { status, body })
+    }
+
+    /// The request with the client's key, if it has one (the embedded tier's API takes
+    /// requests without one).
+    fn authorized(&self, r: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        if self.key.is_empty() {
+            r
+        } else {
+            r.bearer_auth(&self.key)
+        }
+    }
+
+    /// Opens the run's event stream (`Accept: text/event-stream`), bounded by the load
+    /// timeout until its headers arrive; the body is the caller's to read. A failure is
+    /// the load outcome it counts as.
+    pub async fn open_stream(
+        &self,
+        base: &str,
+        run: uuid::Uuid,
+    ) -> Result<reqwest::Response, Outcome> {
+        let r = self
+            .authorized(self.http.get(format!("{base}/v1/runs/{run}/events")))
+            .header("accept", "text/event-stream");
+        match tokio::time::timeout(self.timeout, r.send()).await {
+            Err(_) => Err(Outcome::Error("timeout".into())),
+            Ok(Err(e)) => Err(classify(Err(e))),
+            Ok(Ok(res)) if res.status().as_u16() == 200 => Ok(res),
+            Ok(Ok(res)) => Err(Outcome::Error(format!(
+                "stream_http_{}",
+                res.status().as_u16()
+            ))),
+        }
     }
 
     /// A load request: `GET` when `body` is `None`, else `POST`; classified, with the

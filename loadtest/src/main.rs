@@ -23,7 +23,11 @@
 //!   overall, same-replica and cross-replica, the replicas' memory per open stream, the
 //!   subscribers closed for falling behind, and, as the raw reference measured in the
 //!   same run, the NATS publish -> subscribe hop ([`fanout`]). `cluster --only sse` uses
-//!   the same measurement.
+//!   the same measurement;
+//! - `lifecycle` runs the create -> complete workload (a run created with a message, an
+//!   agent that completes it at once, its stream read to the end) closed loop on one
+//!   server per tier; reports runs/s, latency and CPU per run of the server, Postgres
+//!   and NATS ([`lifecycle`]).
 //!
 //! Each prints progress, writes `<scenario>-<time>.json` and `.md` under `--out` (the
 //! fault scenarios also a latency-over-time `.svg`, [`plot`]), and exits non-zero when
@@ -40,6 +44,7 @@ mod fanout;
 mod faults;
 mod host;
 mod kill;
+mod lifecycle;
 mod open_loop;
 mod plot;
 mod report;
@@ -79,6 +84,9 @@ enum Command {
     /// SSE subscribers over the replicas under open-loop posts: delivery latency, memory
     /// per stream, subscribers closed for falling behind.
     Fanout(fanout::FanoutArgs),
+    /// Runs created with a message, completed by the agent at once, streamed to their
+    /// end: runs/s, latency and CPU per run of each process, per tier.
+    Lifecycle(lifecycle::LifecycleArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -129,6 +137,7 @@ async fn main() -> anyhow::Result<()> {
             Command::RollingUpgrade(args) => upgrade::run(args).await,
             Command::Chaos(args) => chaos::run(args).await,
             Command::Fanout(args) => fanout::run(args).await,
+            Command::Lifecycle(args) => lifecycle::run(args).await,
         }
     };
     // Interrupted, the scenario is dropped: its cluster kills every replica it started

@@ -191,7 +191,7 @@ const RATE_LIMITS: [&str; 2] = [
 /// `RATE_LIMITS` the binary knows (from `baton config reference`, which reads no
 /// configuration), each set to 0; a build that rejects unknown variables never gets one
 /// it does not know.
-async fn unlimited(bin: &Path) -> anyhow::Result<Vec<(String, String)>> {
+pub(crate) async fn unlimited(bin: &Path) -> anyhow::Result<Vec<(String, String)>> {
     let out = tokio::process::Command::new(bin)
         .args(["config", "reference"])
         .stdin(std::process::Stdio::null())

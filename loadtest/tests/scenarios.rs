@@ -1,5 +1,5 @@
-//! Short runs of the `steady`, `burst`, `append`, `rolling-upgrade`, `chaos` and `fanout`
-//! scenarios
+//! Short runs of the `steady`, `burst`, `append`, `rolling-upgrade`, `chaos`, `fanout`
+//! and `lifecycle` scenarios
 //! (`--smoke`, a few seconds of load each) against a cluster the harness spawns on the
 //! test Postgres (`BATON_TEST_DATABASE_URL`, else 127.0.0.1:5432 as `postgres`) and the
 //! local NATS (`BATON_TEST_NATS_URL`, else 127.0.0.1:4222). Each must exit 0 and write a
@@ -194,6 +194,41 @@ fn append_smoke_measures_every_path_with_a_ratio_to_raw() -> anyhow::Result<()> 
         assert_ordered(p["path"].as_str().unwrap_or_default(), &p["latency"]);
         if p["path"] != "api post_message" {
             assert!(p["ratio_to_raw"].as_f64().unwrap_or(0.0) > 0.0, "{p}");
+        }
+    }
+    assert_eq!(r["failures"], serde_json::json!([]), "{r}");
+    Ok(())
+}
+
+#[test]
+fn lifecycle_smoke_completes_runs_in_both_tiers_and_costs_them() -> anyhow::Result<()> {
+    let r = scenario("lifecycle", &["--smoke"])?;
+    let measured = r["measured"].as_array().context("measured")?;
+    let seen: Vec<(&str, u64)> = measured
+        .iter()
+        .map(|m| {
+            (
+                m["tier"].as_str().unwrap_or_default(),
+                m["clients"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [("team", 1), ("team", 4), ("embedded", 1), ("embedded", 4)],
+        "{r}"
+    );
+    for m in measured {
+        assert!(m["runs"].as_u64().unwrap_or(0) > 0, "{m}");
+        assert_ordered(m["tier"].as_str().unwrap_or_default(), &m["latency"]);
+        // Every process that did the work spent some CPU on it, and the machine's cost
+        // is at least the server's.
+        let cpu = &m["cpu_ms_per_run"];
+        let server = cpu["server"].as_f64().unwrap_or(0.0);
+        assert!(server > 0.0, "{m}");
+        assert!(cpu["machine"].as_f64().unwrap_or(0.0) >= server, "{m}");
+        if m["tier"] == "team" {
+            assert!(cpu["postgres"].as_f64().unwrap_or(0.0) > 0.0, "{m}");
         }
     }
     assert_eq!(r["failures"], serde_json::json!([]), "{r}");
