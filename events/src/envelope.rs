@@ -8,6 +8,7 @@ use crate::payloads::RunEvent;
 use crate::upcast;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use std::sync::{Arc, OnceLock};
 
 /// Who and what caused an event. Extended over time; unknown fields are kept on read
 /// by older builds only as far as serde allows, so new fields must be optional.
@@ -63,6 +64,70 @@ pub struct Envelope {
     pub data: serde_json::Value,
     pub meta: EventMeta,
     pub recorded_at: DateTime<Utc>,
+}
+
+/// An event as one process hands it to its many readers (every stream following the
+/// run): shared rather than copied, and encoded as JSON at most once, by whichever reader
+/// asks first, however many streams send it.
+#[derive(Clone)]
+pub struct SharedEvent(Arc<Shared>);
+
+struct Shared {
+    envelope: Envelope,
+    json: OnceLock<Result<String, String>>,
+}
+
+impl SharedEvent {
+    pub fn new(envelope: Envelope) -> Self {
+        Self(Arc::new(Shared {
+            envelope,
+            json: OnceLock::new(),
+        }))
+    }
+
+    /// The envelope as JSON (what `serde_json::to_string` makes of it), encoded on the
+    /// first call; the encoder's message if it cannot be.
+    pub fn json(&self) -> Result<&str, &str> {
+        self.0
+            .json
+            .get_or_init(|| serde_json::to_string(&self.0.envelope).map_err(|e| e.to_string()))
+            .as_deref()
+            .map_err(String::as_str)
+    }
+
+    /// The envelope, copied out (cheaply when this is its last holder).
+    pub fn into_envelope(self) -> Envelope {
+        match Arc::try_unwrap(self.0) {
+            Ok(shared) => shared.envelope,
+            Err(arc) => arc.envelope.clone(),
+        }
+    }
+}
+
+impl std::ops::Deref for SharedEvent {
+    type Target = Envelope;
+
+    fn deref(&self) -> &Envelope {
+        &self.0.envelope
+    }
+}
+
+impl From<Envelope> for SharedEvent {
+    fn from(envelope: Envelope) -> Self {
+        Self::new(envelope)
+    }
+}
+
+impl PartialEq for SharedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.envelope == other.0.envelope
+    }
+}
+
+impl std::fmt::Debug for SharedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.envelope.fmt(f)
+    }
 }
 
 /// The payload of an envelope, decoded as far as this build can.

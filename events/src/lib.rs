@@ -12,7 +12,7 @@ pub mod tools;
 pub mod upcast;
 pub mod workspace;
 
-pub use envelope::{Decoded, Envelope, EventMeta, NewEvent};
+pub use envelope::{Decoded, Envelope, EventMeta, NewEvent, SharedEvent};
 pub use ids::{
     AgentId, ApprovalId, CheckpointId, EventId, McpServerId, MessageId, ReceiptId, RunId,
     ScheduleId, TenantId, ToolId, WebhookId,

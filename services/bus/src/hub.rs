@@ -8,7 +8,7 @@
 //! does not fit is dropped and counted, and never closes the subscriber's durable feed.
 
 use baton_core::ports::Subscription;
-use baton_events::{Envelope, MessageDelta, RunId, TenantId};
+use baton_events::{Envelope, MessageDelta, RunId, SharedEvent, TenantId};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -22,7 +22,7 @@ const DELTA_BUFFER: usize = 1024;
 
 struct Subscriber {
     id: u64,
-    tx: mpsc::Sender<Envelope>,
+    tx: mpsc::Sender<SharedEvent>,
     deltas: mpsc::Sender<MessageDelta>,
 }
 
@@ -68,6 +68,8 @@ impl Hub {
     }
 
     /// Hands the event to every subscriber of its run, dropping the full and the gone.
+    /// They all share one copy of it (and its JSON, encoded by the first stream that
+    /// sends it).
     pub fn dispatch(&self, event: &Envelope) {
         // From the appender's clock to this one: over NATS, any skew between the
         // replicas' clocks is included.
@@ -80,7 +82,8 @@ impl Hub {
         let Some(list) = subs.get_mut(&key) else {
             return;
         };
-        list.retain(|s| match s.tx.try_send(event.clone()) {
+        let shared = SharedEvent::new(event.clone());
+        list.retain(|s| match s.tx.try_send(shared.clone()) {
             Ok(()) => true,
             Err(mpsc::error::TrySendError::Full(_)) => {
                 self.closed_slow.fetch_add(1, Ordering::Relaxed);

@@ -1,4 +1,5 @@
-//! The local hub forgets subscribers as soon as their subscription is dropped.
+//! The local hub forgets subscribers as soon as their subscription is dropped, and hands
+//! every subscriber of a run the same copy of an event.
 
 mod common;
 
@@ -40,6 +41,26 @@ async fn a_dropped_subscriber_leaves_the_others_on_its_run_receiving() {
     assert_eq!(recv(&mut last).await.map(|e| e.version), Some(2));
     drop(last);
     assert_eq!((hub.subscriber_count(), hub.runs_tracked()), (0, 0));
+}
+
+#[tokio::test]
+async fn the_subscribers_of_a_run_share_one_copy_of_an_event_and_its_json() {
+    let hub = Arc::new(Hub::new(4));
+    let (tenant, run) = (TenantId::new(), RunId::new());
+    let mut subs: Vec<_> = (0..3).map(|_| hub.subscribe(tenant, run)).collect();
+    let sent = event(tenant, run, 1);
+    hub.dispatch(&sent);
+    let mut got = Vec::new();
+    for sub in &mut subs {
+        got.push(sub.events.recv().await.expect("the event"));
+    }
+    let json = got[0].json().expect("encodable");
+    assert_eq!(json, serde_json::to_string(&sent).expect("json"));
+    for other in &got[1..] {
+        assert_eq!(**other, sent);
+        // The same bytes, encoded once: not an equal copy.
+        assert!(std::ptr::eq(other.json().expect("encodable"), json));
+    }
 }
 
 #[tokio::test]

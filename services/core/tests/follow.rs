@@ -262,6 +262,9 @@ async fn following_an_ended_run_from_its_last_event_yields_nothing_to_wait_for()
         .await
         .expect("follow")
         .expect("one event left");
-    let got: Vec<String> = tail.map(|e| e.expect("event").event_type).collect().await;
+    let got: Vec<String> = tail
+        .map(|e| e.expect("event").event_type.clone())
+        .collect()
+        .await;
     assert_eq!(got, ["run.cancelled"], "the last event, then the end");
 }

@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use baton_core::RunId;
 use baton_core::model::IssuedTicket;
 use baton_core::runs::{Live, follow_live};
-use baton_events::{Envelope, MessageDelta};
+use baton_events::{Envelope, MessageDelta, SharedEvent};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use std::convert::Infallible;
@@ -109,7 +109,7 @@ pub async fn events(
         // Both end with the stream: the client went away, or the stream closed.
         let _counted = (&subscriber, &permit);
         Ok::<_, Infallible>(match item {
-            Ok(Live::Event(env)) => frame(Ok(*env)),
+            Ok(Live::Event(env)) => frame(Ok(env)),
             Ok(Live::Delta(delta)) => delta_frame(id, &delta),
             Err(e) => frame(Err(e)),
         })
@@ -156,13 +156,15 @@ pub async fn create_stream_ticket(
     Ok((StatusCode::CREATED, axum::Json(ticket)))
 }
 
-fn frame(item: Result<Envelope, baton_core::CoreError>) -> Event {
+/// An event's frame. Its `data` is [`StreamData::Event`], the envelope's JSON, encoded
+/// once per replica and shared by every stream of the run.
+fn frame(item: Result<SharedEvent, baton_core::CoreError>) -> Event {
     match item {
         Ok(env) => {
             let base = Event::default()
                 .id(env.version.to_string())
-                .event(env.event_type.clone());
-            match serde_json::to_string(&StreamData::Event(&env)) {
+                .event(&env.event_type);
+            match env.json() {
                 Ok(json) => base.data(json),
                 Err(e) => base.comment(format!("unencodable event: {e}")),
             }

@@ -1,7 +1,7 @@
 //! Helpers shared by the bus test binaries: events and a receive with a deadline.
 
 use baton_core::ports::Subscription;
-use baton_events::{Envelope, EventId, EventMeta, RunId, TenantId};
+use baton_events::{Envelope, EventId, EventMeta, RunId, SharedEvent, TenantId};
 use std::time::Duration;
 
 pub fn event(tenant: TenantId, run: RunId, version: i64) -> Envelope {
@@ -25,4 +25,5 @@ pub async fn recv(sub: &mut Subscription) -> Option<Envelope> {
         .await
         .ok()
         .flatten()
+        .map(SharedEvent::into_envelope)
 }

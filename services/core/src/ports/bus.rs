@@ -3,7 +3,7 @@
 
 use crate::error::StoreError;
 use async_trait::async_trait;
-use baton_events::{Envelope, MessageDelta, RunId, TenantId};
+use baton_events::{Envelope, MessageDelta, RunId, SharedEvent, TenantId};
 use tokio::sync::mpsc;
 
 /// A live feed of one run's durable events, bounded: when the subscriber falls behind
@@ -14,14 +14,14 @@ use tokio::sync::mpsc;
 /// of its own: deltas that do not fit are dropped, they never close the durable feed. A
 /// feed built without deltas (or whose bus forgot it) has a `deltas` that yields `None`.
 pub struct Subscription {
-    pub events: mpsc::Receiver<Envelope>,
+    pub events: mpsc::Receiver<SharedEvent>,
     pub deltas: mpsc::Receiver<MessageDelta>,
     release: Option<Box<dyn FnOnce() + Send + Sync>>,
 }
 
 impl Subscription {
     /// A feed the bus need not be told about when it goes away.
-    pub fn new(events: mpsc::Receiver<Envelope>) -> Self {
+    pub fn new(events: mpsc::Receiver<SharedEvent>) -> Self {
         Self {
             events,
             deltas: Self::no_deltas(),
@@ -31,7 +31,7 @@ impl Subscription {
 
     /// A feed that calls `release` once, when it is dropped (the bus unregisters it).
     pub fn with_release(
-        events: mpsc::Receiver<Envelope>,
+        events: mpsc::Receiver<SharedEvent>,
         release: impl FnOnce() + Send + Sync + 'static,
     ) -> Self {
         Self {

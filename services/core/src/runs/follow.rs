@@ -21,7 +21,7 @@ use super::commands::Runs;
 use crate::error::CoreError;
 use crate::model::{Action, Principal};
 use crate::ports::{RunReader, Subscription};
-use baton_events::{Decoded, Envelope, MessageDelta, RunEvent, RunId, TenantId};
+use baton_events::{Decoded, MessageDelta, RunEvent, RunId, SharedEvent, TenantId};
 use futures::{Stream, StreamExt};
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -39,7 +39,7 @@ struct Follower {
     run: RunId,
     /// Version of the last event handed out.
     cursor: i64,
-    pending: VecDeque<Envelope>,
+    pending: VecDeque<SharedEvent>,
     sub: Subscription,
     /// The database may hold events after the cursor that the bus has not delivered.
     behind: bool,
@@ -63,8 +63,9 @@ struct Follower {
 /// What a live follower hands out.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Live {
-    /// A durable event, in version order, exactly once.
-    Event(Box<Envelope>),
+    /// A durable event, in version order, exactly once; shared with every other stream
+    /// of the run on this replica.
+    Event(SharedEvent),
     /// An ephemeral delta of a model reply still streaming; best effort.
     Delta(MessageDelta),
 }
@@ -77,13 +78,14 @@ pub async fn follow(
     run: RunId,
     after: i64,
     resync: Duration,
-) -> Result<Option<impl Stream<Item = Result<Envelope, CoreError>> + Send + 'static>, CoreError> {
+) -> Result<Option<impl Stream<Item = Result<SharedEvent, CoreError>> + Send + 'static>, CoreError>
+{
     let Some(f) = follower(runs, p, run, after, resync, false).await? else {
         return Ok(None);
     };
     Ok(Some(stream(f).filter_map(|item| {
         std::future::ready(match item {
-            Ok(Live::Event(e)) => Some(Ok(*e)),
+            Ok(Live::Event(e)) => Some(Ok(e)),
             Ok(Live::Delta(_)) => None,
             Err(e) => Some(Err(e)),
         })
@@ -179,7 +181,7 @@ impl Follower {
                 {
                     self.completed = self.completed.max(Some((m.turn, m.step)));
                 }
-                return Some(Ok(Live::Event(Box::new(e))));
+                return Some(Ok(Live::Event(e)));
             }
             if self.done {
                 return None;
@@ -255,12 +257,12 @@ impl Follower {
                     "",
                     chrono::Utc::now(),
                 );
-                self.pending.push_back(last);
+                self.pending.push_back(last.into());
             }
         } else if !page.is_empty() {
             self.idle = self.resync;
         }
-        self.pending.extend(page);
+        self.pending.extend(page.into_iter().map(SharedEvent::from));
         Ok(())
     }
 }
