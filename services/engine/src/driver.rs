@@ -113,7 +113,7 @@ impl Driver {
                 }
                 continue;
             }
-            match self.step().await {
+            match self.step(seen).await {
                 Ok(Next::Continue) => backoff = RETRY_AFTER,
                 Ok(Next::Idle) => {
                     if self.shared.mailboxes.retire(self.stream.run, seen) {
@@ -164,18 +164,25 @@ impl Driver {
         self.shared.mailboxes.retire(self.stream.run, seen)
     }
 
-    /// Reads the run and takes its next step, as [`decide`] says; a step that only
-    /// gathers what the decision needs (the lease, the folded state, the agent) is
-    /// followed by the next decision in the same step.
-    async fn step(&mut self) -> Result<Next, StepError> {
-        let Some(run) = self
-            .shared
-            .ports
-            .runs
-            .get_run(self.stream.tenant, self.stream.run)
-            .await?
-        else {
-            return Ok(Next::Idle);
+    /// Reads the run (unless the driver's last append left it as it is now, with
+    /// nothing woken since `seen`) and takes its next step, as [`decide`] says; a step
+    /// that only gathers what the decision needs (the lease, the folded state, the
+    /// agent) is followed by the next decision in the same step.
+    async fn step(&mut self, seen: u64) -> Result<Next, StepError> {
+        let run = match self.stream.take_landed(seen) {
+            Some(run) => run,
+            None => {
+                let read = self
+                    .shared
+                    .ports
+                    .runs
+                    .get_run(self.stream.tenant, self.stream.run)
+                    .await?;
+                let Some(run) = read else {
+                    return Ok(Next::Idle);
+                };
+                run
+            }
         };
         let mut folded = false;
         // The turn's part of the step is one span in the turn's trace: the child of

@@ -45,6 +45,10 @@ pub(crate) struct RunStream {
     pub(crate) unsaved: HashMap<ReceiptId, ToolResult>,
     /// The state was started from the newest usable checkpoint (or found none).
     restored: bool,
+    /// The run as this driver's last append left it, and the run's wake-ups counted
+    /// before that append was sent: the next step may start from it instead of reading
+    /// the run again ([`Self::take_landed`]).
+    landed: Option<(RunSummary, u64)>,
 }
 
 impl RunStream {
@@ -62,6 +66,20 @@ impl RunStream {
             state: RunState::default(),
             unsaved: HashMap::new(),
             restored: false,
+            landed: None,
+        }
+    }
+
+    /// The run as this driver's last append left it, if nothing has woken the driver
+    /// since before that append (`seen`, the wake-ups counted now, is what they were
+    /// then). A command commits before it wakes the driver, so one committed before the
+    /// append made that append conflict, and one committed after it has not woken the
+    /// driver yet: its wake-up is still to come, and keeps the driver from retiring on
+    /// this view. Either way the run read now would say nothing more.
+    pub(crate) fn take_landed(&mut self, seen: u64) -> Option<RunSummary> {
+        match self.landed.take() {
+            Some((run, wakes)) if wakes == seen => Some(run),
+            _ => None,
         }
     }
 
@@ -166,14 +184,21 @@ impl RunStream {
             all.extend(taken);
             let mut req = self.request(&lease, expected, all);
             req.release = release;
+            let wakes = self.shared.mailboxes.wakes(self.run);
             match self.shared.ports.recorder.append(self.tenant, req).await {
-                Ok(AppendOutcome::Appended { run, .. }) => {
+                Ok(AppendOutcome::Appended { run, events }) => {
                     if release.is_some() {
                         self.lease = None;
                         self.shared.mailboxes.set_leased(self.run, false);
                     } else if let Some(l) = self.lease.as_mut() {
                         l.announced = true;
                     }
+                    // The state was at the version appended to: what was written is
+                    // folded as written, not read back.
+                    if self.state.version == expected {
+                        self.state.fold(&events).map_err(StepError::Unreadable)?;
+                    }
+                    self.landed = Some(((*run).clone(), wakes));
                     return Ok(Some(*run));
                 }
                 Err(StoreError::Conflict { actual, .. }) if actual > expected => {
@@ -214,6 +239,8 @@ impl RunStream {
         all.extend(events);
         let mut req = self.request(&lease, expected, all);
         req.blobs = blobs;
+        // Whatever this append does, the run is no longer as the last one left it.
+        self.landed = None;
         match self.shared.ports.recorder.append(self.tenant, req).await {
             Ok(AppendOutcome::Appended { .. }) => {
                 if let Some(l) = self.lease.as_mut() {
@@ -284,6 +311,8 @@ impl RunStream {
         if run.status.is_terminal() {
             return;
         }
+        // `checkpoint.saved` moves the version on.
+        self.landed = None;
         let saved = async {
             self.refresh(run).await?;
             if self.state.version != run.version {
