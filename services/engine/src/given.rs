@@ -117,7 +117,7 @@ pub(crate) fn agent(tools: &[Tool], limits: AgentLimits) -> TurnContext {
         .for_tenant(Vec::new());
     TurnContext::new(
         1,
-        agent,
+        Arc::new(agent),
         tools.to_vec(),
         Arc::new(ScriptedProvider::new(Vec::new())),
         egress,

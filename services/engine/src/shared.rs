@@ -84,6 +84,8 @@ pub(crate) struct Shared {
     pub(crate) ports: EnginePorts,
     pub(crate) opts: EngineOptions,
     pub(crate) mailboxes: Mailboxes,
+    /// The agent versions this replica has read (they never change).
+    pub(crate) agent_versions: crate::agent::AgentVersions,
     /// Leases given up at shutdown (announced to the other replicas afterwards).
     pub(crate) handed_off: AtomicUsize,
     /// Held while claimed leases are on their way to drivers, so the keeper never takes
@@ -99,6 +101,7 @@ impl Shared {
             ports,
             opts,
             mailboxes: Mailboxes::default(),
+            agent_versions: crate::agent::AgentVersions::default(),
             handed_off: AtomicUsize::new(0),
             claim_lock: tokio::sync::Mutex::new(()),
             shutdown: CancellationToken::new(),
