@@ -264,32 +264,53 @@ fn release(req: &AppendRequest) -> &'static str {
     }
 }
 
-/// Inserts the planned events and message rows; returns the stored envelopes.
+/// Events one `INSERT` writes at most: the statements' texts (one per count, each
+/// prepared once per connection) stay few, and their arguments far below either
+/// backend's limit.
+const EVENTS_PER_INSERT: usize = 32;
+
+/// Inserts the planned events, [`EVENTS_PER_INSERT`] rows to a statement, and the
+/// message rows; returns the stored envelopes.
 async fn insert_rows<B: Backend>(
     tx: &mut Tx<B>,
     tenant: TenantId,
     plan: &AppendPlan,
 ) -> Result<Vec<Envelope>, AppendError> {
     let mut envelopes = Vec::with_capacity(plan.events.len());
-    for e in &plan.events {
-        let (position,): (i64,) = Query::new(
+    for chunk in plan.events.chunks(EVENTS_PER_INSERT) {
+        let mut insert = Query::new(
             "INSERT INTO events \
-             (tenant_id, stream_id, version, id, type, schema, data, meta, \
-             recorded_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING position",
-        )
-        .bind(tenant.as_uuid())
-        .bind(plan.summary.id.as_uuid())
-        .bind(e.version)
-        .bind(e.id.as_uuid())
-        .bind(e.event_type)
-        .bind(e.schema)
-        .bind(Json(&e.data))
-        .bind(Json(&e.meta))
-        .bind(plan.at)
-        .fetch_one(&mut *tx)
-        .await?;
-        envelopes.push(e.envelope(plan, position));
+             (tenant_id, stream_id, version, id, type, schema, data, meta, recorded_at) \
+             VALUES ",
+        );
+        for (i, e) in chunk.iter().enumerate() {
+            insert.push(if i == 0 { "(" } else { ", (" });
+            insert.push_bind(tenant.as_uuid()).push(", ");
+            insert.push_bind(plan.summary.id.as_uuid()).push(", ");
+            insert.push_bind(e.version).push(", ");
+            insert.push_bind(e.id.as_uuid()).push(", ");
+            insert.push_bind(e.event_type).push(", ");
+            insert.push_bind(e.schema).push(", ");
+            insert.push_bind(Json(&e.data)).push(", ");
+            insert.push_bind(Json(&e.meta)).push(", ");
+            insert.push_bind(plan.at).push(")");
+        }
+        // Neither database promises the order of the returned rows (SQLite says it is
+        // arbitrary): each position is matched to its event by the version.
+        let positions: Vec<(i64, i64)> = insert
+            .suffix(" RETURNING version, position")
+            .fetch_all(&mut *tx)
+            .await?;
+        for e in chunk {
+            let position = positions
+                .iter()
+                .find(|(version, _)| *version == e.version)
+                .map(|&(_, position)| position)
+                .ok_or_else(|| {
+                    StoreError::Other(format!("event version {} came back unwritten", e.version))
+                })?;
+            envelopes.push(e.envelope(plan, position));
+        }
     }
     for m in &plan.messages {
         Query::new(

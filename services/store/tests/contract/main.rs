@@ -97,6 +97,7 @@ contract!(
     audit::the_stream_pages_filters_and_stays_in_its_tenant,
     audit::entries_are_never_rewritten_or_deleted,
     streams::a_new_stream_reads_back_in_order,
+    streams::a_long_append_reads_back_in_order,
     streams::a_new_stream_must_start_with_run_created,
     streams::an_append_at_a_stale_version_is_a_conflict_and_writes_nothing,
     streams::concurrent_appends_at_one_version_have_exactly_one_winner,

@@ -36,6 +36,21 @@ pub async fn a_new_stream_reads_back_in_order<S: Store>(s: &S) {
     assert_eq!(s.get_run(t, run).await.expect("get"), Some(summary));
 }
 
+/// An append of more events than one `INSERT` writes (the store writes them in several)
+/// returns and stores each with its own version and position, in order.
+pub async fn a_long_append_reads_back_in_order<S: Store>(s: &S) {
+    let t = tenant(s).await;
+    let run = RunId::new();
+    let mut events = vec![created(t)];
+    events.extend((0..70).map(|i| message(t, MessageRole::User, &format!("m{i}"))));
+    let (summary, stored) = append_ok(s, t, request(run, 0, events)).await;
+    assert_eq!(versions(&stored), (1..=71).collect::<Vec<i64>>());
+    assert!(stored.windows(2).all(|w| w[0].position < w[1].position));
+    assert_eq!(all_events(s, t, run).await, stored);
+    assert_eq!(summary.message_count, 70);
+    assert_eq!(s.get_run(t, run).await.expect("get"), Some(summary));
+}
+
 pub async fn a_new_stream_must_start_with_run_created<S: Store>(s: &S) {
     let t = tenant(s).await;
     let run = RunId::new();
