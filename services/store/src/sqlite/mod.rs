@@ -36,7 +36,12 @@ impl SqliteStore {
         let (opts, in_memory) = connect_options(target)?;
         let mut pool = SqlitePoolOptions::new()
             .max_connections(pool_size.max(1))
-            .acquire_timeout(BUSY_TIMEOUT);
+            .acquire_timeout(BUSY_TIMEOUT)
+            // A connection to a file in this process cannot be cut off as a network one
+            // can, and sqlx tests each one as it comes back to the pool anyway: a test
+            // before every acquire would be one more round trip to the connection's
+            // worker thread for every read and write.
+            .test_before_acquire(false);
         if in_memory {
             // The database lives only while a connection to it is open: keep one for good.
             pool = pool
