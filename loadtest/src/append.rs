@@ -240,11 +240,12 @@ impl DbCounter {
 }
 
 /// Runs `clients` copies of `client` (given its index and the tally) until the tally's
-/// window ends, printing progress and reading where the CPU went in the window (while
+/// window ends, printing progress (the count of `unit`s done) and reading where the CPU went in the window (while
 /// every connection is still open: a database backend that exits takes its CPU time
 /// with it); returns each client's result.
 pub(crate) async fn closed_loop<F, Fut, T>(
     label: &str,
+    unit: &str,
     clients: usize,
     tally: &Arc<Tally>,
     p: Progress,
@@ -269,12 +270,12 @@ where
         let left = tally.until.saturating_duration_since(Instant::now());
         tokio::time::sleep(Duration::from_secs(1).min(left)).await;
         let done = tally.inner.lock().unwrap_or_else(|e| e.into_inner()).1;
-        p.say(format!("{label}: {done} appends in the window so far"));
+        p.say(format!("{label}: {done} {unit} in the window so far"));
     }
     *tally.cpu.lock().unwrap_or_else(|e| e.into_inner()) = Some(host::since(cpu, &tally.pids));
     let mut out = Vec::with_capacity(clients);
     for t in tasks {
-        out.push(t.await.context("an append client panicked")??);
+        out.push(t.await.context("a client panicked")??);
     }
     Ok(out)
 }

@@ -212,7 +212,7 @@ async fn measure(
     let label = format!("lifecycle {tier}, {clients} clients");
     p.say(format!("{label}: measuring {} s", args.secs));
     let bound = Duration::from_millis(args.request_timeout_ms);
-    closed_loop(&label, clients, &tally, p, |_, tally| {
+    closed_loop(&label, "runs", clients, &tally, p, |_, tally| {
         let (c, base, agent) = (client.clone(), server.base().to_string(), agent.to_string());
         async move {
             while tally.running() {

@@ -26,7 +26,7 @@ pub async fn api_create(
     let tally = Tally::new(secs, target.pids(), None);
     let urls = target.urls.clone();
     let label = format!("append create via api, {clients} clients");
-    let runs = closed_loop(&label, clients, &tally, p, |i, tally| {
+    let runs = closed_loop(&label, "appends", clients, &tally, p, |i, tally| {
         let (c, url) = (client.clone(), format!("{}/v1/runs", urls[i % urls.len()]));
         let body = json!({"agent_id": agent});
         async move {
@@ -68,7 +68,7 @@ pub async fn api_post(
     let tally = Tally::new(secs, target.pids(), None);
     let urls = target.urls.clone();
     let all = Arc::new(runs.clone());
-    closed_loop(&label, clients, &tally, p, |i, tally| {
+    closed_loop(&label, "appends", clients, &tally, p, |i, tally| {
         let (c, base, all) = (client.clone(), urls[i % urls.len()].clone(), all.clone());
         async move {
             let own = &all[i * RUNS_PER_POSTER..(i + 1) * RUNS_PER_POSTER];

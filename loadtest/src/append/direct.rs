@@ -118,7 +118,7 @@ pub async fn store(
         .context("connecting the store")?;
     let tally = Tally::new(secs, Vec::new(), Some(db.db.url()).filter(|_| db.counters));
     let (tenant, new_streams) = (db.tenant, shape == "create");
-    let written = closed_loop(label, clients, &tally, p, |_, tally| {
+    let written = closed_loop(label, "appends", clients, &tally, p, |_, tally| {
         let s = s.clone();
         async move {
             let agent = AgentId::new();
@@ -184,7 +184,7 @@ pub async fn raw(
         .context("connecting the raw pool")?;
     let tally = Tally::new(secs, Vec::new(), Some(db.db.url()).filter(|_| db.counters));
     let (tenant, new_streams) = (db.tenant, shape == "create");
-    let written = closed_loop(label, clients, &tally, p, |_, tally| {
+    let written = closed_loop(label, "appends", clients, &tally, p, |_, tally| {
         let pool = pool.clone();
         async move {
             let agent = AgentId::new();
