@@ -265,7 +265,7 @@ where
         .map(|i| tokio::spawn(client(i, tally.clone())))
         .collect();
     tokio::time::sleep_until(tally.measure_from.into()).await;
-    let cpu = host::snapshot();
+    let cpu = host::snapshot_of(&tally.pids);
     while tally.running() {
         let left = tally.until.saturating_duration_since(Instant::now());
         tokio::time::sleep(Duration::from_secs(1).min(left)).await;

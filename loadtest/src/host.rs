@@ -36,6 +36,8 @@ pub struct Snapshot {
     at: Instant,
     machine: Option<Machine>,
     first: Procs,
+    /// The context switches of the watched processes (name, pid) at the start.
+    switches: Vec<(String, u32, u64)>,
     latest: Arc<Mutex<Procs>>,
     stop: Arc<AtomicBool>,
     sampler: Option<std::thread::JoinHandle<()>>,
@@ -66,6 +68,10 @@ pub struct Usage {
     pub cores: BTreeMap<String, f64>,
     /// Cores used on average by the busiest other programs, by name.
     pub others: Vec<(String, f64)>,
+    /// Context switches (voluntary or not, over all threads) of each watched process
+    /// ([`snapshot_of`]) in the window: each is a thread put to sleep or taken off its
+    /// core, and unlike CPU time they hardly vary with what else the machine does.
+    pub context_switches: BTreeMap<String, u64>,
     /// The 1-minute load average at the end.
     pub loadavg_1m: Option<f64>,
 }
@@ -96,6 +102,16 @@ impl Usage {
 
 /// Starts a measurement now.
 pub fn snapshot() -> Snapshot {
+    snapshot_of(&[])
+}
+
+/// Starts a measurement now that also counts the context switches of `watched` (name,
+/// pid).
+pub fn snapshot_of(watched: &[(String, u32)]) -> Snapshot {
+    let switches = watched
+        .iter()
+        .filter_map(|(name, pid)| Some((name.clone(), *pid, context_switches(*pid)?)))
+        .collect();
     let first = processes();
     let latest = Arc::new(Mutex::new(first.clone()));
     let stop = Arc::new(AtomicBool::new(false));
@@ -115,6 +131,7 @@ pub fn snapshot() -> Snapshot {
         at: Instant::now(),
         machine: machine(),
         first,
+        switches,
         latest,
         stop,
         sampler,
@@ -137,6 +154,13 @@ pub fn since(mut before: Snapshot, replicas: &[(String, u32)]) -> Usage {
     }
     merge(&before.latest, processes());
     let after = machine();
+    let context_switches = before
+        .switches
+        .iter()
+        .filter_map(|(name, pid, first)| {
+            Some((name.clone(), context_switches(*pid)?.saturating_sub(*first)))
+        })
+        .collect();
     let secs = before.at.elapsed().as_secs_f64();
     let per_core = |ticks: u64| {
         let used = ticks as f64 / TICKS_PER_SEC;
@@ -180,8 +204,27 @@ pub fn since(mut before: Snapshot, replicas: &[(String, u32)]) -> Usage {
         processes_started: a.zip(b).map(|(a, b)| b.forks.saturating_sub(a.forks)),
         cores,
         others,
+        context_switches,
         loadavg_1m: loadavg(),
     }
+}
+
+/// The context switches of process `pid` so far, summed over its threads (a thread that
+/// ended takes its count with it).
+fn context_switches(pid: u32) -> Option<u64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut sum = 0;
+    for task in tasks.flatten() {
+        let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
+            continue;
+        };
+        sum += status
+            .lines()
+            .filter(|l| l.contains("ctxt_switches:"))
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .sum::<u64>();
+    }
+    Some(sum)
 }
 
 impl Drop for Snapshot {

@@ -83,6 +83,8 @@ pub struct Measured {
     /// CPU milliseconds per completed run, by process (`server`, `postgres`,
     /// `nats-server`, `harness`) and `machine` (server + postgres + nats-server).
     pub cpu_ms_per_run: BTreeMap<String, f64>,
+    /// The server's context switches per completed run (all its threads).
+    pub server_switches_per_run: Option<f64>,
     pub cpu: Option<crate::host::Usage>,
 }
 
@@ -240,6 +242,12 @@ async fn measure(
         }
         cpu_ms_per_run.insert("machine".to_string(), machine);
     }
+    let server_switches_per_run = phase
+        .cpu
+        .as_ref()
+        .and_then(|cpu| cpu.context_switches.get(SERVER))
+        .filter(|_| phase.ok > 0)
+        .map(|n| *n as f64 / phase.ok as f64);
     Ok(Measured {
         tier: tier.to_string(),
         clients,
@@ -249,6 +257,7 @@ async fn measure(
         errors: phase.errors,
         latency: phase.latency,
         cpu_ms_per_run,
+        server_switches_per_run,
         cpu: phase.cpu,
     })
 }
@@ -336,8 +345,8 @@ fn markdown(json: &serde_json::Value, measured: &[Measured], failures: &[String]
          completes it at once, read its stream to `run.completed`. `{}` ({} build), {} \
          cores, started {}\n\n\
          | tier | clients | runs/s | p50 ms | p90 ms | p99 ms | CPU ms/run: machine | \
-         server | postgres | nats | harness | errors |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+         server | postgres | nats | harness | server switches/run | errors |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         json["target"]["baton"].as_str().unwrap_or_default(),
         json["target"]["profile"].as_str().unwrap_or_default(),
         json["cores"],
@@ -345,7 +354,7 @@ fn markdown(json: &serde_json::Value, measured: &[Measured], failures: &[String]
     );
     for m in measured {
         md.push_str(&format!(
-            "| {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {} | {} | {} | {} | {} | {} | {} |\n",
             m.tier,
             m.clients,
             m.runs_per_sec,
@@ -357,6 +366,8 @@ fn markdown(json: &serde_json::Value, measured: &[Measured], failures: &[String]
             ms(m, "postgres"),
             ms(m, "nats-server"),
             ms(m, "harness"),
+            m.server_switches_per_run
+                .map_or("-".to_string(), |n| format!("{n:.1}")),
             m.errors.values().sum::<u64>(),
         ));
     }

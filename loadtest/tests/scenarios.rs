@@ -230,6 +230,11 @@ fn lifecycle_smoke_completes_runs_in_both_tiers_and_costs_them() -> anyhow::Resu
         if m["tier"] == "team" {
             assert!(cpu["postgres"].as_f64().unwrap_or(0.0) > 0.0, "{m}");
         }
+        // A run wakes the server's threads: its switches are counted.
+        assert!(
+            m["server_switches_per_run"].as_f64().unwrap_or(0.0) > 0.0,
+            "{m}"
+        );
     }
     assert_eq!(r["failures"], serde_json::json!([]), "{r}");
     Ok(())
