@@ -223,8 +223,8 @@ pub struct DatabaseSection {
     )]
     #[schemars(with = "Option<String>")]
     pub url: Option<SecretString>,
-    /// Connections serving requests (in the embedded tier, the size of the SQLite pool). At
-    /// least 1.
+    /// Connections serving requests (in the embedded tier, the size of the SQLite pool for
+    /// reads; its writes take turns on one connection of their own). At least 1.
     pub app_pool: u32,
     /// Postgres connections kept for lease renewal and adoption, apart from the others so
     /// request load never starves them. At least 1.

@@ -34,14 +34,17 @@ impl SqliteStore {
     /// [`crate::migrate::sqlite`].
     pub async fn open(target: &str, pool_size: u32) -> Result<Self, StoreError> {
         let (opts, in_memory) = connect_options(target)?;
-        let mut pool = SqlitePoolOptions::new()
-            .max_connections(pool_size.max(1))
-            .acquire_timeout(BUSY_TIMEOUT)
-            // A connection to a file in this process cannot be cut off as a network one
-            // can, and sqlx tests each one as it comes back to the pool anyway: a test
-            // before every acquire would be one more round trip to the connection's
-            // worker thread for every read and write.
-            .test_before_acquire(false);
+        let options = |size: u32| {
+            SqlitePoolOptions::new()
+                .max_connections(size)
+                .acquire_timeout(BUSY_TIMEOUT)
+                // A connection to a file in this process cannot be cut off as a network
+                // one can, and sqlx tests each one as it comes back to the pool anyway: a
+                // test before every acquire would be one more round trip to the
+                // connection's worker thread for every read and write.
+                .test_before_acquire(false)
+        };
+        let mut pool = options(pool_size.max(1));
         if in_memory {
             // The database lives only while a connection to it is open: keep one for good.
             pool = pool
@@ -49,9 +52,16 @@ impl SqliteStore {
                 .idle_timeout(None)
                 .max_lifetime(None);
         }
-        let app = pool.connect_with(opts).await.map_err(classify)?;
+        let app = pool.connect_with(opts.clone()).await.map_err(classify)?;
+        // A file's writes queue for one connection of their own (`crate::pools`). (Another
+        // pool on an in-memory database would open a database of its own.)
+        let writer = if in_memory {
+            None
+        } else {
+            Some(options(1).connect_with(opts).await.map_err(classify)?)
+        };
         Ok(Store {
-            pools: Pools::single(app, classify),
+            pools: Pools::single(app, writer, classify),
             info: (),
         })
     }
@@ -127,4 +137,28 @@ pub(crate) fn classify(e: sqlx::Error) -> StoreError {
         }
         _ => false,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pools a store reports, by name, with their maximum.
+    fn pools(store: &SqliteStore) -> Vec<(&'static str, u32)> {
+        store.pool_stats().iter().map(|p| (p.name, p.max)).collect()
+    }
+
+    #[tokio::test]
+    async fn a_database_files_writes_take_turns_on_one_connection_of_their_own() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("baton.db");
+        let store = SqliteStore::open(file.to_str().expect("UTF-8"), 4)
+            .await
+            .expect("open");
+        assert_eq!(pools(&store), [("app", 4), ("write", 1)]);
+        store.close().await;
+        // Another pool on an in-memory database would open a database of its own.
+        let memory = SqliteStore::open("sqlite::memory:", 4).await.expect("open");
+        assert_eq!(pools(&memory), [("app", 4)]);
+    }
 }
