@@ -14,6 +14,7 @@ use crate::provider::{self, Provider};
 use crate::shared::Shared;
 use baton_core::StoreError;
 use baton_core::model::{Agent, RunSummary, Tool};
+use baton_core::ports::AgentStore;
 use baton_egress::TenantEgress;
 use baton_events::{AgentId, TenantId, ToolId, ToolVersions};
 use std::collections::HashMap;
@@ -32,16 +33,14 @@ impl AgentVersions {
     /// The run's agent version, read once per replica; `None` when it does not exist.
     async fn of(
         &self,
-        shared: &Shared,
+        agents: &dyn AgentStore,
         run: &RunSummary,
     ) -> Result<Option<Arc<Agent>>, StoreError> {
         let key = (run.tenant, run.agent_id, run.agent_version);
         if let Some(agent) = self.lock().get(&key) {
             return Ok(Some(agent.clone()));
         }
-        let Some(agent) = shared
-            .ports
-            .agents
+        let Some(agent) = agents
             .get_agent_version(run.tenant, run.agent_id, run.agent_version)
             .await?
         else {
@@ -130,7 +129,7 @@ pub(crate) async fn load(
     run: &RunSummary,
     pins: &ToolVersions,
 ) -> Result<TurnContext, StepError> {
-    let Some(agent) = shared.agent_versions.of(shared, run).await? else {
+    let Some(agent) = shared.agent_versions.of(&*shared.ports.agents, run).await? else {
         return Err(StepError::Turn(info(
             "agent_missing",
             "the run's agent version no longer exists",

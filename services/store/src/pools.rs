@@ -132,7 +132,8 @@ pub enum PoolKind {
     Checkpoint,
 }
 
-/// The pools of a store. SQLite has one pool, which serves every kind.
+/// The pools of a store. SQLite has one pool, which serves every kind, and for a database
+/// file one connection for the writes.
 #[derive(Debug)]
 pub struct Pools<DB: Database> {
     app: Pool<DB>,

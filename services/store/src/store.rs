@@ -10,7 +10,7 @@ use std::fmt;
 pub struct Store<B: Backend> {
     /// Request work, lease renewal and adoption (`control`, so request load never delays
     /// them), and checkpoint writes (so a burst of them never delays requests); SQLite
-    /// has one pool for all of it. Reachable only through `read` and `write`, which set
+    /// has one pool for all of it (and, for a file, one connection for its writes). Reachable only through `read` and `write`, which set
     /// the scope.
     pub(crate) pools: Pools<B>,
     /// What only this backend knows: on Postgres, the role its connections act as.

@@ -21,8 +21,9 @@ use std::time::Duration;
 /// How long a statement waits for another connection's write lock before `Unavailable`.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The SQLite store. Cheap to clone: the pool is shared. One pool: a single process
-/// drives an embedded database.
+/// The SQLite store. Cheap to clone: the pools are shared. One pool serves every kind of
+/// work (a single process drives an embedded database), and a database file's writes
+/// queue for one connection of their own (`crate::pools`).
 pub type SqliteStore = Store<Sqlite>;
 
 impl SqliteStore {
