@@ -428,18 +428,12 @@ fn markdown(
             ph.latency.max_ms,
         ));
     }
-    md.push_str("\nWhere the CPU went, per measurement:\n");
-    for ph in phases {
-        if let Some(cpu) = &ph.cpu {
-            md.push_str(&format!(
-                "- {} via {}, {} clients: {}\n",
-                ph.shape,
-                ph.path,
-                ph.clients,
-                cpu.md()
-            ));
-        }
-    }
+    md.push_str(&host::md_list(phases.iter().map(|ph| {
+        (
+            format!("{} via {}, {} clients", ph.shape, ph.path, ph.clients),
+            ph.cpu.as_ref(),
+        )
+    })));
     md.push_str(&format!(
         "\nInvariants: {} of the {} runs written through the API checked, and every raw and \
          store stream; {} failures.\n",

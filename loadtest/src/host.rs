@@ -100,6 +100,18 @@ impl Usage {
     }
 }
 
+/// The reports' "where the CPU went" list: one line per measurement that has a usage,
+/// each headed by its label.
+pub fn md_list<'a>(measured: impl IntoIterator<Item = (String, Option<&'a Usage>)>) -> String {
+    let mut md = String::from("\nWhere the CPU went, per measurement:\n");
+    for (label, usage) in measured {
+        if let Some(u) = usage {
+            md.push_str(&format!("- {label}: {}\n", u.md()));
+        }
+    }
+    md
+}
+
 /// Starts a measurement now.
 pub fn snapshot() -> Snapshot {
     snapshot_of(&[])

@@ -371,17 +371,9 @@ fn markdown(json: &serde_json::Value, measured: &[Measured], failures: &[String]
             m.errors.values().sum::<u64>(),
         ));
     }
-    md.push_str("\nWhere the CPU went, per measurement:\n");
-    for m in measured {
-        if let Some(cpu) = &m.cpu {
-            md.push_str(&format!(
-                "- {}, {} clients: {}\n",
-                m.tier,
-                m.clients,
-                cpu.md()
-            ));
-        }
-    }
+    md.push_str(&crate::host::md_list(measured.iter().map(|m| {
+        (format!("{}, {} clients", m.tier, m.clients), m.cpu.as_ref())
+    })));
     md.push_str(&format!("\nInvariants: {} failures.\n", failures.len()));
     for f in failures {
         md.push_str(&format!("- FAILURE: {f}\n"));
