@@ -38,6 +38,7 @@ macro_rules! error_codes {
 // Codes are public API: add a row, never rename one.
 error_codes! {
     InvalidRequest => (BAD_REQUEST, "invalid_request"),
+    MalformedRequest => (BAD_REQUEST, "malformed_request"),
     InvalidBody => (BAD_REQUEST, "invalid_body"),
     InvalidPath => (BAD_REQUEST, "invalid_path"),
     InvalidQuery => (BAD_REQUEST, "invalid_query"),
@@ -46,6 +47,7 @@ error_codes! {
     UnsupportedMediaType => (UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
     PayloadTooLarge => (PAYLOAD_TOO_LARGE, "payload_too_large"),
     HeadersTooLarge => (REQUEST_HEADER_FIELDS_TOO_LARGE, "headers_too_large"),
+    UriTooLong => (URI_TOO_LONG, "uri_too_long"),
     Unauthorized => (UNAUTHORIZED, "unauthorized"),
     Forbidden => (FORBIDDEN, "forbidden"),
     HostNotAllowed => (FORBIDDEN, "host_not_allowed"),
@@ -100,6 +102,21 @@ pub struct Problem {
     /// The request's `x-request-id`, for support.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
+}
+
+impl Problem {
+    /// The body of an answer with `code`; the problem middleware adds the request id.
+    pub fn new(code: Code, detail: impl Into<String>) -> Self {
+        let (status, name) = code.status_and_name();
+        Self {
+            kind: "about:blank".into(),
+            title: status.canonical_reason().unwrap_or("Error").into(),
+            status: status.as_u16(),
+            detail: detail.into(),
+            code: name.into(),
+            request_id: None,
+        }
+    }
 }
 
 impl ApiError {
@@ -170,15 +187,8 @@ impl From<CoreError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let (status, name) = self.code.status_and_name();
-        let body = Problem {
-            kind: "about:blank".into(),
-            title: status.canonical_reason().unwrap_or("Error").into(),
-            status: status.as_u16(),
-            detail: self.detail,
-            code: name.into(),
-            request_id: None,
-        };
+        let (status, _) = self.code.status_and_name();
+        let body = Problem::new(self.code, self.detail);
         let bytes = serde_json::to_vec(&body).unwrap_or_default();
         let mut res = (status, bytes).into_response();
         res.headers_mut()
