@@ -203,13 +203,15 @@ pub(crate) async fn finish(parked: Parked, parse_failed: bool, peer: std::net::S
     let Parked { mut stream, held } = parked;
     let answer = match automatic_answer(&held) {
         Some(status) if parse_failed => {
+            let request_id = uuid::Uuid::new_v4().to_string();
             tracing::info!(
                 target: "baton_api::access",
                 %peer,
                 http.response.status_code = status.as_u16(),
+                request_id,
                 "request head refused before routing"
             );
-            answer(status)
+            answer(status, &request_id)
         }
         _ => held,
     };
@@ -240,8 +242,9 @@ pub(crate) async fn finish(parked: Parked, parse_failed: bool, peer: std::net::S
     let _ = tokio::time::timeout(DRAIN_TIMEOUT, drain).await;
 }
 
-/// The whole problem+json answer (head and body) for one of hyper's statuses.
-fn answer(status: StatusCode) -> Vec<u8> {
+/// The whole problem+json answer (head and body) for one of hyper's statuses; the
+/// request id is the one the log line of the refusal names.
+fn answer(status: StatusCode, request_id: &str) -> Vec<u8> {
     let (code, detail) = match status {
         StatusCode::URI_TOO_LONG => (
             Code::UriTooLong,
@@ -257,9 +260,8 @@ fn answer(status: StatusCode) -> Vec<u8> {
              (a NUL, CR or LF byte in a header value, for one)",
         ),
     };
-    let request_id = uuid::Uuid::new_v4().to_string();
     let problem = Problem {
-        request_id: Some(request_id.clone()),
+        request_id: Some(request_id.to_owned()),
         ..Problem::new(code, detail)
     };
     let body = serde_json::to_vec(&problem).unwrap_or_default();
@@ -312,7 +314,7 @@ mod tests {
 
     #[test]
     fn the_replacement_is_a_complete_problem_answer() {
-        let bytes = answer(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
+        let bytes = answer(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "r-1");
         let text = String::from_utf8(bytes).expect("utf-8");
         let (head, body) = text.split_once("\r\n\r\n").expect("a head");
         assert!(head.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"));
@@ -320,7 +322,7 @@ mod tests {
         let problem: serde_json::Value = serde_json::from_str(body).expect("json");
         assert_eq!(problem["code"], "headers_too_large");
         assert_eq!(problem["status"], 431);
-        let id = problem["request_id"].as_str().expect("a request id");
-        assert!(head.contains(&format!("x-request-id: {id}")));
+        assert_eq!(problem["request_id"], "r-1");
+        assert!(head.contains("x-request-id: r-1\r\n"));
     }
 }
