@@ -66,6 +66,11 @@ pub trait Backend: Scoped + Sync {
     /// when absent), up to and including its `(`: the title search.
     const POSITION_OF: &'static str;
 
+    /// An `UPDATE … FROM` may name the `FROM` side's columns in its `RETURNING`, and
+    /// takes a `WITH … AS MATERIALIZED`: a lease claim returns the lease it replaced from
+    /// the statement that takes it.
+    const RETURNING_SEES_FROM: bool;
+
     /// What the store keeps about its database besides the pools.
     type Info: Clone + Debug + Send + Sync;
 
@@ -118,6 +123,7 @@ impl Backend for Postgres {
     // Concurrent replicas claiming leases skip each other's candidates.
     const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
     const POSITION_OF: &'static str = "strpos(";
+    const RETURNING_SEES_FROM: bool = true;
 
     type Info = Arc<DbRole>;
 
@@ -192,6 +198,9 @@ impl Backend for Sqlite {
     const LOCK_ROWS: &'static str = "";
     const SKIP_LOCKED: &'static str = "";
     const POSITION_OF: &'static str = "instr(";
+    // "the auxiliary tables named in the FROM clause may not participate in the RETURNING
+    // clause" (SQLite's documentation of RETURNING).
+    const RETURNING_SEES_FROM: bool = false;
 
     type Info = ();
 

@@ -6,7 +6,10 @@
 //! nature (`Scope::CrossTenant`) and run on the `control` pool, kept apart from request
 //! load; a single run's claim and a release are request-path work on `app`, scoped to the
 //! run's tenant. Claims run in a write transaction whose candidate `SELECT` ends with the
-//! backend's [`Backend::SKIP_LOCKED`], so concurrent claimers skip each other's rows.
+//! backend's [`Backend::SKIP_LOCKED`], so concurrent claimers skip each other's rows. On
+//! Postgres that `SELECT` is the `FROM` of the `UPDATE` that takes the leases, one
+//! statement that returns the lease each run had (why it was claimed); SQLite's
+//! `RETURNING` cannot see a `FROM`, so there the candidates are read first.
 
 use super::Result;
 use super::reads::commit;
@@ -18,11 +21,140 @@ use async_trait::async_trait;
 use baton_core::ports::{ClaimedRun, Fence, HeldLease, LeaseStore};
 use baton_events::{LeaseReason, RunId, TenantId};
 use chrono::{DateTime, Utc};
+use sqlx::Transaction;
 use std::time::Duration;
 use uuid::Uuid;
 
 /// A claim candidate: tenant, run, and the lease it holds now (owner, expiry).
 type Candidate = (Uuid, Uuid, Option<String>, Option<i64>);
+
+/// A run claimed in one statement: a [`Candidate`] and the epoch of its new lease.
+type Claimed = (Uuid, Uuid, Option<String>, Option<i64>, i64);
+
+/// Appends the `SELECT` of `columns` of the runs with work to do (a turn in progress or
+/// a cancel pending, as in the `runs_needing_drive` partial index of migration 0001) and
+/// a free or expired lease, at most `limit`, and only the run `only` names when it names
+/// one; concurrent claimers skip each other's rows.
+fn push_candidates<B: Backend>(
+    q: &mut Query<B>,
+    columns: &'static str,
+    now: DateTime<Utc>,
+    limit: u32,
+    only: Option<(TenantId, RunId)>,
+) {
+    q.push("SELECT ")
+        .push(columns)
+        .push(
+            " FROM runs \
+             WHERE (status IN ('queued', 'running') \
+                OR (cancel_requested \
+                    AND status NOT IN ('completed', 'failed', 'cancelled'))) \
+               AND (lease_owner IS NULL OR lease_expires_ms < ",
+        )
+        .push_bind(now.timestamp_millis())
+        .push(")");
+    if let Some((tenant, run)) = only {
+        q.push(" AND tenant_id = ")
+            .push_bind(tenant.as_uuid())
+            .push(" AND id = ")
+            .push_bind(run.as_uuid());
+    }
+    q.push(" ORDER BY id LIMIT ")
+        .push_bind(i64::from(limit))
+        .push(B::SKIP_LOCKED);
+}
+
+/// Why a lease was taken, from the lease it replaced.
+fn reason(previous: Option<String>, expires: Option<i64>) -> LeaseReason {
+    match (previous, expires) {
+        (None, _) => LeaseReason::New,
+        (Some(_), Some(0)) => LeaseReason::Handoff,
+        (Some(_), _) => LeaseReason::Adopted,
+    }
+}
+
+/// Claims in one statement: the candidates, locked, joined to the `UPDATE` that takes
+/// them, which returns the lease each had.
+async fn claim_in_one<B: Backend>(
+    tx: &mut Transaction<'static, B>,
+    owner: &str,
+    ttl: Duration,
+    now: DateTime<Utc>,
+    limit: u32,
+    only: Option<(TenantId, RunId)>,
+) -> Result<Vec<ClaimedRun>> {
+    // A CTE, evaluated once: as a subquery of the `FROM`, the planner may scan the
+    // candidates again, and with `SKIP LOCKED` and `LIMIT` a second scan may pick others.
+    let mut q = Query::new("WITH previous AS MATERIALIZED (");
+    push_candidates(
+        &mut q,
+        "id, lease_owner, lease_expires_ms",
+        now,
+        limit,
+        only,
+    );
+    q.push(") UPDATE runs SET lease_owner = ")
+        .push_bind(owner)
+        .push(", lease_epoch = runs.lease_epoch + 1, lease_expires_ms = ")
+        .push_bind(expiry(now, ttl))
+        .push(
+            " FROM previous WHERE runs.id = previous.id \
+             RETURNING runs.tenant_id, runs.id, previous.lease_owner, \
+               previous.lease_expires_ms, runs.lease_epoch",
+        );
+    let rows: Vec<Claimed> = q.fetch_all(tx).await?;
+    let mut claimed: Vec<ClaimedRun> = rows
+        .into_iter()
+        .map(|(tenant, run, previous, expires, epoch)| ClaimedRun {
+            tenant: TenantId(tenant),
+            run: RunId(run),
+            epoch,
+            reason: reason(previous, expires),
+        })
+        .collect();
+    // `RETURNING` promises no order; the runs are claimed in id order.
+    claimed.sort_by_key(|c| c.run.as_uuid());
+    Ok(claimed)
+}
+
+/// Claims with a `SELECT` of the candidates and an `UPDATE` of each.
+async fn claim_one_by_one<B: Backend>(
+    tx: &mut Transaction<'static, B>,
+    owner: &str,
+    ttl: Duration,
+    now: DateTime<Utc>,
+    limit: u32,
+    only: Option<(TenantId, RunId)>,
+) -> Result<Vec<ClaimedRun>> {
+    let mut q = Query::new("");
+    push_candidates(
+        &mut q,
+        "tenant_id, id, lease_owner, lease_expires_ms",
+        now,
+        limit,
+        only,
+    );
+    let candidates: Vec<Candidate> = q.fetch_all(tx).await?;
+    let mut claimed = Vec::with_capacity(candidates.len());
+    for (tenant, run, previous, expires) in candidates {
+        let (epoch,): (i64,) = Query::new(
+            "UPDATE runs SET lease_owner = $1, lease_epoch = lease_epoch + 1, \
+             lease_expires_ms = $2 WHERE id = $3 RETURNING lease_epoch",
+        )
+        .bind(owner)
+        .bind(expiry(now, ttl))
+        .bind(run)
+        .fetch_one(tx)
+        .await?;
+        claimed.push(ClaimedRun {
+            tenant: TenantId(tenant),
+            run: RunId(run),
+            epoch,
+            reason: reason(previous, expires),
+        });
+    }
+    Ok(claimed)
+}
 
 fn expiry(now: DateTime<Utc>, ttl: Duration) -> i64 {
     let ttl = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
@@ -47,46 +179,11 @@ impl<B: Backend> LeaseStore for Store<B> {
             None => (PoolKind::Control, Scope::CrossTenant),
         };
         let mut tx = self.pools.write(kind, scope).await?;
-        // Runs with work to do (a turn in progress or a cancel pending, as in the
-        // `runs_needing_drive` partial index of migration 0001) and a free or expired lease.
-        let mut q = Query::new(
-            "SELECT tenant_id, id, lease_owner, lease_expires_ms FROM runs \
-             WHERE (status IN ('queued', 'running') \
-                OR (cancel_requested \
-                    AND status NOT IN ('completed', 'failed', 'cancelled'))) \
-               AND (lease_owner IS NULL OR lease_expires_ms < $1)",
-        );
-        if only.is_some() {
-            q.push(" AND tenant_id = $3 AND id = $4");
-        }
-        q.push(" ORDER BY id LIMIT $2").push(B::SKIP_LOCKED);
-        let mut q = q.bind(now.timestamp_millis()).bind(i64::from(limit));
-        if let Some((tenant, run)) = only {
-            q = q.bind(tenant.as_uuid()).bind(run.as_uuid());
-        }
-        let candidates: Vec<Candidate> = q.fetch_all(&mut tx).await?;
-        let mut claimed = Vec::with_capacity(candidates.len());
-        for (tenant, run, previous, expires) in candidates {
-            let (epoch,): (i64,) = Query::new(
-                "UPDATE runs SET lease_owner = $1, lease_epoch = lease_epoch + 1, \
-                 lease_expires_ms = $2 WHERE id = $3 RETURNING lease_epoch",
-            )
-            .bind(owner)
-            .bind(expiry(now, ttl))
-            .bind(run)
-            .fetch_one(&mut tx)
-            .await?;
-            claimed.push(ClaimedRun {
-                tenant: TenantId(tenant),
-                run: RunId(run),
-                epoch,
-                reason: match (previous, expires) {
-                    (None, _) => LeaseReason::New,
-                    (Some(_), Some(0)) => LeaseReason::Handoff,
-                    (Some(_), _) => LeaseReason::Adopted,
-                },
-            });
-        }
+        let claimed = if B::RETURNING_SEES_FROM {
+            claim_in_one(&mut tx, owner, ttl, now, limit, only).await?
+        } else {
+            claim_one_by_one(&mut tx, owner, ttl, now, limit, only).await?
+        };
         commit(tx).await?;
         Ok(claimed)
     }
