@@ -181,7 +181,7 @@ async fn adopt_batch(shared: &Arc<Shared>) -> Result<usize, StoreError> {
             shared.mailboxes.repark(c.run, lease);
             continue;
         }
-        driver::spawn(shared, c.tenant, c.run, Some(lease));
+        driver::spawn(shared, c.tenant, c.run, Some(lease), None);
     }
     Ok(n)
 }
@@ -208,7 +208,9 @@ pub(crate) fn spawn_listener(
             }
             match msg.control {
                 // A run parked here is freed by a command taken anywhere.
-                Control::Wake { tenant, run } => driver::wake_here(&shared, tenant, run, false),
+                Control::Wake { tenant, run } => {
+                    driver::wake_here(&shared, tenant, run, false, None);
+                }
                 Control::Adopt => {
                     if let Err(e) = adopt(&shared).await {
                         tracing::warn!(error = %e, "adoption on request failed");

@@ -30,12 +30,24 @@ const RETRY_AFTER: Duration = Duration::from_millis(200);
 const RETRY_MAX: Duration = Duration::from_secs(30);
 
 /// Starts a driver for the run, handing it `lease` when the caller already claimed it
-/// (a running driver gets the lease instead).
-pub(crate) fn spawn(shared: &Arc<Shared>, tenant: TenantId, run: RunId, lease: Option<Lease>) {
+/// (a running driver gets the lease instead), and `landed`, the run as the append that
+/// woke it left it, to take its first step from.
+pub(crate) fn spawn(
+    shared: &Arc<Shared>,
+    tenant: TenantId,
+    run: RunId,
+    lease: Option<Lease>,
+    landed: Option<RunSummary>,
+) {
     let Some(notify) = shared.mailboxes.open(run, lease.clone()) else {
         return;
     };
-    let driver = Driver::new(shared.clone(), tenant, run, notify, lease);
+    let mut driver = Driver::new(shared.clone(), tenant, run, notify, lease);
+    if let Some(landed) = landed {
+        driver
+            .stream
+            .start_from(landed, shared.mailboxes.wakes(run));
+    }
     let shared = shared.clone();
     shared.tasks.clone().spawn(async move {
         let _guard = PanicGuard { shared, run };
@@ -44,14 +56,21 @@ pub(crate) fn spawn(shared: &Arc<Shared>, tenant: TenantId, run: RunId, lease: O
 }
 
 /// Wakes this replica's driver of the run, if any; otherwise starts one when the run
-/// was parked here (with its lease) or when `start` (the command was taken here).
-pub(crate) fn wake_here(shared: &Arc<Shared>, tenant: TenantId, run: RunId, start: bool) {
+/// was parked here (with its lease) or when `start` (the command was taken here), which
+/// takes its first step from `landed` when the waker gave the run as it left it.
+pub(crate) fn wake_here(
+    shared: &Arc<Shared>,
+    tenant: TenantId,
+    run: RunId,
+    start: bool,
+    landed: Option<RunSummary>,
+) {
     if shared.shutdown.is_cancelled() || shared.mailboxes.wake(run) {
         return;
     }
     let parked_lease = shared.mailboxes.unpark(run);
     if start || parked_lease.is_some() {
-        spawn(shared, tenant, run, parked_lease);
+        spawn(shared, tenant, run, parked_lease, landed);
     }
 }
 

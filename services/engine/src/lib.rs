@@ -42,6 +42,7 @@ pub use shared::{EngineOptions, EnginePorts};
 pub use tools::MAX_OUTPUT_BYTES;
 pub use workspace::CodeTools;
 
+use baton_core::model::RunSummary;
 use baton_core::ports::{Control, RunDriver};
 use baton_core::{RunId, TenantId};
 use shared::Shared;
@@ -111,11 +112,22 @@ impl RunDriver for Engine {
     /// replicas: if one of them holds the lease, its driver looks again at once. While
     /// this replica drains it only tells the others.
     fn wake(&self, tenant: TenantId, run: RunId) {
+        self.wake_everywhere(tenant, run, None);
+    }
+
+    fn wake_from(&self, run: RunSummary) {
+        self.wake_everywhere(run.tenant, run.id, Some(run));
+    }
+}
+
+impl Engine {
+    /// [`RunDriver::wake`]; a driver started here takes its first step from `landed`.
+    fn wake_everywhere(&self, tenant: TenantId, run: RunId, landed: Option<RunSummary>) {
         let shared = self.shared.clone();
         self.shared.tasks.spawn(async move {
             shared.control(Control::Wake { tenant, run }).await;
         });
-        driver::wake_here(&self.shared, tenant, run, true);
+        driver::wake_here(&self.shared, tenant, run, true, landed);
     }
 }
 

@@ -83,8 +83,16 @@ impl RunStream {
         }
     }
 
+    /// Gives a new driver the run as the append that woke it left it, with the run's
+    /// wake-ups counted when it was handed over: the first step starts from it as from
+    /// the driver's own append ([`Self::take_landed`]).
+    pub(crate) fn start_from(&mut self, run: RunSummary, wakes: u64) {
+        self.landed = Some((run, wakes));
+    }
+
     /// Folds the run's events after the state's version (up to `run`'s), starting from
-    /// the newest usable checkpoint the first time.
+    /// the newest usable checkpoint the first time (there is none to look for under the
+    /// run's first lease).
     pub(crate) async fn refresh(&mut self, run: &RunSummary) -> Result<(), StepError> {
         self.fold_to(run.version).await
     }
@@ -92,10 +100,15 @@ impl RunStream {
     /// Folds the run's events after the state's version up to `version`.
     async fn fold_to(&mut self, version: i64) -> Result<(), StepError> {
         if !self.restored {
-            let restored =
-                checkpoint::restore(&self.shared, self.tenant, self.run, version).await?;
-            if let Some(state) = restored {
-                self.state = state;
+            // Checkpoints are written only under a lease, so under the run's first one
+            // (epoch 1) none can exist yet: the read for one is skipped.
+            let first_lease = self.lease.as_ref().is_some_and(|l| l.fence.epoch == 1);
+            if !first_lease {
+                let restored =
+                    checkpoint::restore(&self.shared, self.tenant, self.run, version).await?;
+                if let Some(state) = restored {
+                    self.state = state;
+                }
             }
             self.restored = true;
         }

@@ -2,6 +2,7 @@
 //! replicas.
 
 use crate::error::StoreError;
+use crate::model::RunSummary;
 use async_trait::async_trait;
 use baton_events::{Envelope, MessageDelta, RunId, SharedEvent, TenantId};
 use tokio::sync::mpsc;
@@ -136,4 +137,10 @@ pub trait EventBus: Send + Sync {
 /// Whoever drives runs (the engine): told when a run may need work.
 pub trait RunDriver: Send + Sync {
     fn wake(&self, tenant: TenantId, run: RunId);
+
+    /// [`Self::wake`], given the run as the caller's append left it: a driver started
+    /// for it here takes its first step from that rather than reading the run again.
+    fn wake_from(&self, run: RunSummary) {
+        self.wake(run.tenant, run.id);
+    }
 }

@@ -145,7 +145,7 @@ impl Runs {
         match self.recorder.append(p.tenant, req).await? {
             AppendOutcome::Appended { run, .. } => {
                 if result.message.is_some() {
-                    self.driver.wake(p.tenant, run_id);
+                    self.driver.wake_from((*run).clone());
                 }
                 Ok(CreatedRun {
                     run: *run,
@@ -277,11 +277,11 @@ impl Runs {
                 &result,
             );
             match self.recorder.append(p.tenant, req).await {
-                Ok(AppendOutcome::Appended { .. }) => {
+                Ok(AppendOutcome::Appended { run, .. }) => {
                     // A queued message needs no wake (the turn in progress takes it),
                     // unless it ends that turn.
                     if matches!(result, Posted::Turn(_)) || strategy.interrupts().is_some() {
-                        self.driver.wake(p.tenant, run_id);
+                        self.driver.wake_from(*run);
                     }
                     return Ok(result);
                 }
