@@ -154,6 +154,7 @@ impl World {
                 fence: None,
                 release: None,
                 blobs: Vec::new(),
+                base: None,
             };
             self.runs
                 .recorder

@@ -152,7 +152,7 @@ impl RunStream {
         events: Vec<RunEvent>,
         release: Option<Release>,
     ) -> Result<bool, StepError> {
-        let after = self.commit(run.version, events, release).await?;
+        let after = self.commit(run, events, release).await?;
         let wrote = after.is_some();
         if let (Some(after), Some(Release::Idle)) = (after, release) {
             // The turn settled: snapshot the run for whoever drives it next.
@@ -161,7 +161,7 @@ impl RunStream {
         Ok(wrote)
     }
 
-    /// [`Self::append`] against `expected` version, returning the run after the append,
+    /// [`Self::append`] against `run` (at its version), returning the run after the append,
     /// or `None` when nothing was written (a client command moved the version first,
     /// or this driver holds no lease): the caller reads the run again.
     ///
@@ -171,10 +171,14 @@ impl RunStream {
     /// again on top of it, so a model's reply is never asked for twice on that account.
     pub(crate) async fn commit(
         &mut self,
-        mut expected: i64,
+        run: &RunSummary,
         events: Vec<RunEvent>,
         release: Option<Release>,
     ) -> Result<Option<RunSummary>, StepError> {
+        let mut expected = run.version;
+        // The run the step was decided on, which the store writes against without
+        // reading it again; an append made again on top of client events has none.
+        let mut base = Some(run);
         for _ in 0..MAX_REAPPENDS {
             let Some(lease) = self.lease.clone() else {
                 return Ok(None);
@@ -197,6 +201,7 @@ impl RunStream {
             all.extend(taken);
             let mut req = self.request(&lease, expected, all);
             req.release = release;
+            req.base = base.take().map(|run| Box::new(run.clone()));
             let wakes = self.shared.mailboxes.wakes(self.run);
             match self.shared.ports.recorder.append(self.tenant, req).await {
                 Ok(AppendOutcome::Appended { run, events }) => {

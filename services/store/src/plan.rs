@@ -76,6 +76,14 @@ pub(crate) fn validate(tenant: TenantId, req: &AppendRequest) -> Result<(), Stor
             "run.created may only be the first event of a stream".into(),
         ));
     }
+    if let Some(base) = &req.base
+        && (base.tenant != tenant || base.id != req.run || base.version != req.expected_version)
+    {
+        return Err(invalid(format!(
+            "the base given is run {} at version {}, not the run appended to at {}",
+            base.id, base.version, req.expected_version
+        )));
+    }
     if let Some(e) = req.events.iter().find(|e| e.meta.tenant != tenant) {
         return Err(invalid(format!(
             "event {} names tenant {} but is appended for tenant {tenant}",
@@ -163,6 +171,9 @@ pub(crate) enum AppendError {
     /// A unique key said another writer got there first; after the rollback the adapter
     /// reads the stream's version to report a precise `Conflict`.
     Raced,
+    /// The `UPDATE` of an append against a base changed no row: after the rollback the
+    /// adapter reads the run to say why (`NotFound`, `Fenced` or `Conflict`).
+    Refused,
     Store(StoreError),
 }
 

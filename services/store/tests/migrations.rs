@@ -48,6 +48,7 @@ async fn smoke<S: RunReader + EventLog + TenantStore>(s: &S) {
         fence: None,
         release: None,
         blobs: Vec::new(),
+        base: None,
     };
     let outcome = s.append(tenant.id, req).await.expect("append");
     assert!(matches!(outcome, AppendOutcome::Appended { .. }));

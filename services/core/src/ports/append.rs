@@ -37,6 +37,10 @@ pub struct AppendRequest {
     /// The contents the events' `workspace.changed` change sets name, stored in the same
     /// transaction (a content the tenant stores already may be left out).
     pub blobs: Vec<super::Blob>,
+    /// The run as it stands at `expected_version`, when the caller has it (the run it
+    /// decided on): the store then writes against it without reading the run first, and
+    /// its `UPDATE` checks the version and the fence instead.
+    pub base: Option<Box<RunSummary>>,
 }
 
 impl AppendRequest {
@@ -56,6 +60,7 @@ impl AppendRequest {
             fence: None,
             release: None,
             blobs: Vec::new(),
+            base: None,
         }
     }
 }

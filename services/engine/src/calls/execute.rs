@@ -167,7 +167,7 @@ impl<'a> Calls<'a> {
             .iter()
             .map(|p| RunEvent::ToolIntent(p.intent.clone()))
             .collect();
-        let Some(after_intents) = self.stream.commit(self.run.version, intents, None).await? else {
+        let Some(after_intents) = self.stream.commit(self.run, intents, None).await? else {
             return Ok(Next::Continue);
         };
         let calls = planned

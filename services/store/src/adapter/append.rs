@@ -4,6 +4,12 @@
 //! its lease, so one statement gives both the fence and the stream version to check, and
 //! writes the events with the runs (the lease release in the same `UPDATE`), messages,
 //! receipts (`receipts.rs`) and workspace (`workspace.rs`) projections. What it writes is decided by `crate::plan`.
+//!
+//! An append that carries its base (the run at the expected version, as its caller
+//! decided on it) skips the read: only appends write a run's projection, so the run at a
+//! version is the base, and the projection's `UPDATE` checks the version and the fence in
+//! its `WHERE`. No row changed means one of them no longer holds; after the rollback a
+//! read says which ([`Store::refused`]), in the order the locked append checks them.
 
 use super::Result;
 use super::reads::commit;
@@ -49,6 +55,26 @@ struct LockedRun {
     lease_owner: Option<String>,
     lease_epoch: i64,
     lease_expires_ms: Option<i64>,
+}
+
+/// A run's version and lease columns: owner, epoch, expiry.
+type VersionAndLease = (i64, Option<String>, i64, Option<i64>);
+
+/// A run's lease as stored.
+struct Lease {
+    owner: Option<String>,
+    epoch: i64,
+    expires_ms: Option<i64>,
+}
+
+impl Lease {
+    /// Whether the lease is still exactly `fence`. Expiry 0 marks a lease handed off:
+    /// its owner may not write any more.
+    fn holds(&self, fence: &Fence) -> bool {
+        self.owner.as_deref() == Some(fence.owner.as_str())
+            && self.epoch == fence.epoch
+            && self.expires_ms != Some(0)
+    }
 }
 
 /// The append's transaction.
@@ -105,6 +131,10 @@ impl<B: Backend> EventLog for Store<B> {
                 let _ = tx.rollback().await;
                 Err(self.lost_race(tenant, &req).await)
             }
+            Err(AppendError::Refused) => {
+                let _ = tx.rollback().await;
+                Err(self.refused(tenant, &req).await)
+            }
         }
     }
 }
@@ -116,6 +146,42 @@ impl<B: Backend> Store<B> {
             None => Err(StoreError::Other(format!(
                 "request_id {request_id:?} collided with a record that is gone"
             ))),
+        }
+    }
+
+    /// Why an append against a base changed no row, checked in the order the locked
+    /// append checks: the run is gone, the fence no longer holds, the version moved.
+    async fn refused(&self, tenant: TenantId, req: &AppendRequest) -> StoreError {
+        let scoped = self.pools.read(PoolKind::App, Scope::Tenant(tenant));
+        let mut conn = match scoped.await {
+            Ok(conn) => conn,
+            Err(e) => return e,
+        };
+        let found: Result<Option<VersionAndLease>, _> = Query::new(
+            "SELECT version, lease_owner, lease_epoch, lease_expires_ms FROM runs \
+             WHERE id = $1 AND tenant_id = $2",
+        )
+        .bind(req.run.as_uuid())
+        .bind(tenant.as_uuid())
+        .fetch_optional(&mut conn)
+        .await;
+        match found {
+            Ok(None) => StoreError::NotFound,
+            Ok(Some((actual, owner, epoch, expires))) => {
+                let lease = Lease {
+                    owner,
+                    epoch,
+                    expires_ms: expires,
+                };
+                match &req.fence {
+                    Some(fence) if !lease.holds(fence) => StoreError::Fenced,
+                    _ => StoreError::Conflict {
+                        expected: req.expected_version,
+                        actual,
+                    },
+                }
+            }
+            Err(e) => e,
         }
     }
 
@@ -187,6 +253,25 @@ async fn write<B: Backend>(
         .execute(&mut *tx)
         .await?;
         plan
+    } else if let Some(base) = &req.base {
+        // The run as the caller decided on it, at the expected version: the `UPDATE`
+        // itself checks that the version and the fence still hold ([`Lease::holds`]).
+        let plan = plan::plan((**base).clone(), req)?;
+        let mut update = Query::new(UPDATE_RUN);
+        update.push(release(req)).push(UPDATE_RUN_WHERE);
+        let mut update = bind_run(update, &plan.summary).bind(req.expected_version);
+        if let Some(fence) = &req.fence {
+            update
+                .push(" AND lease_owner = ")
+                .push_bind(&fence.owner)
+                .push(" AND lease_epoch = ")
+                .push_bind(fence.epoch)
+                .push(" AND COALESCE(lease_expires_ms, -1) <> 0");
+        }
+        if update.execute(&mut *tx).await? != 1 {
+            return Err(AppendError::Refused);
+        }
+        plan
     } else {
         let locked = lock_run(tx, tenant, req).await?;
         if let Some(fence) = &req.fence {
@@ -240,12 +325,12 @@ async fn lock_run<B: Backend>(
 /// `Fenced` unless the locked run's lease is still exactly `fence`: a replica that lost
 /// its lease can never land an event.
 fn check_fence(run: &LockedRun, fence: &Fence) -> Result<(), AppendError> {
-    // Expiry 0 marks a lease handed off: its owner may not write any more.
-    let handed_off = run.lease_expires_ms == Some(0);
-    if run.lease_owner.as_deref() == Some(fence.owner.as_str())
-        && run.lease_epoch == fence.epoch
-        && !handed_off
-    {
+    let lease = Lease {
+        owner: run.lease_owner.clone(),
+        epoch: run.lease_epoch,
+        expires_ms: run.lease_expires_ms,
+    };
+    if lease.holds(fence) {
         Ok(())
     } else {
         Err(AppendError::Store(StoreError::Fenced))

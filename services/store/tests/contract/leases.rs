@@ -2,6 +2,7 @@
 
 use crate::support::*;
 use baton_core::StoreError;
+use baton_core::model::RunSummary;
 use baton_core::ports::{Fence, Release};
 use baton_events::{LeaseReason, RunId, TenantId, TurnStarted};
 use std::collections::HashSet;
@@ -315,4 +316,98 @@ pub async fn a_handed_off_lease_is_claimed_at_once_as_a_hand_off_and_fences_its_
         (claimed[0].epoch, claimed[0].reason),
         (epoch + 1, LeaseReason::Handoff)
     );
+}
+
+/// The append against a base (the run the caller decided on) has no locked read: its
+/// `UPDATE` checks what the read did, and a refusal is told apart as the read told it.
+pub async fn an_append_against_a_base_checks_the_version_and_the_fence_as_a_locked_one_does<
+    S: Store,
+>(
+    s: &S,
+) {
+    let tenant = tenant(s).await;
+    let run = busy_run(s, tenant).await;
+    let t0 = now();
+    let epoch = claim_one(s, "a/1", tenant, run, t0).await.expect("claim");
+    let fence = Fence {
+        owner: "a/1".into(),
+        epoch,
+    };
+    let at_3 = s.get_run(tenant, run).await.expect("get").expect("run");
+    let with_base = |expected: i64, fence: &Fence, base: &RunSummary| {
+        let mut req = fenced(run, expected, tenant, fence.clone());
+        req.base = Some(Box::new(base.clone()));
+        req
+    };
+
+    // Written as a locked append writes it: the run read back is the run returned.
+    let (at_4, _) = append_ok(s, tenant, with_base(3, &fence, &at_3)).await;
+    assert_eq!(at_4.version, 4);
+    let read = s.get_run(tenant, run).await.expect("get").expect("run");
+    assert_eq!(
+        serde_json::to_value(&read).expect("json"),
+        serde_json::to_value(&at_4).expect("json"),
+        "the stored run is the one the append returned"
+    );
+
+    // A base the version has moved past: Conflict, nothing written.
+    match s.append(tenant, with_base(3, &fence, &at_3)).await {
+        Err(StoreError::Conflict {
+            expected: 3,
+            actual: 4,
+        }) => {}
+        other => panic!("expected Conflict 3 -> 4, got {other:?}"),
+    }
+    // A base that is not the run at the expected version is refused before anything.
+    assert!(matches!(
+        s.append(tenant, with_base(4, &fence, &at_3)).await,
+        Err(StoreError::Other(_))
+    ));
+    // A run that is not there: NotFound.
+    let mut elsewhere = at_4.clone();
+    elsewhere.id = RunId::new();
+    let mut req = fenced(elsewhere.id, 4, tenant, fence.clone());
+    req.base = Some(Box::new(elsewhere));
+    assert!(matches!(
+        s.append(tenant, req).await,
+        Err(StoreError::NotFound)
+    ));
+    assert_eq!(
+        versions(&all_events(s, tenant, run).await),
+        vec![1, 2, 3, 4]
+    );
+
+    // The lease taken over: the old owner is Fenced; the new one writes and hands off,
+    // after which it is Fenced too.
+    let new = claim_one(s, "b/2", tenant, run, t0 + chrono::Duration::seconds(11))
+        .await
+        .expect("adopt");
+    assert!(matches!(
+        s.append(tenant, with_base(4, &fence, &at_4)).await,
+        Err(StoreError::Fenced)
+    ));
+    let current = Fence {
+        owner: "b/2".into(),
+        epoch: new,
+    };
+    let mut handing_off = with_base(4, &current, &at_4);
+    handing_off.release = Some(Release::HandOff);
+    let (at_5, _) = append_ok(s, tenant, handing_off).await;
+    assert!(matches!(
+        s.append(tenant, with_base(5, &current, &at_5)).await,
+        Err(StoreError::Fenced)
+    ));
+    assert_eq!(
+        versions(&all_events(s, tenant, run).await),
+        vec![1, 2, 3, 4, 5]
+    );
+    // A client command (no fence) against a base.
+    let mut client = request(
+        run,
+        5,
+        vec![message(tenant, baton_events::MessageRole::User, "more")],
+    );
+    client.base = Some(Box::new(at_5));
+    let (at_6, _) = append_ok(s, tenant, client).await;
+    assert_eq!(at_6.version, 6);
 }

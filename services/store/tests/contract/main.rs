@@ -145,6 +145,7 @@ contract!(
     leases::concurrent_claimers_never_claim_one_run_twice,
     leases::release_needs_the_current_epoch,
     leases::a_handed_off_lease_is_claimed_at_once_as_a_hand_off_and_fences_its_owner,
+    leases::an_append_against_a_base_checks_the_version_and_the_fence_as_a_locked_one_does,
     secrets::a_secret_round_trips_sealed_bytes_and_metadata,
     secrets::putting_a_taken_name_replaces_the_value_and_keeps_created_at,
     secrets::secrets_list_as_metadata_in_name_order_with_a_cursor,

@@ -438,6 +438,7 @@ pub fn request(run: RunId, expected_version: i64, events: Vec<NewEvent>) -> Appe
         fence: None,
         release: None,
         blobs: Vec::new(),
+        base: None,
     }
 }
 
