@@ -18,7 +18,7 @@ use crate::turn;
 use baton_core::model::RunSummary;
 use baton_core::ports::Release;
 use baton_core::{RunId, TenantId};
-use baton_events::{LeaseReleased, ReleaseReason, RunEvent, TurnStarted};
+use baton_events::{Envelope, LeaseReleased, ReleaseReason, RunEvent, TurnStarted};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -31,22 +31,22 @@ const RETRY_MAX: Duration = Duration::from_secs(30);
 
 /// Starts a driver for the run, handing it `lease` when the caller already claimed it
 /// (a running driver gets the lease instead), and `landed`, the run as the append that
-/// woke it left it, to take its first step from.
+/// woke it left it and the events it wrote, to take its first step from.
 pub(crate) fn spawn(
     shared: &Arc<Shared>,
     tenant: TenantId,
     run: RunId,
     lease: Option<Lease>,
-    landed: Option<RunSummary>,
+    landed: Option<(RunSummary, Vec<Envelope>)>,
 ) {
     let Some(notify) = shared.mailboxes.open(run, lease.clone()) else {
         return;
     };
     let mut driver = Driver::new(shared.clone(), tenant, run, notify, lease);
-    if let Some(landed) = landed {
+    if let Some((landed, events)) = landed {
         driver
             .stream
-            .start_from(landed, shared.mailboxes.wakes(run));
+            .start_from(landed, &events, shared.mailboxes.wakes(run));
     }
     let shared = shared.clone();
     shared.tasks.clone().spawn(async move {
@@ -63,7 +63,7 @@ pub(crate) fn wake_here(
     tenant: TenantId,
     run: RunId,
     start: bool,
-    landed: Option<RunSummary>,
+    landed: Option<(RunSummary, Vec<Envelope>)>,
 ) {
     if shared.shutdown.is_cancelled() || shared.mailboxes.wake(run) {
         return;

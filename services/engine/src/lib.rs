@@ -45,6 +45,7 @@ pub use workspace::CodeTools;
 use baton_core::model::RunSummary;
 use baton_core::ports::{Control, RunDriver};
 use baton_core::{RunId, TenantId};
+use baton_events::Envelope;
 use shared::Shared;
 use std::sync::Arc;
 use std::time::Duration;
@@ -115,14 +116,19 @@ impl RunDriver for Engine {
         self.wake_everywhere(tenant, run, None);
     }
 
-    fn wake_from(&self, run: RunSummary) {
-        self.wake_everywhere(run.tenant, run.id, Some(run));
+    fn wake_from(&self, run: RunSummary, events: Vec<Envelope>) {
+        self.wake_everywhere(run.tenant, run.id, Some((run, events)));
     }
 }
 
 impl Engine {
     /// [`RunDriver::wake`]; a driver started here takes its first step from `landed`.
-    fn wake_everywhere(&self, tenant: TenantId, run: RunId, landed: Option<RunSummary>) {
+    fn wake_everywhere(
+        &self,
+        tenant: TenantId,
+        run: RunId,
+        landed: Option<(RunSummary, Vec<Envelope>)>,
+    ) {
         let shared = self.shared.clone();
         self.shared.tasks.spawn(async move {
             shared.control(Control::Wake { tenant, run }).await;

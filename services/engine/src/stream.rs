@@ -12,7 +12,9 @@ use crate::state::RunState;
 use baton_core::model::RunSummary;
 use baton_core::ports::{AppendOutcome, AppendRequest, Release};
 use baton_core::{RunId, StoreError, TenantId};
-use baton_events::{Decoded, EventMeta, LeaseAcquired, NewEvent, ReceiptId, RunEvent, ToolResult};
+use baton_events::{
+    Decoded, Envelope, EventMeta, LeaseAcquired, NewEvent, ReceiptId, RunEvent, ToolResult,
+};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -30,6 +32,16 @@ pub(crate) enum Landed {
     /// Not written, and not to be tried again: the lease is gone, or the version moved
     /// back (a deleted run).
     NotWritten,
+}
+
+/// Whether `events` are a stream from its first event to `version`, every one of them.
+fn is_whole_stream(version: i64, events: &[Envelope]) -> bool {
+    !events.is_empty()
+        && events.len() as i64 == version
+        && events
+            .iter()
+            .enumerate()
+            .all(|(i, e)| e.version == i as i64 + 1)
 }
 
 pub(crate) struct RunStream {
@@ -85,8 +97,17 @@ impl RunStream {
 
     /// Gives a new driver the run as the append that woke it left it, with the run's
     /// wake-ups counted when it was handed over: the first step starts from it as from
-    /// the driver's own append ([`Self::take_landed`]).
-    pub(crate) fn start_from(&mut self, run: RunSummary, wakes: u64) {
+    /// the driver's own append ([`Self::take_landed`]). When `events`, what that append
+    /// wrote, are the whole stream (a run just created), they are the state: folded as
+    /// written, with no checkpoint to look for and nothing to read.
+    pub(crate) fn start_from(&mut self, run: RunSummary, events: &[Envelope], wakes: u64) {
+        if is_whole_stream(run.version, events) && !self.restored && self.state.version == 0 {
+            let mut state = RunState::default();
+            if state.fold(events).is_ok() {
+                self.state = state;
+                self.restored = true;
+            }
+        }
         self.landed = Some((run, wakes));
     }
 
@@ -343,5 +364,29 @@ impl RunStream {
         if let Err(e) = saved.await {
             tracing::warn!(error = %e, "could not save the turn's checkpoint");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_whole_stream;
+    use crate::given::{stored, turn_requested};
+
+    #[test]
+    fn only_a_whole_stream_is_folded_as_handed_over() {
+        let events = stored(&turn_requested());
+        assert!(is_whole_stream(3, &events));
+        assert!(
+            !is_whole_stream(4, &events),
+            "one short of the run's version"
+        );
+        assert!(
+            !is_whole_stream(3, &events[1..]),
+            "not from the first event"
+        );
+        let mut gap = events.clone();
+        gap[2].version = 4;
+        assert!(!is_whole_stream(3, &gap), "a gap");
+        assert!(!is_whole_stream(0, &[]));
     }
 }

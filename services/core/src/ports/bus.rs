@@ -138,9 +138,12 @@ pub trait EventBus: Send + Sync {
 pub trait RunDriver: Send + Sync {
     fn wake(&self, tenant: TenantId, run: RunId);
 
-    /// [`Self::wake`], given the run as the caller's append left it: a driver started
-    /// for it here takes its first step from that rather than reading the run again.
-    fn wake_from(&self, run: RunSummary) {
+    /// [`Self::wake`], given the run as the caller's append left it and the events it
+    /// wrote: a driver started for it here takes its first step from that rather than
+    /// reading the run again (and, when the events are the whole stream, a run just
+    /// created, rather than reading them).
+    fn wake_from(&self, run: RunSummary, events: Vec<Envelope>) {
+        let _ = events;
         self.wake(run.tenant, run.id);
     }
 }

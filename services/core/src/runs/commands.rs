@@ -143,9 +143,9 @@ impl Runs {
         let mut req = AppendRequest::new(run_id, 0, events, at);
         req.idempotency = record(&cmd.request_id, "create_run", fingerprint.clone(), &result);
         match self.recorder.append(p.tenant, req).await? {
-            AppendOutcome::Appended { run, .. } => {
+            AppendOutcome::Appended { run, events } => {
                 if result.message.is_some() {
-                    self.driver.wake_from((*run).clone());
+                    self.driver.wake_from((*run).clone(), events);
                 }
                 Ok(CreatedRun {
                     run: *run,
@@ -279,11 +279,11 @@ impl Runs {
                 &result,
             );
             match self.recorder.append(p.tenant, req).await {
-                Ok(AppendOutcome::Appended { run, .. }) => {
+                Ok(AppendOutcome::Appended { run, events }) => {
                     // A queued message needs no wake (the turn in progress takes it),
                     // unless it ends that turn.
                     if matches!(result, Posted::Turn(_)) || strategy.interrupts().is_some() {
-                        self.driver.wake_from(*run);
+                        self.driver.wake_from(*run, events);
                     }
                     return Ok(result);
                 }
