@@ -171,8 +171,9 @@ pub(crate) enum AppendError {
     /// A unique key said another writer got there first; after the rollback the adapter
     /// reads the stream's version to report a precise `Conflict`.
     Raced,
-    /// The `UPDATE` of an append against a base changed no row: after the rollback the
-    /// adapter reads the run to say why (`NotFound`, `Fenced` or `Conflict`).
+    /// The projection's `UPDATE` changed no row (its version or fence no longer held):
+    /// after the rollback the adapter reads the run to say why (`NotFound`, `Fenced` or
+    /// `Conflict`).
     Refused,
     Store(StoreError),
 }

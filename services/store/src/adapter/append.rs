@@ -7,9 +7,9 @@
 //!
 //! An append that carries its base (the run at the expected version, as its caller
 //! decided on it) skips the read: only appends write a run's projection, so the run at a
-//! version is the base, and the projection's `UPDATE` checks the version and the fence in
-//! its `WHERE`. No row changed means one of them no longer holds; after the rollback a
-//! read says which ([`Store::refused`]), in the order the locked append checks them.
+//! version is the base. Every projection `UPDATE` checks the version and the fence in its
+//! `WHERE`; no row changed means one of them no longer holds, and after the rollback a
+//! read says which (`Store::not_written`), in the order the locked append checks them.
 
 use super::Result;
 use super::reads::commit;
@@ -47,34 +47,39 @@ const UPDATE_RUN: &str = "UPDATE runs SET id = $1, tenant_id = $2, agent_id = $3
      parent_run_id = $20, title_folded = $21";
 const UPDATE_RUN_WHERE: &str = " WHERE id = $1 AND tenant_id = $2 AND version = $22";
 
-/// The run row as an append reads it: the projection and the lease.
+/// A run's lease as stored.
 #[derive(sqlx::FromRow)]
-struct LockedRun {
-    #[sqlx(flatten)]
-    run: RunRow,
+struct Lease {
     lease_owner: Option<String>,
     lease_epoch: i64,
     lease_expires_ms: Option<i64>,
-}
-
-/// A run's version and lease columns: owner, epoch, expiry.
-type VersionAndLease = (i64, Option<String>, i64, Option<i64>);
-
-/// A run's lease as stored.
-struct Lease {
-    owner: Option<String>,
-    epoch: i64,
-    expires_ms: Option<i64>,
 }
 
 impl Lease {
     /// Whether the lease is still exactly `fence`. Expiry 0 marks a lease handed off:
     /// its owner may not write any more.
     fn holds(&self, fence: &Fence) -> bool {
-        self.owner.as_deref() == Some(fence.owner.as_str())
-            && self.epoch == fence.epoch
-            && self.expires_ms != Some(0)
+        self.lease_owner.as_deref() == Some(fence.owner.as_str())
+            && self.lease_epoch == fence.epoch
+            && self.lease_expires_ms != Some(0)
     }
+}
+
+/// The run row as an append reads it: the projection and the lease.
+#[derive(sqlx::FromRow)]
+struct LockedRun {
+    #[sqlx(flatten)]
+    run: RunRow,
+    #[sqlx(flatten)]
+    lease: Lease,
+}
+
+/// A run's version and lease, read to say why an append wrote nothing.
+#[derive(sqlx::FromRow)]
+struct Standing {
+    version: i64,
+    #[sqlx(flatten)]
+    lease: Lease,
 }
 
 /// The append's transaction.
@@ -127,13 +132,10 @@ impl<B: Backend> EventLog for Store<B> {
                 let _ = tx.rollback().await;
                 Err(e)
             }
-            Err(AppendError::Raced) => {
+            Err(e @ (AppendError::Raced | AppendError::Refused)) => {
                 let _ = tx.rollback().await;
-                Err(self.lost_race(tenant, &req).await)
-            }
-            Err(AppendError::Refused) => {
-                let _ = tx.rollback().await;
-                Err(self.refused(tenant, &req).await)
+                let raced = matches!(e, AppendError::Raced);
+                Err(self.not_written(tenant, &req, raced).await)
             }
         }
     }
@@ -149,15 +151,16 @@ impl<B: Backend> Store<B> {
         }
     }
 
-    /// Why an append against a base changed no row, checked in the order the locked
-    /// append checks: the run is gone, the fence no longer holds, the version moved.
-    async fn refused(&self, tenant: TenantId, req: &AppendRequest) -> StoreError {
+    /// Why an append wrote nothing, read after its rollback, in the order the locked
+    /// append checks: the run is not there (or, when another writer `raced` it to a new
+    /// stream's unique key, its id is taken), the fence no longer holds, the version moved.
+    async fn not_written(&self, tenant: TenantId, req: &AppendRequest, raced: bool) -> StoreError {
         let scoped = self.pools.read(PoolKind::App, Scope::Tenant(tenant));
         let mut conn = match scoped.await {
             Ok(conn) => conn,
             Err(e) => return e,
         };
-        let found: Result<Option<VersionAndLease>, _> = Query::new(
+        let standing: Result<Option<Standing>, _> = Query::new(
             "SELECT version, lease_owner, lease_epoch, lease_expires_ms FROM runs \
              WHERE id = $1 AND tenant_id = $2",
         )
@@ -165,46 +168,17 @@ impl<B: Backend> Store<B> {
         .bind(tenant.as_uuid())
         .fetch_optional(&mut conn)
         .await;
-        match found {
+        match standing {
+            Err(e) => e,
+            Ok(None) if raced => StoreError::Other(format!("run id {} is already taken", req.run)),
             Ok(None) => StoreError::NotFound,
-            Ok(Some((actual, owner, epoch, expires))) => {
-                let lease = Lease {
-                    owner,
-                    epoch,
-                    expires_ms: expires,
-                };
-                match &req.fence {
-                    Some(fence) if !lease.holds(fence) => StoreError::Fenced,
-                    _ => StoreError::Conflict {
-                        expected: req.expected_version,
-                        actual,
-                    },
-                }
-            }
-            Err(e) => e,
-        }
-    }
-
-    /// The precise conflict after another writer won: the stream's committed version.
-    async fn lost_race(&self, tenant: TenantId, req: &AppendRequest) -> StoreError {
-        let scoped = self.pools.read(PoolKind::App, Scope::Tenant(tenant));
-        let mut conn = match scoped.await {
-            Ok(conn) => conn,
-            Err(e) => return e,
-        };
-        let actual: Result<Option<(i64,)>, _> =
-            Query::new("SELECT version FROM runs WHERE id = $1 AND tenant_id = $2")
-                .bind(req.run.as_uuid())
-                .bind(tenant.as_uuid())
-                .fetch_optional(&mut conn)
-                .await;
-        match actual {
-            Ok(Some((actual,))) => StoreError::Conflict {
-                expected: req.expected_version,
-                actual,
+            Ok(Some(now)) => match &req.fence {
+                Some(fence) if !now.lease.holds(fence) => StoreError::Fenced,
+                _ => StoreError::Conflict {
+                    expected: req.expected_version,
+                    actual: now.version,
+                },
             },
-            Ok(None) => StoreError::Other(format!("run id {} is already taken", req.run)),
-            Err(e) => e,
         }
     }
 }
@@ -253,10 +227,15 @@ async fn write<B: Backend>(
         .execute(&mut *tx)
         .await?;
         plan
-    } else if let Some(base) = &req.base {
-        // The run as the caller decided on it, at the expected version: the `UPDATE`
-        // itself checks that the version and the fence still hold ([`Lease::holds`]).
-        let plan = plan::plan((**base).clone(), req)?;
+    } else {
+        // The run the events apply to: the caller's base, or the row read locked (its
+        // fence and version checked there, so that a refusal is precise). Either way the
+        // `UPDATE` writes only while the version and the fence still hold.
+        let current = match &req.base {
+            Some(base) => (**base).clone(),
+            None => locked_current(tx, tenant, req).await?,
+        };
+        let plan = plan::plan(current, req)?;
         let mut update = Query::new(UPDATE_RUN);
         update.push(release(req)).push(UPDATE_RUN_WHERE);
         let mut update = bind_run(update, &plan.summary).bind(req.expected_version);
@@ -272,29 +251,6 @@ async fn write<B: Backend>(
             return Err(AppendError::Refused);
         }
         plan
-    } else {
-        let locked = lock_run(tx, tenant, req).await?;
-        if let Some(fence) = &req.fence {
-            check_fence(&locked, fence)?;
-        }
-        let current = RunSummary::try_from(locked.run)?;
-        if current.version != req.expected_version {
-            return Err(AppendError::Store(StoreError::Conflict {
-                expected: req.expected_version,
-                actual: current.version,
-            }));
-        }
-        let plan = plan::plan(current, req)?;
-        let mut update = Query::new(UPDATE_RUN);
-        update.push(release(req)).push(UPDATE_RUN_WHERE);
-        let updated = bind_run(update, &plan.summary)
-            .bind(req.expected_version)
-            .execute(&mut *tx)
-            .await?;
-        if updated != 1 {
-            return Err(AppendError::Raced);
-        }
-        plan
     };
     let events = insert_rows(tx, tenant, &plan).await?;
     project_receipts(tx, tenant, req, &plan).await?;
@@ -306,35 +262,35 @@ async fn write<B: Backend>(
     })
 }
 
-/// The run's projection and lease, locked until the transaction ends; `NotFound` for a
-/// run that does not exist in this tenant.
-async fn lock_run<B: Backend>(
+/// The run at the expected version, read locked until the transaction ends: `NotFound`
+/// for a run that does not exist in this tenant, `Fenced` unless its lease is still
+/// exactly the append's fence (a replica that lost its lease can never land an event),
+/// `Conflict` when the version moved.
+async fn locked_current<B: Backend>(
     tx: &mut Tx<B>,
     tenant: TenantId,
     req: &AppendRequest,
-) -> Result<LockedRun, AppendError> {
-    let row: Option<LockedRun> = Query::new(RUN_AND_LEASE)
+) -> Result<RunSummary, AppendError> {
+    let locked: Option<LockedRun> = Query::new(RUN_AND_LEASE)
         .suffix(B::LOCK_ROWS)
         .bind(req.run.as_uuid())
         .bind(tenant.as_uuid())
         .fetch_optional(tx)
         .await?;
-    row.ok_or(AppendError::Store(StoreError::NotFound))
-}
-
-/// `Fenced` unless the locked run's lease is still exactly `fence`: a replica that lost
-/// its lease can never land an event.
-fn check_fence(run: &LockedRun, fence: &Fence) -> Result<(), AppendError> {
-    let lease = Lease {
-        owner: run.lease_owner.clone(),
-        epoch: run.lease_epoch,
-        expires_ms: run.lease_expires_ms,
-    };
-    if lease.holds(fence) {
-        Ok(())
-    } else {
-        Err(AppendError::Store(StoreError::Fenced))
+    let locked = locked.ok_or(AppendError::Store(StoreError::NotFound))?;
+    if let Some(fence) = &req.fence
+        && !locked.lease.holds(fence)
+    {
+        return Err(AppendError::Store(StoreError::Fenced));
     }
+    let current = RunSummary::try_from(locked.run)?;
+    if current.version != req.expected_version {
+        return Err(AppendError::Store(StoreError::Conflict {
+            expected: req.expected_version,
+            actual: current.version,
+        }));
+    }
+    Ok(current)
 }
 
 /// The `SET` clauses of the lease release the append asked for (under the fence it was
