@@ -25,135 +25,107 @@ use sqlx::Transaction;
 use std::time::Duration;
 use uuid::Uuid;
 
-/// A claim candidate: tenant, run, and the lease it holds now (owner, expiry).
-type Candidate = (Uuid, Uuid, Option<String>, Option<i64>);
-
-/// A run claimed in one statement: a [`Candidate`] and the epoch of its new lease.
+/// A claimed run: tenant, run, the lease it had (owner, expiry) and its new epoch.
 type Claimed = (Uuid, Uuid, Option<String>, Option<i64>, i64);
 
-/// Appends the `SELECT` of `columns` of the runs with work to do (a turn in progress or
-/// a cancel pending, as in the `runs_needing_drive` partial index of migration 0001) and
-/// a free or expired lease, at most `limit`, and only the run `only` names when it names
-/// one; concurrent claimers skip each other's rows.
-fn push_candidates<B: Backend>(
-    q: &mut Query<B>,
-    columns: &'static str,
-    now: DateTime<Utc>,
-    limit: u32,
-    only: Option<(TenantId, RunId)>,
-) {
-    q.push("SELECT ")
-        .push(columns)
-        .push(
-            " FROM runs \
-             WHERE (status IN ('queued', 'running') \
-                OR (cancel_requested \
-                    AND status NOT IN ('completed', 'failed', 'cancelled'))) \
-               AND (lease_owner IS NULL OR lease_expires_ms < ",
-        )
-        .push_bind(now.timestamp_millis())
-        .push(")");
-    if let Some((tenant, run)) = only {
-        q.push(" AND tenant_id = ")
-            .push_bind(tenant.as_uuid())
-            .push(" AND id = ")
-            .push_bind(run.as_uuid());
-    }
-    q.push(" ORDER BY id LIMIT ")
-        .push_bind(i64::from(limit))
-        .push(B::SKIP_LOCKED);
-}
-
-/// Why a lease was taken, from the lease it replaced.
-fn reason(previous: Option<String>, expires: Option<i64>) -> LeaseReason {
-    match (previous, expires) {
-        (None, _) => LeaseReason::New,
-        (Some(_), Some(0)) => LeaseReason::Handoff,
-        (Some(_), _) => LeaseReason::Adopted,
-    }
-}
-
-/// Claims in one statement: the candidates, locked, joined to the `UPDATE` that takes
-/// them, which returns the lease each had.
-async fn claim_in_one<B: Backend>(
-    tx: &mut Transaction<'static, B>,
-    owner: &str,
+/// One `claim_runs` call: who claims, for how long, from when, how many, which run.
+struct Claim<'a> {
+    owner: &'a str,
     ttl: Duration,
     now: DateTime<Utc>,
     limit: u32,
     only: Option<(TenantId, RunId)>,
-) -> Result<Vec<ClaimedRun>> {
-    // A CTE, evaluated once: as a subquery of the `FROM`, the planner may scan the
-    // candidates again, and with `SKIP LOCKED` and `LIMIT` a second scan may pick others.
-    let mut q = Query::new("WITH previous AS MATERIALIZED (");
-    push_candidates(
-        &mut q,
-        "id, lease_owner, lease_expires_ms",
-        now,
-        limit,
-        only,
-    );
-    q.push(") UPDATE runs SET lease_owner = ")
-        .push_bind(owner)
-        .push(", lease_epoch = runs.lease_epoch + 1, lease_expires_ms = ")
-        .push_bind(expiry(now, ttl))
-        .push(
-            " FROM previous WHERE runs.id = previous.id \
-             RETURNING runs.tenant_id, runs.id, previous.lease_owner, \
-               previous.lease_expires_ms, runs.lease_epoch",
-        );
-    let rows: Vec<Claimed> = q.fetch_all(tx).await?;
-    let mut claimed: Vec<ClaimedRun> = rows
-        .into_iter()
-        .map(|(tenant, run, previous, expires, epoch)| ClaimedRun {
-            tenant: TenantId(tenant),
-            run: RunId(run),
-            epoch,
-            reason: reason(previous, expires),
-        })
-        .collect();
-    // `RETURNING` promises no order; the runs are claimed in id order.
-    claimed.sort_by_key(|c| c.run.as_uuid());
-    Ok(claimed)
 }
 
-/// Claims with a `SELECT` of the candidates and an `UPDATE` of each.
-async fn claim_one_by_one<B: Backend>(
-    tx: &mut Transaction<'static, B>,
-    owner: &str,
-    ttl: Duration,
-    now: DateTime<Utc>,
-    limit: u32,
-    only: Option<(TenantId, RunId)>,
-) -> Result<Vec<ClaimedRun>> {
-    let mut q = Query::new("");
-    push_candidates(
-        &mut q,
-        "tenant_id, id, lease_owner, lease_expires_ms",
-        now,
-        limit,
-        only,
-    );
-    let candidates: Vec<Candidate> = q.fetch_all(tx).await?;
-    let mut claimed = Vec::with_capacity(candidates.len());
-    for (tenant, run, previous, expires) in candidates {
-        let (epoch,): (i64,) = Query::new(
-            "UPDATE runs SET lease_owner = $1, lease_epoch = lease_epoch + 1, \
-             lease_expires_ms = $2 WHERE id = $3 RETURNING lease_epoch",
-        )
-        .bind(owner)
-        .bind(expiry(now, ttl))
-        .bind(run)
-        .fetch_one(tx)
-        .await?;
-        claimed.push(ClaimedRun {
-            tenant: TenantId(tenant),
-            run: RunId(run),
-            epoch,
-            reason: reason(previous, expires),
-        });
+impl Claim<'_> {
+    /// Appends the `SELECT` of `columns` of the runs with work to do (a turn in progress
+    /// or a cancel pending, as in the `runs_needing_drive` partial index of the first
+    /// migration) and a free or expired lease, at most `limit`, and only the run `only`
+    /// names when it names one; concurrent claimers skip each other's rows.
+    fn push_candidates<B: Backend>(&self, q: &mut Query<B>, columns: &'static str) {
+        q.push("SELECT ")
+            .push(columns)
+            .push(
+                " FROM runs \
+                 WHERE (status IN ('queued', 'running') \
+                    OR (cancel_requested \
+                        AND status NOT IN ('completed', 'failed', 'cancelled'))) \
+                   AND (lease_owner IS NULL OR lease_expires_ms < ",
+            )
+            .push_bind(self.now.timestamp_millis())
+            .push(")");
+        if let Some((tenant, run)) = self.only {
+            q.push(" AND tenant_id = ")
+                .push_bind(tenant.as_uuid())
+                .push(" AND id = ")
+                .push_bind(run.as_uuid());
+        }
+        q.push(" ORDER BY id LIMIT ")
+            .push_bind(i64::from(self.limit))
+            .push(B::SKIP_LOCKED);
     }
-    Ok(claimed)
+
+    /// In one statement: the candidates, locked, joined to the `UPDATE` that takes them,
+    /// which returns the lease each had.
+    async fn in_one<B: Backend>(&self, tx: &mut Transaction<'static, B>) -> Result<Vec<Claimed>> {
+        // A CTE, evaluated once: as a subquery of the `FROM`, the planner may scan the
+        // candidates again, and with `SKIP LOCKED` and `LIMIT` a second scan may pick
+        // others.
+        let mut q = Query::new("WITH previous AS MATERIALIZED (");
+        self.push_candidates(&mut q, "id, lease_owner, lease_expires_ms");
+        q.push(") UPDATE runs SET lease_owner = ")
+            .push_bind(self.owner)
+            .push(", lease_epoch = runs.lease_epoch + 1, lease_expires_ms = ")
+            .push_bind(expiry(self.now, self.ttl))
+            .push(
+                " FROM previous WHERE runs.id = previous.id \
+                 RETURNING runs.tenant_id, runs.id, previous.lease_owner, \
+                   previous.lease_expires_ms, runs.lease_epoch",
+            );
+        let mut claimed: Vec<Claimed> = q.fetch_all(tx).await?;
+        // `RETURNING` promises no order; the runs are claimed in id order.
+        claimed.sort_by_key(|c| c.1);
+        Ok(claimed)
+    }
+
+    /// With a `SELECT` of the candidates and an `UPDATE` of each.
+    async fn one_by_one<B: Backend>(
+        &self,
+        tx: &mut Transaction<'static, B>,
+    ) -> Result<Vec<Claimed>> {
+        let mut q = Query::new("");
+        self.push_candidates(&mut q, "tenant_id, id, lease_owner, lease_expires_ms");
+        let candidates: Vec<(Uuid, Uuid, Option<String>, Option<i64>)> =
+            q.fetch_all(&mut *tx).await?;
+        let mut claimed = Vec::with_capacity(candidates.len());
+        for (tenant, run, previous, expires) in candidates {
+            let (epoch,): (i64,) = Query::new(
+                "UPDATE runs SET lease_owner = $1, lease_epoch = lease_epoch + 1, \
+                 lease_expires_ms = $2 WHERE id = $3 RETURNING lease_epoch",
+            )
+            .bind(self.owner)
+            .bind(expiry(self.now, self.ttl))
+            .bind(run)
+            .fetch_one(&mut *tx)
+            .await?;
+            claimed.push((tenant, run, previous, expires, epoch));
+        }
+        Ok(claimed)
+    }
+}
+
+/// A claimed run, and why it was claimed, from the lease it replaced.
+fn claimed_run((tenant, run, previous, expires, epoch): Claimed) -> ClaimedRun {
+    ClaimedRun {
+        tenant: TenantId(tenant),
+        run: RunId(run),
+        epoch,
+        reason: match (previous, expires) {
+            (None, _) => LeaseReason::New,
+            (Some(_), Some(0)) => LeaseReason::Handoff,
+            (Some(_), _) => LeaseReason::Adopted,
+        },
+    }
 }
 
 fn expiry(now: DateTime<Utc>, ttl: Duration) -> i64 {
@@ -178,14 +150,21 @@ impl<B: Backend> LeaseStore for Store<B> {
             Some((tenant, _)) => (PoolKind::App, Scope::Tenant(tenant)),
             None => (PoolKind::Control, Scope::CrossTenant),
         };
+        let claim = Claim {
+            owner,
+            ttl,
+            now,
+            limit,
+            only,
+        };
         let mut tx = self.pools.write(kind, scope).await?;
         let claimed = if B::RETURNING_SEES_FROM {
-            claim_in_one(&mut tx, owner, ttl, now, limit, only).await?
+            claim.in_one(&mut tx).await?
         } else {
-            claim_one_by_one(&mut tx, owner, ttl, now, limit, only).await?
+            claim.one_by_one(&mut tx).await?
         };
         commit(tx).await?;
-        Ok(claimed)
+        Ok(claimed.into_iter().map(claimed_run).collect())
     }
 
     async fn renew_leases(

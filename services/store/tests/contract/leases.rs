@@ -40,12 +40,9 @@ fn fenced(
     req
 }
 
-/// A busy run whose lease "a/1" claimed at the returned time and then gave up, with
-/// `release`, in an append of `turn.started`; returns the fence it held.
-async fn claimed_then_released<S: Store>(
-    s: &S,
-    release: Release,
-) -> (TenantId, RunId, chrono::DateTime<chrono::Utc>, Fence) {
+/// A busy run of a new tenant, whose lease "a/1" claimed at the returned time; the
+/// fence it holds.
+async fn claimed_by_a<S: Store>(s: &S) -> (TenantId, RunId, chrono::DateTime<chrono::Utc>, Fence) {
     let tenant = tenant(s).await;
     let run = busy_run(s, tenant).await;
     let t0 = now();
@@ -54,6 +51,16 @@ async fn claimed_then_released<S: Store>(
         owner: "a/1".into(),
         epoch,
     };
+    (tenant, run, t0, fence)
+}
+
+/// A busy run whose lease "a/1" claimed at the returned time and then gave up, with
+/// `release`, in an append of `turn.started`; returns the fence it held.
+async fn claimed_then_released<S: Store>(
+    s: &S,
+    release: Release,
+) -> (TenantId, RunId, chrono::DateTime<chrono::Utc>, Fence) {
+    let (tenant, run, t0, fence) = claimed_by_a(s).await;
     let mut req = fenced(run, 3, tenant, fence.clone());
     req.release = Some(release);
     append_ok(s, tenant, req).await;
@@ -325,14 +332,7 @@ pub async fn an_append_against_a_base_checks_the_version_and_the_fence_as_a_lock
 >(
     s: &S,
 ) {
-    let tenant = tenant(s).await;
-    let run = busy_run(s, tenant).await;
-    let t0 = now();
-    let epoch = claim_one(s, "a/1", tenant, run, t0).await.expect("claim");
-    let fence = Fence {
-        owner: "a/1".into(),
-        epoch,
-    };
+    let (tenant, run, t0, fence) = claimed_by_a(s).await;
     let at_3 = s.get_run(tenant, run).await.expect("get").expect("run");
     let with_base = |expected: i64, fence: &Fence, base: &RunSummary| {
         let mut req = fenced(run, expected, tenant, fence.clone());
