@@ -74,14 +74,7 @@ pub async fn serve(
             if let Err(e) = &ended {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
-            let parked = parked.lock().ok().and_then(|mut p| p.take());
-            if let Some(parked) = parked {
-                let parse_failed = ended.as_ref().err().is_some_and(|e| {
-                    e.downcast_ref::<hyper::Error>()
-                        .is_some_and(hyper::Error::is_parse)
-                });
-                unparsable::finish(parked, parse_failed, peer).await;
-            }
+            unparsable::finish(&parked, ended.as_ref().err().map(|e| &**e), peer).await;
         });
     }
     drop(listener);
@@ -149,10 +142,16 @@ mod tests {
         (head, String::from_utf8(body).expect("a text body"))
     }
 
-    /// Sends `request` and reads the answer to the end: the server closes the connection.
+    /// Sends `request` on a new connection and reads what comes back until the server
+    /// closes it. The server may answer and close before it has read the whole request.
     async fn answer_to(addr: SocketAddr, request: &[u8]) -> String {
         let mut conn = tokio::net::TcpStream::connect(addr).await.expect("connect");
-        conn.write_all(request).await.expect("write");
+        let _ = conn.write_all(request).await;
+        rest_of(&mut conn).await
+    }
+
+    /// What the server sends on `conn` until it closes it.
+    async fn rest_of(conn: &mut tokio::net::TcpStream) -> String {
         let mut answer = Vec::new();
         tokio::time::timeout(Duration::from_secs(10), conn.read_to_end(&mut answer))
             .await
@@ -208,12 +207,7 @@ mod tests {
         let (addr, shutdown) = server(Duration::from_secs(5)).await;
         let filler = "x".repeat(512 * 1024);
         let request = format!("GET /peer HTTP/1.1\r\nhost: x\r\nx-filler: {filler}\r\n\r\n");
-        let mut conn = tokio::net::TcpStream::connect(addr).await.expect("connect");
-        // The server may answer and close before it has read the whole head.
-        let _ = conn.write_all(request.as_bytes()).await;
-        let mut answer = Vec::new();
-        let _ = tokio::time::timeout(Duration::from_secs(10), conn.read_to_end(&mut answer)).await;
-        let answer = String::from_utf8(answer).expect("an ASCII answer");
+        let answer = answer_to(addr, request.as_bytes()).await;
         problem_in(&answer, 431, "headers_too_large");
         shutdown.cancel();
     }
@@ -231,10 +225,7 @@ mod tests {
         conn.write_all(b"GET /peer HTTP/1.1\r\nhost: x\r\nx-bad: \0\r\n\r\n")
             .await
             .expect("write");
-        let mut rest = Vec::new();
-        conn.read_to_end(&mut rest).await.expect("read");
-        let rest = String::from_utf8(rest).expect("an ASCII answer");
-        problem_in(&rest, 400, "malformed_request");
+        problem_in(&rest_of(&mut conn).await, 400, "malformed_request");
         shutdown.cancel();
     }
 

@@ -62,29 +62,15 @@ impl Guarded {
     }
 
     fn socket(&mut self) -> Pin<&mut TcpStream> {
-        // Present until `drop`, which is the only place that takes it.
-        Pin::new(
-            self.stream
-                .as_mut()
-                .expect("the stream is taken only on drop"),
-        )
+        socket(&mut self.stream)
     }
 
     /// Sends whatever is held, before anything else is read or written.
     fn poll_release(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while !self.held.is_empty() {
-            let held = std::mem::take(&mut self.held);
-            let written = match self.socket().poll_write(cx, &held) {
-                Poll::Ready(Ok(0)) => Err(io::ErrorKind::WriteZero.into()),
-                Poll::Ready(result) => result,
-                Poll::Pending => {
-                    self.held = held;
-                    return Poll::Pending;
-                }
-            };
-            match written {
-                Ok(n) => self.held = held[n..].to_vec(),
-                Err(e) => return Poll::Ready(Err(e)),
+            match ready!(socket(&mut self.stream).poll_write(cx, &self.held))? {
+                0 => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                n => drop(self.held.drain(..n)),
             }
         }
         Poll::Ready(Ok(()))
@@ -168,6 +154,11 @@ impl Drop for Guarded {
     }
 }
 
+/// The socket of a [`Guarded`]: present until `drop`, the only place that takes it.
+fn socket(stream: &mut Option<TcpStream>) -> Pin<&mut TcpStream> {
+    Pin::new(stream.as_mut().expect("the stream is taken only on drop"))
+}
+
 /// The status of `bytes` when they are exactly one of hyper's automatic answers.
 fn automatic_answer(bytes: &[u8]) -> Option<StatusCode> {
     if bytes.len() > MAX_AUTOMATIC_ANSWER || !bytes.starts_with(b"HTTP/1.1 4") {
@@ -196,11 +187,21 @@ fn automatic_answer(bytes: &[u8]) -> Option<StatusCode> {
     empty.then_some(status)
 }
 
-/// Finishes a connection whose socket was parked with bytes still held: a problem+json
-/// answer in place of hyper's empty one when the connection failed to parse a head, the
-/// held bytes unchanged otherwise. Then the socket is closed.
-pub(crate) async fn finish(parked: Parked, parse_failed: bool, peer: std::net::SocketAddr) {
-    let Parked { mut stream, held } = parked;
+/// Finishes a connection that ended (with `error`, if any) while its socket held bytes
+/// back, if it did: a problem+json answer in place of hyper's empty one when the
+/// connection failed to parse a head, the held bytes unchanged otherwise. Then the socket
+/// is closed.
+pub(crate) async fn finish(
+    slot: &Slot,
+    error: Option<&(dyn std::error::Error + Send + Sync + 'static)>,
+    peer: std::net::SocketAddr,
+) {
+    let Some(Parked { mut stream, held }) = slot.lock().ok().and_then(|mut p| p.take()) else {
+        return;
+    };
+    let parse_failed = error
+        .and_then(|e| e.downcast_ref::<hyper::Error>())
+        .is_some_and(hyper::Error::is_parse);
     let answer = match automatic_answer(&held) {
         Some(status) if parse_failed => {
             let request_id = uuid::Uuid::new_v4().to_string();
