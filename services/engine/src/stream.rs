@@ -95,13 +95,13 @@ impl RunStream {
         }
     }
 
-    /// Gives a new driver the run as the append that woke it left it, with the run's
-    /// wake-ups counted when it was handed over: the first step starts from it as from
-    /// the driver's own append ([`Self::take_landed`]). When `events`, what that append
-    /// wrote, are the whole stream (a run just created), they are the state: folded as
-    /// written, with no checkpoint to look for and nothing to read.
+    /// Gives a new driver (nothing folded yet) the run as the append that woke it left
+    /// it, with the run's wake-ups counted when it was handed over: the first step starts
+    /// from it as from the driver's own append ([`Self::take_landed`]). When `events`,
+    /// what that append wrote, are the whole stream (a run just created), they are the
+    /// state: folded as written, with no checkpoint to look for and nothing to read.
     pub(crate) fn start_from(&mut self, run: RunSummary, events: &[Envelope], wakes: u64) {
-        if is_whole_stream(run.version, events) && !self.restored && self.state.version == 0 {
+        if is_whole_stream(run.version, events) {
             let mut state = RunState::default();
             if state.fold(events).is_ok() {
                 self.state = state;

@@ -142,8 +142,7 @@ pub trait RunDriver: Send + Sync {
     /// wrote: a driver started for it here takes its first step from that rather than
     /// reading the run again (and, when the events are the whole stream, a run just
     /// created, rather than reading them).
-    fn wake_from(&self, run: RunSummary, events: Vec<Envelope>) {
-        let _ = events;
+    fn wake_from(&self, run: RunSummary, _events: Vec<Envelope>) {
         self.wake(run.tenant, run.id);
     }
 }

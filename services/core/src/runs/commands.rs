@@ -271,7 +271,7 @@ impl Runs {
             let events = with_meta(events, &meta(&self.replica, p, cmd.request_id.as_deref()));
             let mut req = AppendRequest::new(run_id, run.version, events, self.clock.now());
             // Decided on the run just read: the store writes against it.
-            req.base = Some(Box::new(run.clone()));
+            req.base = Some(Box::new(run));
             req.idempotency = record(
                 &cmd.request_id,
                 "post_message",
