@@ -62,6 +62,16 @@ def log_in(page, email):
     expect(page.get_by_role("heading", name="Runs")).to_be_visible(timeout=WAIT)
 
 
+def open_view(page, link):
+    """Follows a nav link and waits until its view is drawn.
+
+    The console routes on `hashchange`, which fires after the click returns: a form
+    filled at once could be the previous view's (Secrets and API keys both label a field
+    "Name")."""
+    page.locator("nav").get_by_role("link", name=link).click()
+    expect(page.get_by_role("heading", level=1, name=link, exact=True)).to_be_visible(timeout=WAIT)
+
+
 def receipt(page, state):
     return page.locator(f'#receipts .receipt[data-state="{state}"]')
 
@@ -98,7 +108,7 @@ def main():
         check(page.context.cookies(BATON)[0]["httpOnly"], "the session is an HttpOnly cookie")
 
         # An agent, defined in the console.
-        page.locator("nav").get_by_role("link", name="Agents").click()
+        open_view(page, "Agents")
         page.get_by_label("Name").fill("helper")
         page.get_by_label("Definition").fill(json.dumps({
             "tools": [ask["id"], refund["id"]],
@@ -115,7 +125,7 @@ def main():
         passed("an agent was created in the console")
 
         # A run, started from the runs list.
-        page.locator("nav").get_by_role("link", name="Runs").click()
+        open_view(page, "Runs")
         page.get_by_label("Agent").select_option(label="helper")
         page.get_by_label("Message").fill("Please refund order 7731")
         page.get_by_role("button", name="Start run").click()
@@ -158,14 +168,13 @@ def main():
         expect(page.locator(".status", has_text="cancelled")).to_be_visible(timeout=WAIT)
         check(api("GET", f"/v1/runs/{run}")["status"] == "cancelled", "the run was cancelled from the console")
 
-        page.locator("nav").get_by_role("link", name="Runs").click()
+        open_view(page, "Runs")
         expect(page.locator(f'tr[data-run="{run}"] .status', has_text="cancelled")).to_be_visible(timeout=WAIT)
         page.screenshot(path=os.path.join(SHOTS, "console-runs.png"), full_page=True)
         passed("the runs list shows the run's status")
 
         # The tenant's definitions and credentials, as an admin keeps them.
-        nav = page.locator("nav")
-        nav.get_by_role("link", name="Agents").click()
+        open_view(page, "Agents")
         page.get_by_role("button", name="Edit helper").click()
         spec = json.loads(page.get_by_label("Definition").input_value())
         spec["instructions"] = "Be brief."
@@ -174,20 +183,20 @@ def main():
         expect(page.locator('tr[data-name="helper"] td').nth(2)).to_have_text("2", timeout=WAIT)
         passed("an agent was changed in the console, as its version 2")
 
-        nav.get_by_role("link", name="Tools").click()
+        open_view(page, "Tools")
         page.get_by_label("Name").fill("lookup")
         page.get_by_role("button", name="Create tool").click()
         expect(page.locator('tr[data-name="lookup"]')).to_be_visible(timeout=WAIT)
         passed("a tool was created in the console")
 
-        nav.get_by_role("link", name="Secrets").click()
+        open_view(page, "Secrets")
         page.get_by_label("Name").fill("shop_token")
         page.get_by_label("Value").fill("s3cret-value")
         page.get_by_role("button", name="Set secret").click()
         expect(page.locator('[data-secret="shop_token"]')).to_be_visible(timeout=WAIT)
         check("s3cret-value" not in page.content(), "a secret was set, and its value is not shown")
 
-        nav.get_by_role("link", name="API keys").click()
+        open_view(page, "API keys")
         page.get_by_label("Name").fill("ci")
         page.get_by_label("Role").select_option("member")
         page.get_by_role("button", name="Create key").click()
@@ -197,14 +206,14 @@ def main():
         expect(page.get_by_role("cell", name="revoked")).to_be_visible(timeout=WAIT)
         passed("the key was revoked")
 
-        nav.get_by_role("link", name="Members").click()
+        open_view(page, "Members")
         page.get_by_label("Email").fill("newcomer@example.com")
         page.get_by_role("button", name="Invite").click()
         expect(page.get_by_role("button", name="Revoke invitation of newcomer@example.com")).to_be_visible(timeout=WAIT)
         passed("a user was invited")
         expect(page.get_by_label(f"Role of {os.environ['VIEWER_EMAIL']}")).to_have_value("viewer")
 
-        nav.get_by_role("link", name="Audit").click()
+        open_view(page, "Audit")
         for action in ("secret.put", "api_key.revoked", "member.invited"):
             expect(page.get_by_role("cell", name=action, exact=True).first).to_be_visible(timeout=WAIT)
         passed("the audit stream shows what was done")
@@ -223,7 +232,7 @@ def main():
         check(vpage.get_by_role("button", name="Start run").count() == 0, "a viewer gets no start form")
         for name in ("Secrets", "API keys", "Members", "Audit"):
             check(not vpage.locator("nav").get_by_role("link", name=name).is_visible(), f"a viewer is offered no {name}")
-        vpage.locator("nav").get_by_role("link", name="Tools").click()
+        open_view(vpage, "Tools")
         expect(vpage.locator('tr[data-name="lookup"]')).to_be_visible(timeout=WAIT)
         check(vpage.get_by_role("button", name="Create tool").count() == 0
               and vpage.get_by_role("button", name="Edit lookup").count() == 0, "a viewer reads tools but may not change them")
