@@ -4,7 +4,7 @@ use baton_bus::InProcessBus;
 use baton_core::agents::{Agents, NewAgent};
 use baton_core::model::{ProviderSpec, ScriptedReply, Tenant};
 use baton_core::ports::{
-    AppendRequest, Clock, EventBus, RunDriver, RunReader, SystemClock, TenantStore,
+    AppendRequest, Clock, EventBus, EventLog, RunDriver, RunReader, SystemClock, TenantStore,
 };
 use baton_core::runs::{CreateRun, Recorder, Runs, follow};
 use baton_core::{Principal, Role, RunId, TenantId};
@@ -268,4 +268,58 @@ async fn following_an_ended_run_from_its_last_event_yields_nothing_to_wait_for()
         .collect()
         .await;
     assert_eq!(got, ["run.cancelled"], "the last event, then the end");
+}
+
+/// The first page of a replay is read with the run when the stream opens; a later page
+/// that finds the run deleted (its `run.deleted` lost) ends the stream with one
+/// `run.deleted` right after what was sent, even though the run had ended earlier.
+#[tokio::test]
+async fn a_replay_that_finds_its_ended_run_deleted_ends_with_one_run_deleted() {
+    let (w, run) = world(8, false).await;
+    w.append(run, 250).await;
+    w.runs
+        .cancel_run(&w.owner, run, None)
+        .await
+        .expect("cancel");
+    let end = w.runs.get_run(&w.owner, run).await.expect("run").version;
+    let mut stream = Box::pin(
+        follow(&w.runs, &w.owner, run, 0, Duration::from_millis(50))
+            .await
+            .expect("follow")
+            .expect("an ended run with events after the cursor"),
+    );
+    let mut got = Vec::new();
+    for _ in 0..200 {
+        got.push(
+            stream
+                .next()
+                .await
+                .expect("an event")
+                .expect("event")
+                .version,
+        );
+    }
+    assert_eq!(got, (1..=200).collect::<Vec<_>>(), "the first page");
+    let audit = baton_core::model::AuditEntry::operator(
+        SystemClock.now(),
+        baton_core::model::AuditAction::RunDeleted,
+        run.to_string(),
+        serde_json::json!({}),
+    );
+    w.store
+        .delete_run(w.owner.tenant, run, end, &audit)
+        .await
+        .expect("delete");
+    let rest: Vec<(i64, String)> = tokio::time::timeout(
+        Duration::from_secs(10),
+        stream
+            .map(|e| {
+                let e = e.expect("event");
+                (e.version, e.event_type.clone())
+            })
+            .collect(),
+    )
+    .await
+    .expect("the stream ends");
+    assert_eq!(rest, [(201, "run.deleted".to_string())]);
 }

@@ -100,15 +100,16 @@ async fn a_stream_ends_with_run_deleted_when_the_bus_never_said_so() {
 }
 
 #[tokio::test]
-async fn a_stream_resumed_on_an_ended_run_ends_at_the_first_run_deleted() {
+async fn a_stream_resumed_on_an_ended_run_replays_what_it_read_when_it_opened() {
     let (app, t) = TestApp::with_tenant().await;
     let agent = app.agent(&t.owner, json!([{"content": "x"}])).await;
     let run = app.run(&t.owner, &agent, None).await;
     app.post(&format!("/v1/runs/{run}/cancel"), &t.owner, json!({}))
         .await
         .expect_status(200);
-    // Resumed early in a run that had ended (created, cancel asked, cancelled): its
-    // replay would end at version 3, but the run is gone before it is read.
+    // Resumed early in a run that had ended (created, cancel asked, cancelled): the
+    // replay's first page is read with the run when the stream opens, so a deletion
+    // right after changes nothing it sends; it ends at the run's end, exactly once.
     let res = app
         .open(app.events_request(&run, &t.owner, Some("1")))
         .await;
@@ -117,6 +118,15 @@ async fn a_stream_resumed_on_an_ended_run_ends_at_the_first_run_deleted() {
     assert_eq!(version, 3);
     delete_unannounced(&app, t.id, &run, version).await;
     let text = ended(res).await;
-    assert_eq!(text.matches("event: run.deleted").count(), 1, "{text}");
-    assert!(text.contains("id: 2\n"), "after the cursor: {text}");
+    assert!(!text.contains("event: run.deleted"), "{text}");
+    assert!(
+        text.contains("id: 2\n") && text.contains("id: 3\n") && !text.contains("id: 1\n"),
+        "after the cursor, to the end: {text}"
+    );
+    assert_eq!(text.matches("event: run.cancelled").count(), 1, "{text}");
+    // Opened after the deletion, there is no run to stream.
+    let gone = app
+        .open(app.events_request(&run, &t.owner, Some("1")))
+        .await;
+    assert_eq!(gone.status(), 404);
 }

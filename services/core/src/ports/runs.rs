@@ -89,6 +89,18 @@ pub trait RunReader: Send + Sync {
     async fn get_run(&self, tenant: TenantId, run: RunId)
     -> Result<Option<RunSummary>, StoreError>;
 
+    /// The run and the first page of its events with `version > after` (at most
+    /// `limit`), read on one connection: what a stream opening needs, in one read
+    /// instead of two. `None` when the run does not exist in the tenant; no events are
+    /// read when `after` is at or past the run's version.
+    async fn run_and_events_after(
+        &self,
+        tenant: TenantId,
+        run: RunId,
+        after: i64,
+        limit: u32,
+    ) -> Result<Option<(RunSummary, Vec<Envelope>)>, StoreError>;
+
     async fn list_runs(
         &self,
         tenant: TenantId,

@@ -1,5 +1,5 @@
 //! Following a run's events live: subscribe first, replay from the database after the
-//! client's cursor a page at a time, then forward live events in version order.
+//! client's cursor a page at a time (the first page read with the run itself), then forward live events in version order.
 //! Duplicates (already sent) are dropped; a gap (a lost or reordered publish) sends the
 //! follower back to the database, and so does silence longer than the resync interval, so
 //! a lost publish costs latency, never an event. The stream ends after a terminal event
@@ -125,25 +125,30 @@ async fn follower(
     if after < 0 {
         return Err(CoreError::invalid("the event cursor must not be negative"));
     }
-    let summary = runs.get_run(p, run).await?;
-    super::commands::check_cursor(after, &summary)?;
-    if summary.status.is_terminal() && after == summary.version {
-        return Ok(None);
-    }
-    // Subscribe before the replay so nothing committed in between is missed.
+    // Subscribe before the replay so nothing committed in between is missed; the run
+    // and the replay's first page are one read.
     let mut sub = runs.bus().subscribe(p.tenant, run).await?;
     if !deltas {
         // The bus drops deltas for a closed receiver without counting them as lost.
         sub.deltas.close();
+    }
+    let (summary, page) = runs
+        .reader
+        .run_and_events_after(p.tenant, run, after, REPLAY_PAGE)
+        .await?
+        .ok_or(CoreError::NotFound("run"))?;
+    super::commands::check_cursor(after, &summary)?;
+    if summary.status.is_terminal() && after == summary.version {
+        return Ok(None);
     }
     Ok(Some(Follower {
         store: runs.reader.clone(),
         tenant: p.tenant,
         run,
         cursor: after,
-        pending: VecDeque::new(),
+        behind: page.len() == REPLAY_PAGE as usize,
+        pending: page.into_iter().map(SharedEvent::from).collect(),
         sub,
-        behind: true,
         silent: false,
         resync,
         idle: resync,

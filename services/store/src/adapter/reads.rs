@@ -16,6 +16,32 @@ use baton_events::{RunId, TenantId};
 use sqlx::Transaction;
 use uuid::Uuid;
 
+/// The tenant's row whose `id` is `id`: `select` is `SELECT <columns> FROM <table>`.
+pub(crate) fn by_id<B: Backend>(select: &'static str, tenant: TenantId, id: Uuid) -> Query<B> {
+    let mut q = Query::new(select);
+    q.push(" WHERE tenant_id = ")
+        .push_bind(tenant.as_uuid())
+        .push(" AND id = ")
+        .push_bind(id);
+    q
+}
+
+/// A page of a run's rows after a position: `sql` binds `$1` the run, `$2` the tenant,
+/// `$3` the position and `$4` the limit.
+pub(crate) fn page_of<B: Backend>(
+    sql: &'static str,
+    tenant: TenantId,
+    run: RunId,
+    after: i64,
+    limit: u32,
+) -> Query<B> {
+    Query::new(sql)
+        .bind(run.as_uuid())
+        .bind(tenant.as_uuid())
+        .bind(after)
+        .bind(i64::from(limit))
+}
+
 impl<B: Backend> Store<B> {
     /// Every row `q` returns, read on `kind`'s pool in `scope`, as the model.
     pub(crate) async fn read_all<R, T>(
@@ -81,12 +107,8 @@ impl<B: Backend> Store<B> {
         R: Decode,
         T: TryFrom<R, Error = StoreError>,
     {
-        let mut q = Query::new(select);
-        q.push(" WHERE tenant_id = ")
-            .push_bind(tenant.as_uuid())
-            .push(" AND id = ")
-            .push_bind(id);
-        self.tenant_row::<R, T>(tenant, q).await
+        self.tenant_row::<R, T>(tenant, by_id(select, tenant, id))
+            .await
     }
 
     /// A page of the tenant's rows on the `app` pool, newest first: those older than
@@ -164,12 +186,8 @@ impl<B: Backend> Store<B> {
         R: Decode,
         T: TryFrom<R, Error = StoreError>,
     {
-        let q = Query::new(sql)
-            .bind(run.as_uuid())
-            .bind(tenant.as_uuid())
-            .bind(after)
-            .bind(i64::from(limit));
-        self.tenant_rows::<R, T>(tenant, q).await
+        self.tenant_rows::<R, T>(tenant, page_of(sql, tenant, run, after, limit))
+            .await
     }
 
     /// A page of the tenant's rows in `key` order on the `app` pool: those after `after`

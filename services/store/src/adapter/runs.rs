@@ -3,9 +3,11 @@
 //! the tenant too; the append is `append.rs`.
 
 use super::Result;
+use super::reads::{by_id, page_of};
 use crate::backend::Backend;
 use crate::pools::{PoolKind, Scope};
 use crate::query::Query;
+use crate::rows::map_all;
 use crate::rows::receipts::{ReceiptRow, receipt_columns};
 use crate::rows::runs::{
     EventRow, IdempotencyRow, MessageRow, RunRow, event_columns, idempotency_columns,
@@ -71,6 +73,36 @@ impl<B: Backend> RunReader for Store<B> {
     async fn get_run(&self, tenant: TenantId, run: RunId) -> Result<Option<RunSummary>> {
         self.one_by_id::<RunRow, _>(tenant, SELECT_RUNS, run.as_uuid())
             .await
+    }
+
+    #[tracing::instrument(name = "store.run_and_events_after", skip_all)]
+    async fn run_and_events_after(
+        &self,
+        tenant: TenantId,
+        run: RunId,
+        after: i64,
+        limit: u32,
+    ) -> Result<Option<(RunSummary, Vec<Envelope>)>> {
+        let mut conn = self
+            .pools
+            .read(PoolKind::App, Scope::Tenant(tenant))
+            .await?;
+        let row = by_id::<B>(SELECT_RUNS, tenant, run.as_uuid())
+            .fetch_optional::<RunRow>(&mut conn)
+            .await?;
+        let Some(summary) = row.map(RunSummary::try_from).transpose()? else {
+            return Ok(None);
+        };
+        let events = if after < summary.version {
+            map_all(
+                page_of::<B>(EVENTS_AFTER, tenant, run, after, limit)
+                    .fetch_all::<EventRow>(&mut conn)
+                    .await?,
+            )?
+        } else {
+            Vec::new()
+        };
+        Ok(Some((summary, events)))
     }
 
     #[tracing::instrument(name = "store.list_runs", skip_all)]
