@@ -217,7 +217,7 @@ async fn a_run_costs_postgres_its_budget_of_statements() {
     let cluster = builder.start().await.expect("cluster");
     let (_, key) = cluster.create_tenant("costed").await.expect("tenant");
     let api = Api::new(cluster.base_url(0), Some(key));
-    within_budget("team", per_run(&api).await, (16.0, 10.0));
+    within_budget("team", per_run(&api).await, (15.0, 9.0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -232,5 +232,5 @@ async fn a_run_costs_sqlite_its_budget_of_statements() {
         &QUIET,
     );
     let api = Api::new(&server.base, None);
-    within_budget("embedded", per_run(&api).await, (15.0, 8.0));
+    within_budget("embedded", per_run(&api).await, (14.0, 7.0));
 }

@@ -14,6 +14,7 @@
 use super::Result;
 use super::reads::commit;
 use super::receipts::project_receipts;
+use super::webhooks::{enqueue_run_events, return_subscribed, run_event_kinds};
 use crate::backend::Backend;
 use crate::plan::{self, AppendError, AppendPlan};
 use crate::pools::{PoolKind, Scope};
@@ -213,8 +214,9 @@ async fn write<B: Backend>(
     tenant: TenantId,
     req: &AppendRequest,
 ) -> Result<AppendOutcome, AppendError> {
-    let plan = if req.expected_version == 0 {
+    let (plan, kinds, subscribed) = if req.expected_version == 0 {
         let plan = plan::plan(plan::new_stream(tenant, req), req)?;
+        let kinds = run_event_kinds(&plan);
         bind_run(
             Query::new(concat!(
                 "INSERT INTO runs (",
@@ -226,7 +228,10 @@ async fn write<B: Backend>(
         )
         .execute(&mut *tx)
         .await?;
-        plan
+        // A new run's events are no webhook event; should one be, the enqueue finds the
+        // endpoints itself.
+        let subscribed = !kinds.is_empty();
+        (plan, kinds, subscribed)
     } else {
         // The run the events apply to: the caller's base, or the row read locked (its
         // fence and version checked there, so that a refusal is precise). Either way the
@@ -236,6 +241,7 @@ async fn write<B: Backend>(
             None => locked_current(tx, tenant, req).await?,
         };
         let plan = plan::plan(current, req)?;
+        let kinds = run_event_kinds(&plan);
         let mut update = Query::new(UPDATE_RUN);
         update.push(release(req)).push(UPDATE_RUN_WHERE);
         let mut update = bind_run(update, &plan.summary).bind(req.expected_version);
@@ -247,15 +253,28 @@ async fn write<B: Backend>(
                 .push_bind(fence.epoch)
                 .push(" AND COALESCE(lease_expires_ms, -1) <> 0");
         }
-        if update.execute(&mut *tx).await? != 1 {
-            return Err(AppendError::Refused);
-        }
-        plan
+        // An append with webhook events asks, in the same statement, whether any
+        // endpoint wants them.
+        let subscribed = if kinds.is_empty() {
+            if update.execute(&mut *tx).await? != 1 {
+                return Err(AppendError::Refused);
+            }
+            false
+        } else {
+            return_subscribed(&mut update, tenant, &kinds);
+            let Some((subscribed,)) = update.fetch_optional::<(bool,)>(&mut *tx).await? else {
+                return Err(AppendError::Refused);
+            };
+            subscribed
+        };
+        (plan, kinds, subscribed)
     };
     let events = insert_rows(tx, tenant, &plan).await?;
     project_receipts(tx, tenant, req, &plan).await?;
     super::workspace::project_workspace(tx, tenant, req, &plan).await?;
-    super::webhooks::enqueue_run_events(tx, tenant, &plan).await?;
+    if subscribed {
+        enqueue_run_events(tx, tenant, &plan, &kinds).await?;
+    }
     Ok(AppendOutcome::Appended {
         run: Box::new(plan.summary),
         events,

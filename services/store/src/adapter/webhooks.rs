@@ -9,7 +9,7 @@ use super::Result;
 use super::audit::insert_entry;
 use super::reads::commit;
 use crate::backend::Backend;
-use crate::plan::micros;
+use crate::plan::{AppendPlan, micros};
 use crate::pools::{PoolKind, Scope};
 use crate::query::Query;
 use crate::rows::to_json;
@@ -430,24 +430,60 @@ impl<B: Backend> WebhookStore for Store<B> {
     }
 }
 
-/// Records, on the append's transaction, a delivery of each webhook event the planned
-/// events are (`WebhookEvent::of_run_event`) to the endpoints subscribed to it. Most
-/// appends carry none and cost nothing here.
+/// The webhook events the planned events are (`WebhookEvent::of_run_event`), each with
+/// the index of its event in the plan. Most appends have none.
+pub(crate) fn run_event_kinds(plan: &AppendPlan) -> Vec<(usize, WebhookEvent)> {
+    plan.events
+        .iter()
+        .enumerate()
+        .flat_map(|(i, e)| {
+            WebhookEvent::of_run_event(e.event_type, &e.data)
+                .iter()
+                .map(move |kind| (i, *kind))
+        })
+        .collect()
+}
+
+/// Appends ` RETURNING` whether `tenant` has an enabled endpoint subscribed to any of
+/// `kinds` to `q`, a statement of the append's transaction: when none is, the append
+/// skips [`enqueue_run_events`] and its statement.
+pub(crate) fn return_subscribed<B: Backend>(
+    q: &mut Query<B>,
+    tenant: TenantId,
+    kinds: &[(usize, WebhookEvent)],
+) {
+    q.push(
+        " RETURNING EXISTS (SELECT 1 FROM webhook_subscriptions s JOIN webhooks w \
+         ON w.tenant_id = s.tenant_id AND w.id = s.webhook_id \
+         WHERE w.state = 'enabled' AND s.tenant_id = ",
+    )
+    .push_bind(tenant.as_uuid())
+    .push(" AND s.event_type IN (");
+    for (n, (_, kind)) in kinds.iter().enumerate() {
+        if n > 0 {
+            q.push(", ");
+        }
+        q.push_bind(kind.as_str());
+    }
+    q.push("))");
+}
+
+/// Records, on the append's transaction, a delivery of each of `kinds` (from
+/// [`run_event_kinds`]) to the endpoints subscribed to it.
 pub(crate) async fn enqueue_run_events<B: Backend>(
     tx: &mut Transaction<'static, B>,
     tenant: TenantId,
-    plan: &crate::plan::AppendPlan,
+    plan: &AppendPlan,
+    kinds: &[(usize, WebhookEvent)],
 ) -> Result<()> {
-    for e in &plan.events {
-        for kind in WebhookEvent::of_run_event(e.event_type, &e.data) {
-            let data = serde_json::json!({
-                "run": &plan.summary,
-                "event": {"id": e.id, "type": e.event_type, "version": e.version, "data": &e.data},
-            });
-            let m =
-                WebhookMessage::new(Uuid::now_v7(), *kind, Some(plan.summary.id), plan.at, data);
-            enqueue(tx, tenant, &m, plan.at).await?;
-        }
+    for (i, kind) in kinds {
+        let e = &plan.events[*i];
+        let data = serde_json::json!({
+            "run": &plan.summary,
+            "event": {"id": e.id, "type": e.event_type, "version": e.version, "data": &e.data},
+        });
+        let m = WebhookMessage::new(Uuid::now_v7(), *kind, Some(plan.summary.id), plan.at, data);
+        enqueue(tx, tenant, &m, plan.at).await?;
     }
     Ok(())
 }

@@ -77,6 +77,7 @@ contract!(
     workspace::a_deleted_run_takes_its_files_and_the_contents_only_it_held,
     workspace::another_tenants_workspace_is_invisible,
     webhooks::an_event_that_is_two_webhook_events_is_delivered_as_each,
+    webhooks::an_append_enqueues_only_when_its_update_finds_a_subscribed_endpoint,
     mcp::servers_are_named_once_per_tenant_and_changed_by_version,
     mcp::discoveries_are_numbered_and_go_with_their_server,
     webhooks::finished_deliveries_past_their_window_are_pruned_and_pending_ones_stay,

@@ -5,8 +5,9 @@
 //! attempts and replay; everything stays in its tenant.
 
 use crate::support::*;
+use baton_core::StoreError;
 use baton_core::model::{
-    Attempt, AuditAction, AuditEntry, DeliveryState, RunSummary, Webhook, WebhookEvent,
+    Attempt, AuditAction, AuditEntry, DeliveryState, RunStatus, RunSummary, Webhook, WebhookEvent,
     WebhookSecrets, WebhookSpec, WebhookState,
 };
 use baton_core::ports::{EndpointOutcome, WebhookStore};
@@ -341,4 +342,69 @@ pub async fn an_event_that_is_two_webhook_events_is_delivered_as_each<S: Store +
     );
     assert_ne!(got[0].id, got[1].id);
     assert!(got.iter().all(|d| d.run_id == Some(run)));
+}
+
+/// An append whose events are webhook events asks in its projection `UPDATE` whether an
+/// endpoint wants them, and records deliveries only then: with no endpoint, with one
+/// subscribed to another type or disabled, it records none (and, read as false on both
+/// backends, skips the enqueue); a refused `UPDATE` records none either.
+pub async fn an_append_enqueues_only_when_its_update_finds_a_subscribed_endpoint<
+    S: Store + WebhookStore,
+>(
+    s: &S,
+) {
+    let a = tenant(s).await;
+    let cancel_with_base = |run, base: &RunSummary| {
+        let cancel = event(a, RunEvent::RunCancelled(RunCancelled { reason: None }));
+        let mut req = request(run, base.version, vec![cancel]);
+        req.base = Some(Box::new(base.clone()));
+        req
+    };
+    let cancel_new_run = || async {
+        let run = new_run(s, a).await;
+        let base = s.get_run(a, run).await.expect("read").expect("run");
+        let (ended, _) = append_ok(s, a, cancel_with_base(run, &base)).await;
+        assert_eq!(ended.status, RunStatus::Cancelled);
+        (run, base)
+    };
+
+    // No endpoint at all, then one for another type, then a disabled one for this type.
+    cancel_new_run().await;
+    let completes = endpoint(a, &[WebhookEvent::RunCompleted]);
+    let mut off = endpoint(a, &[WebhookEvent::RunCancelled]);
+    off.state = WebhookState::Disabled;
+    for w in [&completes, &off] {
+        s.create_webhook(w, &entry()).await.expect("create");
+    }
+    cancel_new_run().await;
+    for w in [&completes, &off] {
+        let none = s
+            .list_deliveries(a, w.id, None, None, 10)
+            .await
+            .expect("list");
+        assert!(none.is_empty(), "{:?} {:?}", w.state, w.spec.events);
+    }
+
+    // Subscribed and enabled: one delivery per append that is the event.
+    let cancels = endpoint(a, &[WebhookEvent::RunCancelled]);
+    s.create_webhook(&cancels, &entry()).await.expect("create");
+    let (run, base) = cancel_new_run().await;
+    let got = s
+        .list_deliveries(a, cancels.id, None, None, 10)
+        .await
+        .expect("list");
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].run_id, Some(run));
+
+    // The same append again, against a base the run has moved past: refused, nothing
+    // recorded.
+    match s.append(a, cancel_with_base(run, &base)).await {
+        Err(StoreError::Conflict { .. }) => {}
+        other => panic!("expected Conflict, got {other:?}"),
+    }
+    let after = s
+        .list_deliveries(a, cancels.id, None, None, 10)
+        .await
+        .expect("list");
+    assert_eq!(after.len(), 1, "a refused append records no delivery");
 }
