@@ -18,7 +18,7 @@ pub mod routes;
 pub mod state;
 pub mod streams;
 
-pub use state::{AppState, HttpSettings};
+pub use state::{AppState, HttpSettings, Services};
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};

@@ -16,6 +16,7 @@ use baton_core::schedules::Schedules;
 use baton_core::secrets::Secrets;
 use baton_core::tools::Tools;
 use baton_core::webhooks::Webhooks;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -54,8 +55,28 @@ impl Default for HttpSettings {
     }
 }
 
+/// What every handler can reach, shared: a request's extractors and layers each take a
+/// clone, and cloning the use cases themselves (dozens of `Arc`s and a few strings) cost
+/// more than some requests' own work.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Services>);
+
+impl AppState {
+    pub fn new(services: Services) -> Self {
+        AppState(Arc::new(services))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Services;
+
+    fn deref(&self) -> &Services {
+        &self.0
+    }
+}
+
+/// The use cases and settings behind an [`AppState`].
+pub struct Services {
     pub runs: Runs,
     pub agents: Agents,
     pub tools: Tools,

@@ -784,7 +784,7 @@ impl Wiring<'_> {
         tasks: TaskTracker,
     ) -> anyhow::Result<AppState> {
         let (config, stores, clock) = (self.config, self.stores, &self.clock);
-        Ok(AppState {
+        Ok(AppState::new(baton_api::Services {
             runs: self.runs(engine),
             agents: Agents {
                 store: stores.agents.clone(),
@@ -880,6 +880,6 @@ impl Wiring<'_> {
             replica: self.replica.clone(),
             shutdown,
             tasks,
-        })
+        }))
     }
 }

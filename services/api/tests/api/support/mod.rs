@@ -205,7 +205,7 @@ impl TestApp {
             driver: Arc::new(engine),
             clock: clock.clone(),
         };
-        let state = AppState {
+        let state = AppState::new(baton_api::Services {
             runs: runs.clone(),
             agents: Agents {
                 store: db.clone(),
@@ -319,7 +319,7 @@ impl TestApp {
             shutdown: CancellationToken::new(),
             code_tools_unavailable: Some("not in the API tests".into()),
             tasks,
-        };
+        });
         delegator.set(Arc::new(state.runs.clone()));
         let schedules = state.schedules.clone();
         let webhooks = state.webhooks.clone();
